@@ -1,0 +1,29 @@
+# `make demo` and `make test` each set up .venv (from the system python3) if needed, then run.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+DEMO_OUT ?= runs/demo
+
+.PHONY: demo test install clean sample
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	rm -rf $(DEMO_OUT)
+	$(BIN)/vtb run --tasks sample --model replay --judge rule --out $(DEMO_OUT)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+sample: $(STAMP)
+	$(BIN)/python -m vtb_agents.tasks.sample_suite
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache *.egg-info

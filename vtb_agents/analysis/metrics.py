@@ -1,0 +1,86 @@
+"""APR / ARS with breakdowns, tool-use metrics and judge counts: the fields of ``summary.json``."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from statistics import fmean
+from typing import Any, Callable, Iterable
+
+from vtb_agents.results import TaskResult
+
+VISION_TOOL = "python_image_processing"
+
+
+def _rate(values: list[float]) -> float | None:
+    return round(fmean(values), 6) if values else None
+
+
+def score_block(results: list[TaskResult]) -> dict[str, Any]:
+    """``{n, graded, apr, ars}`` over ``results``: APR and ARS count graded tasks only."""
+    graded = [r.grade for r in results if r.grade.graded]
+    return {
+        "n": len(results),
+        "graded": len(graded),
+        "apr": _rate([1.0 if g.passed else 0.0 for g in graded]),
+        "ars": _rate([g.score for g in graded if g.score is not None]),
+    }
+
+
+def breakdown(results: list[TaskResult], key: Callable[[TaskResult], str]) -> dict[str, dict[str, Any]]:
+    """:func:`score_block` per group, groups sorted by name."""
+    groups: dict[str, list[TaskResult]] = defaultdict(list)
+    for result in results:
+        groups[key(result)].append(result)
+    return {name: score_block(groups[name]) for name in sorted(groups)}
+
+
+def tool_metrics(results: list[TaskResult]) -> dict[str, Any]:
+    """The paper's tool-use metrics: proactivity, success rate, volume, calls per tool, image ops."""
+    from vtb_agents.analysis.image_ops import count_image_ops
+
+    calls = [call for r in results for call in r.episode.tool_calls]
+    by_tool = Counter(call.name for call in calls)
+    vision_code = [str(c.args.get("code", "")) for c in calls if c.name == VISION_TOOL]
+    return {
+        "proactivity": _rate([1.0 if r.episode.tool_calls else 0.0 for r in results]),
+        "success_rate": _rate([1.0 if c.ok else 0.0 for c in calls]),
+        "volume": _rate([float(len(r.episode.tool_calls)) for r in results]),
+        "calls": len(calls),
+        "by_tool": dict(sorted(by_tool.items())),
+        "image_ops": count_image_ops(vision_code),
+    }
+
+
+def judge_counts(results: Iterable[TaskResult], judge_name: str) -> dict[str, Any]:
+    """How rubrics were decided: judge calls, deterministic checks, unjudged, errors, cache hits."""
+    verdicts = [v for r in results for v in r.grade.verdicts]
+    return {
+        "model": judge_name,
+        "calls": sum(v.judge not in ("check", "episode", "rule") for v in verdicts),
+        "checks": sum(v.judge == "check" for v in verdicts),
+        "unjudged": sum(v.status == "unjudged" for v in verdicts),
+        "errors": sum(v.status == "error" for v in verdicts),
+        "cache_hits": 0,
+    }
+
+
+def summarize(results: list[TaskResult], *, judge_name: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole ``summary.json`` (DESIGN.md "Run directory")."""
+    overall = score_block(results)
+    return {
+        "tasks": overall["n"],
+        "graded": overall["graded"],
+        "ungraded": overall["n"] - overall["graded"],
+        "apr": overall["apr"],
+        "ars": overall["ars"],
+        "by_category": breakdown(results, lambda r: r.category),
+        "by_domain": breakdown(results, lambda r: r.domain),
+        "by_turncase": breakdown(results, lambda r: r.turncase),
+        "tool_metrics": tool_metrics(results),
+        "judge": judge_counts(results, judge_name),
+        "episodes": {
+            "errors": sum(r.episode.status == "error" for r in results),
+            "tool_round_cap": sum(t.status == "tool_round_cap" for r in results for t in r.episode.turns),
+        },
+        **(extra or {}),
+    }

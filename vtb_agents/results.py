@@ -1,0 +1,94 @@
+"""The records a run produces: an episode per task, its grade, and the line in ``results.jsonl``.
+
+These are the contracts between the graphs, the judges, the analysis and the runner.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+TurnStatus = Literal["answered", "tool_round_cap", "error"]
+VerdictStatus = Literal["met", "not_met", "unjudged", "error"]
+
+
+class ToolCallRecord(BaseModel):
+    """One tool call of an episode, as the model made it and as the tool answered."""
+
+    turn: int
+    round: int
+    id: str
+    name: str
+    args: dict[str, Any]
+    ok: bool
+    output: str
+    images: list[dict[str, Any]] = Field(default_factory=list)
+    duration_s: float | None = None
+
+
+class TurnRecord(BaseModel):
+    """What happened in one turn: the final answer and how the turn ended."""
+
+    index: int
+    answer: str
+    status: TurnStatus
+    tool_rounds: int = 0
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+
+
+class Episode(BaseModel):
+    """A model's run through all turns of one task."""
+
+    task_id: str
+    model: str
+    turns: list[TurnRecord] = Field(default_factory=list)
+    status: Literal["completed", "error"] = "completed"
+    error: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def tool_calls(self) -> list[ToolCallRecord]:
+        """Every tool call of every turn, in order."""
+        return [call for turn in self.turns for call in turn.tool_calls]
+
+
+class RubricVerdict(BaseModel):
+    """The judgement of one rubric of one turn."""
+
+    rubric_id: str
+    turn: int
+    weight: int
+    critical: bool
+    status: VerdictStatus
+    justification: str = ""
+    judge: str = ""
+
+
+class TaskGrade(BaseModel):
+    """A task's grade. ``score`` is met weight over judged weight; ``passed`` needs every critical
+    rubric met. A task with a judge error, or with a critical rubric nobody could judge, is
+    ``ungraded``: its score and pass are None, and it is left out of APR and ARS.
+    """
+
+    verdicts: list[RubricVerdict] = Field(default_factory=list)
+    score: float | None = None
+    passed: bool | None = None
+    graded: bool = False
+    reason: str | None = None
+    critical_rule: str = "weight"
+
+
+class TaskResult(BaseModel):
+    """One line of ``results.jsonl``."""
+
+    task_id: str
+    category: str
+    category_raw: str
+    domain: str
+    domain_raw: str
+    turncase: str
+    model: str
+    episode: Episode
+    grade: TaskGrade
+    duration_s: float

@@ -1,0 +1,1 @@
+"""Batch runs: run tasks, grade them, store results line by line, summarise."""

@@ -1,0 +1,112 @@
+"""``python_image_processing`` and ``python_interpreter``: model-written code in the episode's sandbox.
+
+Both run in the same stateful sandbox, so the interpreter can read what the vision tool saved.
+Images the code writes become artifacts; the graph shows them to the model after the round.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import PurePosixPath
+from typing import Any, Protocol
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.prebuilt import ToolRuntime
+from PIL import Image
+from pydantic import BaseModel, Field
+
+from vtb_agents.artifacts import IMAGE_SUFFIXES, ArtifactStore
+from vtb_agents.tools.sandbox.base import ExecResult, Sandbox
+
+MAX_CODE_CHARS = 5_000
+"""Longest code a call may carry (VTB's limit for the vision tool)."""
+
+
+class ToolContext(Protocol):
+    """What the Python tools need from the episode (LangGraph runtime context)."""
+
+    sandbox: Sandbox
+    artifacts: ArtifactStore
+    code_timeout_s: float
+
+
+class CodeArgs(BaseModel):
+    code: str = Field(description="Python source to run. Variables persist between calls.",
+                      max_length=MAX_CODE_CHARS)
+
+
+_VISION_DESCRIPTION = (
+    "Run Python code to inspect and transform the task's images. The working directory holds the "
+    "images as image_0.png, image_1.png, ... PIL (Pillow), NumPy and OpenCV (cv2) are available. "
+    "Crop, zoom (resize), rotate, enhance contrast or brightness, or annotate, then save each result "
+    "as transformed_image_N.png (N = 0, 1, 2, ... never overwriting an earlier file); every image "
+    "you save is shown to you after the call. Print values you want to read back. Variables and "
+    "imports persist between calls."
+)
+_INTERPRETER_DESCRIPTION = (
+    "Run general Python code (numpy, pandas, scipy, and the standard library) for data work and "
+    "exact calculations; print the results you need. It shares the working directory and variables "
+    "with python_image_processing, so it can read saved images. No network access."
+)
+
+
+def observation_text(result: ExecResult, images: list[str]) -> str:
+    """The compact JSON text the model reads back from a code call."""
+    payload: dict[str, Any] = {"ok": result.ok, "stdout": result.stdout}
+    if result.stderr:
+        payload["stderr"] = result.stderr
+    if result.error:
+        payload["error"] = result.error
+    if result.state_lost:
+        payload["note"] = "the Python state was reset: re-import modules and re-create variables"
+    other = [name for name in result.new_files if name not in images]
+    if images:
+        payload["new_images"] = images
+        payload["note_images"] = "the new images are shown in the next message"
+    if other:
+        payload["new_files"] = other
+    return json.dumps(payload, ensure_ascii=False)
+
+
+def collect_images(sandbox: Sandbox, artifacts: ArtifactStore, names: list[str]) -> list[dict[str, Any]]:
+    """Store every decodable image among ``names`` and return ``{"name", "ref", "size"}`` records."""
+    found = []
+    for name in names:
+        if PurePosixPath(name).suffix.lower() not in IMAGE_SUFFIXES:
+            continue
+        data = sandbox.get_file(name)
+        try:
+            with Image.open(io.BytesIO(data)) as image:
+                size = list(image.size)
+        except (OSError, ValueError, Image.DecompressionBombError):
+            continue  # not a readable image: it stays listed as a plain new file
+        found.append({"name": name, "ref": artifacts.put(data), "size": size})
+    return found
+
+
+def _run_code(name: str, code: str, runtime: ToolRuntime) -> ToolMessage:
+    ctx: ToolContext = runtime.context
+    result = ctx.sandbox.run(code, timeout=ctx.code_timeout_s)
+    images = collect_images(ctx.sandbox, ctx.artifacts, result.new_files)
+    return ToolMessage(
+        content=observation_text(result, [image["name"] for image in images]),
+        tool_call_id=runtime.tool_call_id or "",
+        name=name,
+        status="success" if result.ok else "error",
+        artifact={"images": images, "duration_s": round(result.duration_s, 4), "ok": result.ok},
+    )
+
+
+def _code_tool(name: str, description: str) -> BaseTool:
+    def run(code: str, runtime: ToolRuntime) -> ToolMessage:
+        return _run_code(name, code, runtime)
+
+    return StructuredTool.from_function(
+        func=run, name=name, description=description, args_schema=CodeArgs,
+    )
+
+
+python_image_processing: BaseTool = _code_tool("python_image_processing", _VISION_DESCRIPTION)
+python_interpreter: BaseTool = _code_tool("python_interpreter", _INTERPRETER_DESCRIPTION)
