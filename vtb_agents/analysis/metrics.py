@@ -6,6 +6,7 @@ from collections import Counter, defaultdict
 from statistics import fmean
 from typing import Any, Callable, Iterable
 
+from vtb_agents.analysis.image_ops import count_image_ops
 from vtb_agents.results import TaskResult
 
 VISION_TOOL = "python_image_processing"
@@ -36,8 +37,6 @@ def breakdown(results: list[TaskResult], key: Callable[[TaskResult], str]) -> di
 
 def tool_metrics(results: list[TaskResult]) -> dict[str, Any]:
     """The paper's tool-use metrics: proactivity, success rate, volume, calls per tool, image ops."""
-    from vtb_agents.analysis.image_ops import count_image_ops
-
     calls = [call for r in results for call in r.episode.tool_calls]
     by_tool = Counter(call.name for call in calls)
     vision_code = [str(c.args.get("code", "")) for c in calls if c.name == VISION_TOOL]

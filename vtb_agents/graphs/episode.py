@@ -75,6 +75,15 @@ def turn_record(messages: Sequence[AnyMessage], turn: int, status: str) -> TurnR
     return TurnRecord(index=turn, answer=answer, status=final, tool_rounds=rounds, tool_calls=calls)
 
 
+def golden_rewrite(last: AnyMessage, golden_answer: str) -> list[AnyMessage]:
+    """The message that makes ``golden_answer`` the assistant's answer to the turn just ended.
+
+    It replaces the final answer in place (same id); after a round cap there is none, so it is added.
+    """
+    replace_id = last.id if isinstance(last, AIMessage) and not last.tool_calls else None
+    return [AIMessage(id=replace_id, content=golden_answer)]
+
+
 def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
                 checkpointer: Any = None) -> Episode:
@@ -100,16 +109,12 @@ def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, 
         "history": settings.history, "tools": [t.name for t in tools],
         "sandbox_isolation": getattr(sandbox, "isolation", "unknown"),
     })
+    carried: list[AnyMessage] = []  # history rewrites applied with the next turn's input
     for turn in range(len(task.turns)):
         opening = turn_message(task, turn, sandbox, artifacts)
-        state = graph.invoke({"messages": [opening], "turn": turn, "tool_rounds": 0, "status": "running"},
+        state = graph.invoke({"messages": [*carried, opening], "turn": turn, "tool_rounds": 0, "status": "running"},
                              config, context=context)
-        record = turn_record(state["messages"], turn, state.get("status", "answered"))
-        episode.turns.append(record)
-        if settings.history == "golden" and turn + 1 < len(task.turns):
-            last = state["messages"][-1]
-            # Replace the final answer in place; after a round cap there is none, so append one.
-            replace_id = last.id if isinstance(last, AIMessage) and not last.tool_calls else None
-            golden = AIMessage(id=replace_id, content=task.turns[turn].golden_answer)
-            graph.update_state(config, {"messages": [golden]})
+        episode.turns.append(turn_record(state["messages"], turn, state.get("status", "answered")))
+        carried = golden_rewrite(state["messages"][-1], task.turns[turn].golden_answer) \
+            if settings.history == "golden" else []
     return episode

@@ -1,0 +1,99 @@
+"""The agent graph with a real sandbox and a scripted model: observations, errors, the round cap."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from vtb_agents.artifacts import IMAGE_REF_TYPE
+from vtb_agents.graphs.agent import build_agent_graph, recursion_limit
+from vtb_agents.graphs.state import EpisodeContext
+from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.tools import select_tools
+from vtb_agents.tools.sandbox import open_sandbox
+
+CROP = ("from PIL import Image\nim = Image.new('RGB', (200, 100), 'red')\n"
+        "im.crop((0, 0, {w}, 50)).save('transformed_image_{i}.png')\nprint('saved {i}')")
+
+
+def call(name: str, call_id: str, **args) -> dict:
+    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+
+
+def run_graph(model, artifacts, max_tool_rounds=20, prompt="Look at the image."):
+    with open_sandbox("local") as sandbox:
+        context = EpisodeContext(model=model, sandbox=sandbox, artifacts=artifacts, system_prompt="sys",
+                                 max_tool_rounds=max_tool_rounds)
+        graph = build_agent_graph(select_tools())
+        state = graph.invoke({"messages": [HumanMessage(prompt, id="turn-0")], "turn": 0, "tool_rounds": 0},
+                             {"recursion_limit": recursion_limit(max_tool_rounds)}, context=context)
+    return state
+
+
+def test_parallel_calls_get_tool_messages_then_one_image_message(artifacts):
+    model = ScriptedChatModel(replies=[
+        AIMessage("", tool_calls=[
+            call("python_image_processing", "a", code=CROP.format(w=100, i=0)),
+            call("calculator", "b", expression="6*7"),
+            call("python_image_processing", "c", code=CROP.format(w=150, i=1)),
+        ]),
+        AIMessage("Done: 42."),
+    ])
+    state = run_graph(model, artifacts)
+    kinds = [type(m).__name__ for m in state["messages"]]
+    assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "ToolMessage", "ToolMessage",
+                     "HumanMessage", "AIMessage"]
+    tool_messages = state["messages"][2:5]
+    assert [m.tool_call_id for m in tool_messages] == ["a", "b", "c"]
+    assert json.loads(tool_messages[1].content)["result"] == 42
+    image_message = state["messages"][5]
+    refs = [b for b in image_message.content if b.get("type") == IMAGE_REF_TYPE]
+    assert [r["name"] for r in refs] == ["transformed_image_0.png", "transformed_image_1.png"]
+    assert all(artifacts.path(r["ref"]).exists() for r in refs)
+    # The model's second request carried both images as real image blocks, after the tool results.
+    second = model.calls[1]
+    image_blocks = [b for m in second if isinstance(m.content, list) for b in m.content
+                    if isinstance(b, dict) and b.get("type") == "image"]
+    assert len(image_blocks) == 2 and all(b["base64"] and b["mime_type"] == "image/png" for b in image_blocks)
+    assert state["status"] == "answered" and state["tool_rounds"] == 1
+    # The vision tool's description listed the working directory's files on the second call.
+    vision = next(t for t in model.bound_tools if t["function"]["name"] == "python_image_processing")
+    assert "transformed_image_1.png" in vision["function"]["description"]
+
+
+def test_tool_errors_go_back_to_the_model(artifacts):
+    model = ScriptedChatModel(replies=[
+        AIMessage("", tool_calls=[call("python_image_processing", "a", code="1/0"),
+                                  call("no_such_tool", "b", x=1),
+                                  call("python_interpreter", "c")]),
+        AIMessage("I could not compute it."),
+    ])
+    state = run_graph(model, artifacts)
+    results = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert [m.status for m in results] == ["error", "error", "error"]
+    assert "ZeroDivisionError" in results[0].content
+    assert "no_such_tool" in results[1].content
+    assert "code" in results[2].content  # missing required argument named
+    assert state["status"] == "answered"
+
+
+def test_round_cap_is_a_recorded_outcome(artifacts):
+    model = ScriptedChatModel(script=lambda messages: AIMessage(
+        "", tool_calls=[call("calculator", f"k{len(messages)}", expression="1+1")]))
+    state = run_graph(model, artifacts, max_tool_rounds=3)
+    assert state["status"] == "tool_round_cap" and state["tool_rounds"] == 3
+    last_ai = [m for m in state["messages"] if isinstance(m, AIMessage)][-1]
+    closing = state["messages"][-1]
+    assert isinstance(closing, ToolMessage) and closing.tool_call_id == last_ai.tool_calls[0]["id"]
+    assert closing.status == "error" and "limit of 3 tool rounds" in closing.content
+    assert len(model.calls) == 4
+
+
+@pytest.mark.parametrize("max_rounds", [1, 20])
+def test_recursion_limit_covers_the_cap(max_rounds, artifacts):
+    model = ScriptedChatModel(script=lambda messages: AIMessage(
+        "", tool_calls=[call("calculator", f"k{len(messages)}", expression="2")]))
+    state = run_graph(model, artifacts, max_tool_rounds=max_rounds)
+    assert state["tool_rounds"] == max_rounds

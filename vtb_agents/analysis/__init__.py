@@ -1,0 +1,1 @@
+"""Analyses of benchmark runs: metrics over model answers and tool calls."""
