@@ -27,7 +27,7 @@ err = Console(stderr=True)
 
 def fail(message: str, code: int = 2) -> None:
     """Print ``message`` as an error and exit with ``code``."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -86,7 +86,7 @@ def tasks_validate(path: str = typer.Argument(..., help="Task source to check.")
         if as_json:
             print(json.dumps(problem.__dict__))
         else:
-            (err if problem.severity == "error" else out).print(str(problem), highlight=False)
+            (err if problem.severity == "error" else out).print(str(problem), highlight=False, soft_wrap=True)
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
     if not as_json:
@@ -106,7 +106,7 @@ def tasks_import(src: str = typer.Argument(..., help="Parquet file/folder or 'hf
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     for error in report.errors:
-        err.print(str(error), highlight=False)
+        err.print(str(error), highlight=False, soft_wrap=True)
     out.print(f"wrote {report.written} task(s) to {out_dir}; {len(report.errors)} failed")
     if report.errors:
         raise typer.Exit(1)

@@ -1,0 +1,205 @@
+"""The sandbox worker: a persistent Python interpreter that runs code cells for ``LocalSandbox``.
+
+Started as ``python -I -B worker.py CTL_IN CTL_OUT LIMITS_JSON`` (standard library only, because
+``-I`` keeps this file's package off ``sys.path``). Control messages travel on two dedicated pipes
+(``CTL_IN``: requests from the parent, ``CTL_OUT``: results), as 4-byte big-endian length + UTF-8
+JSON frames. fd 1 and 2 are pipes the parent drains, so whatever user code prints, even with
+``os.write(1, ...)`` or from C, is captured and can never be mistaken for a control message.
+
+Requests: ``{"op": "run", "id": n, "code": str}``. Replies: ``{"op": "ready", "pid": ...}`` once at
+start, then per request ``{"id": n, "ok": bool, "error": str | None, "traceback": str}``.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import linecache
+import os
+import struct
+import sys
+import traceback
+from typing import Any
+
+_HEADER = struct.Struct(">I")
+_MAX_FRAME = 256 * 1024 * 1024
+_ERROR_CHARS = 1_000
+_TRACEBACK_CHARS = 20_000
+_THIS_FILE = os.path.abspath(__file__)
+
+
+def encode_frame(obj: dict[str, Any]) -> bytes:
+    """One control frame: 4-byte big-endian length, then the UTF-8 JSON of ``obj``."""
+    data = json.dumps(obj).encode("utf-8")
+    return _HEADER.pack(len(data)) + data
+
+
+def decode_frame(buffer: bytearray) -> dict[str, Any] | None:
+    """Remove and return the first complete frame in ``buffer``; None if it is incomplete."""
+    if len(buffer) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack_from(buffer)
+    if size > _MAX_FRAME:
+        raise ValueError(f"control frame of {size} bytes is too large")
+    if len(buffer) < _HEADER.size + size:
+        return None
+    body = bytes(buffer[_HEADER.size:_HEADER.size + size])
+    del buffer[:_HEADER.size + size]
+    return json.loads(body)
+
+
+def write_frame(fd: int, obj: dict[str, Any]) -> None:
+    """Send one frame on ``fd`` (blocking, handles short writes)."""
+    view = memoryview(encode_frame(obj))
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    """Read exactly ``n`` bytes, or None on end of file."""
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> dict[str, Any] | None:
+    """Receive one frame from ``fd``; None when the other side closed the pipe."""
+    header = _read_exact(fd, _HEADER.size)
+    if header is None:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > _MAX_FRAME:
+        raise ValueError(f"control frame of {size} bytes is too large")
+    body = _read_exact(fd, size)
+    return None if body is None else json.loads(body)
+
+
+def _set_limits(limits: dict[str, int]) -> None:
+    """Apply rlimits to this process (inherited by anything it starts).
+
+    Done here rather than in a ``preexec_fn`` because ``preexec_fn`` is unsafe in a threaded parent.
+    CPU gets a hard limit a few seconds above the soft one: SIGXCPU first, then SIGKILL.
+    """
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if limits.get("address_space_bytes"):
+        n = limits["address_space_bytes"]
+        resource.setrlimit(resource.RLIMIT_AS, (n, n))
+    if limits.get("cpu_seconds"):
+        n = limits["cpu_seconds"]
+        resource.setrlimit(resource.RLIMIT_CPU, (n, n + 5))
+    if limits.get("file_size_bytes"):
+        n = limits["file_size_bytes"]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+
+
+def _clip(text: str, limit: int) -> str:
+    """``text`` made JSON/UTF-8 safe and cut to ``limit`` characters."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" [... {len(text) - limit} more characters cut]"
+
+
+def _one_line(exc: BaseException) -> str:
+    """``ZeroDivisionError: division by zero``: type and the first line of the message."""
+    try:
+        message = str(exc)
+    except Exception as str_error:  # a user-defined __str__ may itself raise
+        message = f"<str() failed: {type(str_error).__name__}>"
+    lines = message.strip().splitlines()
+    text = type(exc).__name__ + (f": {lines[0]}" if lines else "")
+    return _clip(text + (" [...]" if len(lines) > 1 else ""), _ERROR_CHARS)
+
+
+def _user_traceback(exc: BaseException) -> str:
+    """The traceback without this file's frames (the user sees only their own code)."""
+    tb = None if isinstance(exc, SyntaxError) else exc.__traceback__  # compiler frames
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) == _THIS_FILE:
+        tb = tb.tb_next
+    return _clip("".join(traceback.format_exception(type(exc), exc, tb)), _TRACEBACK_CHARS)
+
+
+class _Streams:
+    """Keeps fd 1/2 and ``sys.stdout``/``sys.stderr`` pointing at the parent's capture pipes."""
+
+    def __init__(self) -> None:
+        self.saved = (os.dup(1), os.dup(2))  # dup() is non-inheritable: children use fd 1/2
+        self.wrappers: list[io.TextIOWrapper] = []
+
+    def reset(self) -> None:
+        """Undo whatever the last cell did to fd 1/2 and sys.stdout/sys.stderr."""
+        os.dup2(self.saved[0], 1)
+        os.dup2(self.saved[1], 2)
+        self.wrappers = [
+            io.TextIOWrapper(io.BufferedWriter(io.FileIO(fd, "w", closefd=False)),
+                             encoding="utf-8", errors="backslashreplace", line_buffering=True,
+                             write_through=True)
+            for fd in (1, 2)
+        ]
+        sys.stdout, sys.stderr = self.wrappers
+
+    def flush(self) -> list[str]:
+        """Flush Python and C stdio buffers; returns notes about flushes that failed."""
+        notes = []
+        for stream in {id(s): s for s in (sys.stdout, sys.stderr, *self.wrappers)}.values():
+            try:
+                if stream is not None and not getattr(stream, "closed", False):
+                    stream.flush()
+            except Exception as exc:  # the user's own replacement stream; reported, not hidden
+                notes.append(f"[sandbox: flushing {stream!r} failed: {_one_line(exc)}]\n")
+        import ctypes  # imported on first use only: keeps start-up fast
+
+        ctypes.CDLL(None).fflush(None)  # C-level printf output sits in libc's buffer
+        return notes
+
+
+def _run_cell(code: str, namespace: dict[str, Any], cell: int) -> None:
+    """Execute ``code``; like Jupyter, a final bare expression's repr is printed."""
+    filename = f"<cell {cell}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    tree = ast.parse(code, filename, "exec")
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, filename, "exec"), namespace)
+    if last is not None:
+        value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
+        if value is not None:
+            namespace["_"] = value
+            print(repr(value))
+
+
+def main(argv: list[str]) -> int:
+    """Serve run requests until the parent closes the control pipe."""
+    ctl_in, ctl_out, limits = int(argv[1]), int(argv[2]), json.loads(argv[3])
+    os.set_inheritable(ctl_in, False)  # code's subprocesses must not get the control pipes
+    os.set_inheritable(ctl_out, False)
+    _set_limits(limits)
+    sys.dont_write_bytecode = True
+    streams = _Streams()
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+    write_frame(ctl_out, {"op": "ready", "pid": os.getpid()})
+    home = os.getcwd()
+    while (request := read_frame(ctl_in)) is not None:
+        streams.reset()
+        reply: dict[str, Any] = {"id": request["id"], "ok": True, "error": None, "traceback": ""}
+        try:
+            os.chdir(home)  # the working-directory contract holds even after a cell's os.chdir
+            _run_cell(request["code"], namespace, request["id"])
+        except BaseException as exc:  # SystemExit/KeyboardInterrupt are the cell's errors too
+            reply.update(ok=False, error=_one_line(exc), traceback=_user_traceback(exc))
+        notes = streams.flush()
+        streams.reset()
+        reply["traceback"] = "".join(notes) + reply["traceback"]
+        write_frame(ctl_out, reply)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
