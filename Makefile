@@ -8,6 +8,10 @@ DEMO_OUT ?= runs/demo
 .PHONY: demo test install clean sample
 
 $(STAMP): pyproject.toml
+	@# bubblewrap gives the code sandbox full isolation; without it the sandbox falls back (see README).
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
+		|| echo "warning: bubblewrap (bwrap) is not installed: the sandbox will use its fallback isolation"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

@@ -154,12 +154,9 @@ def run(tasks: str = typer.Option("sample", help="Task source: 'sample', a folde
     """Run tasks with a model, grade them, and write results.jsonl and summary.json to --out."""
     from vtb_agents.runner.run import RunConfig, RunError, run_suite
 
-    if prompt_level not in ("low", "mid", "high"):
-        fail(f"--prompt-level must be low, mid or high, not {prompt_level!r}")
-    if history not in ("golden", "model"):
-        fail(f"--history must be golden or model, not {history!r}")
-    if critical_rule not in ("weight", "flag", "either"):
-        fail(f"--critical-rule must be weight, flag or either, not {critical_rule!r}")
+    _check_choice("--prompt-level", prompt_level, ("low", "mid", "high"))
+    _check_choice("--history", history, ("golden", "model"))
+    _check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
     selected = _load(tasks)
     if category:
         selected = [t for t in selected if t.category in set(category)]
@@ -196,6 +193,35 @@ def run(tasks: str = typer.Option("sample", help="Task source: 'sample', a folde
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
     out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}")
+
+
+@app.command("grade")
+def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `vtb run`."),
+          judge: str = typer.Option("rule", help="'rule' or 'provider:model' (LLM judge)."),
+          critical_rule: str = typer.Option("weight", help="Critical rubrics by 'weight' (>= 4), 'flag' or 'either'."),
+          tasks: Optional[str] = typer.Option(None, help="Task source (default: the one the run used)."),
+          judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: RUN_DIR/judge_cache.sqlite)."),
+          ) -> None:
+    """Regrade a finished run without calling the agent model again (cached verdicts are re-used)."""
+    from vtb_agents.runner.regrade import regrade_run
+    from vtb_agents.runner.run import RunError
+
+    _check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
+    task_list = _load(tasks) if tasks else None
+    try:
+        summary = regrade_run(run_dir, judge, critical_rule=critical_rule, tasks=task_list,  # type: ignore[arg-type]
+                              judge_cache=judge_cache)
+    except (RunError, TaskLoadError, FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
+    out.print(_summary_table(summary))
+    j = summary["judge"]
+    out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
+              f"{j['checks']} check(s), {j['unjudged']} unjudged")
+
+
+def _check_choice(option: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        fail(f"{option} must be one of {', '.join(allowed)}, not {value!r}")
 
 
 def main() -> None:

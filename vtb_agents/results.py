@@ -54,15 +54,18 @@ class Episode(BaseModel):
 
 
 class RubricVerdict(BaseModel):
-    """The judgement of one rubric of one turn."""
+    """The judgement of one rubric of one turn. ``critical`` follows the run's critical rule;
+    ``critical_flag`` is the dataset's own flag (they can disagree)."""
 
     rubric_id: str
     turn: int
     weight: int
     critical: bool
+    critical_flag: bool = False
     status: VerdictStatus
     justification: str = ""
     judge: str = ""
+    cached: bool = False
 
 
 class TaskGrade(BaseModel):

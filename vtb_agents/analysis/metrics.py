@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterable
 
 from vtb_agents.analysis.image_ops import count_image_ops
 from vtb_agents.results import TaskResult
+from vtb_agents.tasks.model import CRITICAL_WEIGHT
 
 VISION_TOOL = "python_image_processing"
 
@@ -55,11 +56,11 @@ def judge_counts(results: Iterable[TaskResult], judge_name: str) -> dict[str, An
     verdicts = [v for r in results for v in r.grade.verdicts]
     return {
         "model": judge_name,
-        "calls": sum(v.judge not in ("check", "episode", "rule") for v in verdicts),
+        "calls": sum(v.judge not in ("check", "episode", "rule") and not v.cached for v in verdicts),
         "checks": sum(v.judge == "check" for v in verdicts),
         "unjudged": sum(v.status == "unjudged" for v in verdicts),
-        "errors": sum(v.status == "error" for v in verdicts),
-        "cache_hits": 0,
+        "errors": sum(v.status == "error" and v.judge != "episode" for v in verdicts),
+        "cache_hits": sum(v.cached for v in verdicts),
     }
 
 
@@ -77,6 +78,8 @@ def summarize(results: list[TaskResult], *, judge_name: str, extra: dict[str, An
         "by_turncase": breakdown(results, lambda r: r.turncase),
         "tool_metrics": tool_metrics(results),
         "judge": judge_counts(results, judge_name),
+        "critical_disagreements": sum(
+            (v.weight >= CRITICAL_WEIGHT) != v.critical_flag for r in results for v in r.grade.verdicts),
         "episodes": {
             "errors": sum(r.episode.status == "error" for r in results),
             "tool_round_cap": sum(t.status == "tool_round_cap" for r in results for t in r.episode.turns),

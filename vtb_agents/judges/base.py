@@ -11,10 +11,11 @@ from vtb_agents.tasks.model import Rubric, Task
 
 @dataclass(frozen=True)
 class Judgement:
-    """A judge's decision on one rubric, with a short reason."""
+    """A judge's decision on one rubric, with a short reason (``cached``: re-used, not asked)."""
 
     status: VerdictStatus
     justification: str
+    cached: bool = False
 
 
 class RubricJudge(Protocol):

@@ -1,4 +1,4 @@
-"""Grade an episode: one verdict per rubric (check first, judge otherwise), then the task score."""
+"""Grading rules: one verdict per rubric (check first, judge otherwise), pooled into a task grade."""
 
 from __future__ import annotations
 
@@ -12,36 +12,35 @@ from vtb_agents.tasks.model import Rubric, Task
 CriticalRule = Literal["weight", "flag", "either"]
 
 
-def judge_rubric(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
-    """A rubric with a deterministic check is decided by it; any other goes to ``judge``."""
+def judge_rubric(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric, answer: str) -> tuple[Judgement, str]:
+    """A rubric with a deterministic check is decided by it; any other goes to ``judge``.
+
+    Returns the judgement and who made it (``check`` or the judge's name).
+    """
     if rubric.check is not None:
         met, why = run_check(rubric.check, answer)
-        return Judgement("met" if met else "not_met", why)
-    return judge.judge(task=task, turn=turn, rubric=rubric, answer=answer)
+        return Judgement("met" if met else "not_met", why), "check"
+    return judge.judge(task=task, turn=turn, rubric=rubric, answer=answer), judge.name
 
 
-def grade_episode(task: Task, episode: Episode, judge: RubricJudge,
-                  critical_rule: CriticalRule = "weight") -> TaskGrade:
-    """Judge every rubric of every turn and pool them into one task grade (VTB_FACTS "Scoring")."""
-    answers = {turn.index: turn.answer for turn in episode.turns}
-    verdicts = []
-    for turn_index, rubric in task.rubrics:
-        if episode.status == "error" or turn_index not in answers:
-            judgement = Judgement("error", f"no answer for turn {turn_index + 1}: {episode.error or 'episode incomplete'}")
-            source = "episode"
-        else:
-            judgement = judge_rubric(judge, task=task, turn=turn_index, rubric=rubric, answer=answers[turn_index])
-            source = "check" if rubric.check is not None else judge.name
-        verdicts.append(RubricVerdict(
-            rubric_id=rubric.id, turn=turn_index, weight=rubric.weight,
-            critical=rubric.is_critical(critical_rule), status=judgement.status,
-            justification=judgement.justification, judge=source,
-        ))
-    return score_verdicts(verdicts, critical_rule)
+def rubric_verdict(task: Task, episode: Episode, judge: RubricJudge, turn: int, rubric: Rubric,
+                   critical_rule: CriticalRule = "weight") -> RubricVerdict:
+    """The verdict on one rubric; a turn the episode never answered is an error, not a fail."""
+    answers = {record.index: record.answer for record in episode.turns}
+    if episode.status == "error" or turn not in answers:
+        reason = episode.error or "episode incomplete"
+        judgement, source = Judgement("error", f"no answer for turn {turn + 1}: {reason}"), "episode"
+    else:
+        judgement, source = judge_rubric(judge, task=task, turn=turn, rubric=rubric, answer=answers[turn])
+    return RubricVerdict(
+        rubric_id=rubric.id, turn=turn, weight=rubric.weight, critical=rubric.is_critical(critical_rule),
+        critical_flag=rubric.critical,
+        status=judgement.status, justification=judgement.justification, judge=source, cached=judgement.cached,
+    )
 
 
 def score_verdicts(verdicts: list[RubricVerdict], critical_rule: CriticalRule = "weight") -> TaskGrade:
-    """Weighted score over judged rubrics and pass/fail over critical ones.
+    """Weighted score over judged rubrics and pass/fail over critical ones (VTB_FACTS "Scoring").
 
     A task with any error verdict, or with a critical rubric left unjudged, is ungraded.
     """

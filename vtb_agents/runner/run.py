@@ -8,6 +8,7 @@ ids it has, and refuses to mix settings or to overwrite another run.
 from __future__ import annotations
 
 import json
+from collections import Counter
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -18,8 +19,10 @@ from vtb_agents import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.graphs.episode import EpisodeSettings, run_episode
-from vtb_agents.judges import load_judge
-from vtb_agents.judges.grade import CriticalRule, grade_episode
+from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
+from vtb_agents.judges.cache import CachedJudge, JudgeCache
+from vtb_agents.graphs.grading import grade_episode
+from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models import load_model
 from vtb_agents.results import Episode, TaskResult
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
@@ -29,6 +32,7 @@ from vtb_agents.tools.sandbox import open_sandbox
 
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
+JUDGE_CACHE_FILE = "judge_cache.sqlite"
 
 
 class RunError(RuntimeError):
@@ -56,7 +60,7 @@ class RunConfig:
 ProgressFn = Callable[[TaskResult, int, int], None]
 
 
-def run_task(task: Task, config: RunConfig, artifacts: ArtifactStore) -> TaskResult:
+def run_task(task: Task, config: RunConfig, artifacts: ArtifactStore, judge: RubricJudge) -> TaskResult:
     """Run and grade one task. Model, tool or graph failures become an errored episode, not a crash."""
     started = time.perf_counter()
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool)
@@ -68,12 +72,17 @@ def run_task(task: Task, config: RunConfig, artifacts: ArtifactStore) -> TaskRes
         episode = Episode(task_id=task.id, model=config.model, status="error",
                           error=f"{type(exc).__name__}: {exc}",
                           settings={"traceback": traceback.format_exc(limit=8)})
-    grade = grade_episode(task, episode, load_judge(config.judge), config.critical_rule)
     return TaskResult(
         task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, episode=episode,
-        grade=grade, duration_s=round(time.perf_counter() - started, 4),
+        grade=grade_episode(task, episode, judge, config.critical_rule),
+        duration_s=round(time.perf_counter() - started, 4),
     )
+
+
+def with_cache(judge: RubricJudge, cache_path: Path) -> RubricJudge:
+    """``judge`` behind a verdict cache at ``cache_path`` (the rule judge needs none)."""
+    return judge if isinstance(judge, RuleJudge) else CachedJudge(judge, JudgeCache(cache_path))
 
 
 def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskResult]:
@@ -99,21 +108,22 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
 
 
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
-              progress: ProgressFn | None = None) -> dict[str, Any]:
+              progress: ProgressFn | None = None, judge_cache: Path | None = None) -> dict[str, Any]:
     """Run every task not yet in ``out``, append each result as it finishes, write ``summary.json``."""
     out = Path(out)
     ids = [t.id for t in tasks]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
-    load_judge(config.judge)  # fail before any work if the judge spec is bad
+    judge = load_judge(config.judge)  # a bad judge spec fails before the run directory is touched
     done = prepare_run_dir(out, config, resume=resume)
+    judge = with_cache(judge, judge_cache or out / JUDGE_CACHE_FILE)
     finished = {r.task_id for r in done}
     store, artifacts = ResultsStore(out), ArtifactStore(out / "artifacts")
     results = list(done)
     todo = [t for t in tasks if t.id not in finished]
     for task in todo:
-        result = run_task(task, config, artifacts)
+        result = run_task(task, config, artifacts, judge)
         store.append(result)
         results.append(result)
         if progress:

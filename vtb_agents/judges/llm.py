@@ -1,0 +1,53 @@
+"""The LLM judge: any ``provider:model`` with structured output, one criterion per call.
+
+Failures are retried with exponential backoff (LangChain's ``with_retry``); a judge that still
+fails gives an ``error`` judgement, so the task is reported ungraded, never silently failed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, cast
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.runnables.retry import ExponentialJitterParams
+from pydantic import BaseModel, Field
+
+from vtb_agents.judges.base import Judgement
+from vtb_agents.judges.prompt import SYSTEM, judge_prompt
+from vtb_agents.tasks.model import Rubric, Task
+
+
+class JudgeVerdict(BaseModel):
+    """The structured reply the judge model must give."""
+
+    verdict: Literal["met", "not_met"] = Field(description="Whether the answer meets the criterion.")
+    justification: str = Field(description="One or two sentences explaining the verdict.")
+
+
+class LLMJudge:
+    """Judges a rubric by asking a chat model for a :class:`JudgeVerdict`."""
+
+    def __init__(self, model: BaseChatModel, name: str, *, attempts: int = 3,
+                 backoff_initial_s: float = 1.0, backoff_max_s: float = 30.0,
+                 method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema") -> None:
+        self.name = name
+        self.attempts = attempts
+        structured = model.with_structured_output(JudgeVerdict, method=method)
+        self._runnable = structured.with_retry(
+            stop_after_attempt=attempts,
+            # tenacity deprecates "initial" for "multiplier"; LangChain passes the keys through.
+            exponential_jitter_params=cast(ExponentialJitterParams, {
+                "multiplier": backoff_initial_s, "max": backoff_max_s, "jitter": backoff_initial_s}),
+        )
+
+    def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
+        """Ask the model; after ``attempts`` failures return an ``error`` judgement naming the cause."""
+        messages = [SystemMessage(SYSTEM), HumanMessage(judge_prompt(task, turn, rubric, answer))]
+        try:
+            reply: Any = self._runnable.invoke(messages)
+        except Exception as exc:  # recorded as a judge error: the task becomes ungraded, visibly
+            return Judgement("error", f"judge failed after {self.attempts} attempts: {type(exc).__name__}: {exc}"[:500])
+        if not isinstance(reply, JudgeVerdict):
+            return Judgement("error", f"judge gave no verdict (got {type(reply).__name__})")
+        return Judgement(reply.verdict, reply.justification.strip())
