@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-TurnStatus = Literal["answered", "tool_round_cap", "error"]
+TurnStatus = Literal["answered", "asked_user", "tool_round_cap", "error"]
 VerdictStatus = Literal["met", "not_met", "unjudged", "error"]
 
 

@@ -1,13 +1,17 @@
-"""The agent graph: a model node routing to a tool node, whose observations return to the model.
+"""The agent graph: a model node routing to a vision tool node, a general tool node and (for
+follow-up tasks) a clarification node; observations return to the model.
 
 ```
-START -> model --tool calls--> tools -> observe -> model ...
-              \\--no tool calls--> END              (status "answered")
-              \\--round cap hit--> round_cap -> END (status "tool_round_cap")
+START -> model --vision calls---> vision_tools  --\\
+              \\--other calls----> general_tools --+--> observe -> model ...
+              \\--question--------> clarify (interrupt) -> model     (follow_up only)
+              \\--round cap hit---> round_cap -> END                 (status "tool_round_cap")
+              \\--final answer----> END                              (status "answered")
 ```
-Observations follow DESIGN.md: one text ToolMessage per call, then one HumanMessage holding the
-round's new images (as artifact references) after all of that round's ToolMessages, which keeps
-parallel tool calls legal for the OpenAI API.
+Parallel calls of mixed kinds in one round go to both tool nodes at once (``Send``), and
+``observe`` runs once after all of them: one text ToolMessage per call, then one HumanMessage
+holding the round's new images (as artifact references), which keeps parallel tool calls legal
+for the OpenAI API. With ``native_tool_images`` the images go inside the tool results instead.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
-from langgraph.types import RetryPolicy
+from langgraph.types import RetryPolicy, Send
 
 from vtb_agents.artifacts import image_ref_block
+from vtb_agents.graphs.clarify import clarify, wants_clarification
 from vtb_agents.graphs.materialize import materialize_messages
-from vtb_agents.graphs.state import AgentState, EpisodeContext
+from vtb_agents.graphs.state import AgentState, EpisodeContext, TurnInput, TurnOutput
+from vtb_agents.tools import VISION_TOOLS
 
 VISION_TOOL = "python_image_processing"
 ROUND_CAP_MESSAGE = "Not run: the limit of {cap} tool rounds for this turn is reached. Answer with what you have."
@@ -33,10 +39,10 @@ ROUND_CAP_MESSAGE = "Not run: the limit of {cap} tool rounds for this turn is re
 
 def recursion_limit(max_tool_rounds: int) -> int:
     """Graph steps one turn may take: three per tool round (model, tools, observe) plus slack."""
-    return 3 * max_tool_rounds + 6
+    return 3 * max_tool_rounds + 8
 
 
-def _round_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+def round_messages(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
     """The messages after the last AIMessage (the current round's tool results)."""
     for i in range(len(messages) - 1, -1, -1):
         if isinstance(messages[i], AIMessage):
@@ -55,20 +61,8 @@ def tool_specs(tools: Sequence[BaseTool], files: list[str]) -> list[dict[str, An
     return specs
 
 
-def build_agent_graph(tools: Sequence[BaseTool], *, checkpointer: Any = None,
-                      name: str = "vtb_agent") -> CompiledStateGraph:
-    """Compile the model/tool loop for ``tools`` (empty: the model answers without tools).
-
-    Per-episode resources (model, sandbox, artifact store, limits) come from an
-    :class:`EpisodeContext` passed as ``context=`` to ``invoke``.
-
-    Example:
-        >>> from vtb_agents.tools.calculator import calculator
-        >>> graph = build_agent_graph([calculator])
-        >>> sorted(graph.get_graph().nodes)
-        ['__end__', '__start__', 'model', 'observe', 'round_cap', 'tools']
-    """
-    tools = list(tools)
+def call_model_node(tools: Sequence[BaseTool]):
+    """The model node: bind ``tools``, materialise image references, call the model once."""
 
     def call_model(state: AgentState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
         ctx = runtime.context
@@ -80,42 +74,100 @@ def build_agent_graph(tools: Sequence[BaseTool], *, checkpointer: Any = None,
             update["status"] = "answered"
         return update
 
-    def route(state: AgentState, runtime: Runtime[EpisodeContext]) -> str:
+    return call_model
+
+
+def observe(state: AgentState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
+    """Count the round and show its new images: after all tool results, or inside them (native)."""
+    results = [m for m in round_messages(state["messages"]) if isinstance(m, ToolMessage)]
+    update: dict[str, Any] = {"tool_rounds": state.get("tool_rounds", 0) + 1}
+    if runtime.context.native_tool_images:
+        rewritten = [_with_native_images(m) for m in results if _images_of(m)]
+        if rewritten:
+            update["messages"] = rewritten
+        return update
+    images = [image for m in results for image in _images_of(m)]
+    if images:
+        blocks: list[Any] = [{"type": "text", "text": "Images saved by your tool calls in this round:"}]
+        for image in images:
+            blocks += _image_blocks(image)
+        update["messages"] = [HumanMessage(content=blocks)]
+    return update
+
+
+def _images_of(message: ToolMessage) -> list[dict[str, Any]]:
+    return message.artifact.get("images", []) if isinstance(message.artifact, dict) else []
+
+
+def _image_blocks(image: dict[str, Any]) -> list[dict[str, Any]]:
+    width, height = image["size"]
+    return [{"type": "text", "text": f"{image['name']} ({width}x{height}):"}, image_ref_block(image["ref"], image["name"])]
+
+
+def _with_native_images(message: ToolMessage) -> ToolMessage:
+    blocks: list[Any] = [{"type": "text", "text": message.text}]
+    for image in _images_of(message):
+        blocks += _image_blocks(image)
+    return message.model_copy(update={"content": blocks})
+
+
+def round_cap(state: AgentState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
+    """Answer the unrun calls with an error and end the turn with status ``tool_round_cap``."""
+    last = state["messages"][-1]
+    note = ROUND_CAP_MESSAGE.format(cap=runtime.context.max_tool_rounds)
+    closing = [ToolMessage(content=note, tool_call_id=call["id"], name=call["name"], status="error")
+               for call in last.tool_calls]
+    return {"messages": closing, "status": "tool_round_cap"}
+
+
+def route_after_model(clarification: bool):
+    """Route a model reply: tool calls by kind (Send), round cap, clarification, or the end."""
+
+    def route(state: AgentState, runtime: Runtime[EpisodeContext]) -> list[Send] | str:
         last = state["messages"][-1]
         if not (isinstance(last, AIMessage) and last.tool_calls):
-            return END
+            return "clarify" if clarification and wants_clarification(state) else END
         if state.get("tool_rounds", 0) >= runtime.context.max_tool_rounds:
             return "round_cap"
-        return "tools"
+        vision = [c for c in last.tool_calls if c["name"] in VISION_TOOLS]
+        general = [c for c in last.tool_calls if c["name"] not in VISION_TOOLS]
+        return [Send(node, calls) for node, calls in (("vision_tools", vision), ("general_tools", general)) if calls]
 
-    def observe(state: AgentState) -> dict[str, Any]:
-        results = [m for m in _round_messages(state["messages"]) if isinstance(m, ToolMessage)]
-        images = [img for m in results if isinstance(m.artifact, dict) for img in m.artifact.get("images", [])]
-        update: dict[str, Any] = {"tool_rounds": state.get("tool_rounds", 0) + 1}
-        if images:
-            blocks: list[Any] = [{"type": "text", "text": "Images saved by your tool calls in this round:"}]
-            for image in images:
-                width, height = image["size"]
-                blocks.append({"type": "text", "text": f"{image['name']} ({width}x{height}):"})
-                blocks.append(image_ref_block(image["ref"], image["name"]))
-            update["messages"] = [HumanMessage(content=blocks)]
-        return update
+    return route
 
-    def round_cap(state: AgentState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
-        last = state["messages"][-1]
-        note = ROUND_CAP_MESSAGE.format(cap=runtime.context.max_tool_rounds)
-        closing = [ToolMessage(content=note, tool_call_id=call["id"], name=call["name"], status="error")
-                   for call in last.tool_calls]
-        return {"messages": closing, "status": "tool_round_cap"}
 
-    builder = StateGraph(AgentState, context_schema=EpisodeContext)
-    builder.add_node("model", call_model, retry_policy=RetryPolicy(max_attempts=3))
-    builder.add_node("tools", ToolNode(tools))  # also answers calls to unknown tools with an error
+def build_agent_graph(tools: Sequence[BaseTool], *, clarification: bool = False, checkpointer: Any = None,
+                      name: str = "vtb_agent") -> CompiledStateGraph:
+    """Compile the model/tool loop for ``tools`` (empty: the model answers without tools).
+
+    Per-episode resources (model, sandbox, artifact store, limits) come from an
+    :class:`EpisodeContext` passed as ``context=`` to ``invoke``. Input is a :class:`TurnInput`
+    (the turn's opening message, its index and the task's turn count); output a :class:`TurnOutput`.
+    With ``clarification`` a final question goes to the clarification node (an interrupt).
+
+    Example:
+        >>> from vtb_agents.tools.calculator import calculator
+        >>> graph = build_agent_graph([calculator], clarification=True)
+        >>> sorted(graph.get_graph().nodes)  # doctest: +NORMALIZE_WHITESPACE
+        ['__end__', '__start__', 'clarify', 'general_tools', 'model', 'observe', 'round_cap', 'vision_tools']
+    """
+    tools = list(tools)
+    builder = StateGraph(AgentState, context_schema=EpisodeContext, input_schema=TurnInput, output_schema=TurnOutput)
+    builder.add_node("model", call_model_node(tools), retry_policy=RetryPolicy(max_attempts=3))
+    # Both tool nodes know every tool, so a call to an unknown tool gets ToolNode's error message.
+    builder.add_node("vision_tools", ToolNode(tools, name="vision_tools"))
+    builder.add_node("general_tools", ToolNode(tools, name="general_tools"))
     builder.add_node("observe", observe)
     builder.add_node("round_cap", round_cap)
+    destinations = ["vision_tools", "general_tools", "round_cap", END]
+    if clarification:
+        builder.add_node("clarify", clarify)
+        builder.add_edge("clarify", "model")
+        destinations.append("clarify")
     builder.add_edge(START, "model")
-    builder.add_conditional_edges("model", route, ["tools", "round_cap", END])
-    builder.add_edge("tools", "observe")
+    builder.add_conditional_edges("model", route_after_model(clarification), destinations)
+    builder.add_edge("vision_tools", "observe")
+    builder.add_edge("general_tools", "observe")
     builder.add_edge("observe", "model")
     builder.add_edge("round_cap", END)
     return builder.compile(checkpointer=checkpointer, name=name)

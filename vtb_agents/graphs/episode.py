@@ -1,8 +1,10 @@
-"""The episode driver: feed a task's turns, in order and with their images, through the agent graph.
+"""The episode driver: feed a task's turns, in order and with their images, through its category graph.
 
-One thread per task; the sandbox receives each turn's images when the turn starts. With
-``history="golden"`` (the reference harness's default) the assistant's earlier turns are replaced
-by the golden answers before the next turn; with ``history="model"`` the model's own answers stay.
+One thread per task (checkpointed when a checkpointer is given, e.g. SQLite in a run directory).
+The sandbox receives each turn's images when the turn starts. With ``history="golden"`` (the
+reference harness's default) the assistant's earlier answers are replaced by the golden answers
+before the next turn; with ``history="model"`` the model's own answers stay. When a follow-up
+graph interrupts with a clarifying question, the resumer's reply opens the next turn.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import Command
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
-from vtb_agents.graphs.agent import build_agent_graph, recursion_limit
+from vtb_agents.graphs.agent import recursion_limit
+from vtb_agents.graphs.categories import graph_builder
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
+from vtb_agents.graphs.resumers import Resumer, ScriptedResumer
 from vtb_agents.graphs.state import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS, EpisodeContext
 from vtb_agents.models.replay import turn_message_id
-from vtb_agents.results import Episode, ToolCallRecord, TurnRecord
+from vtb_agents.results import Episode, ToolCallRecord, TurnRecord, TurnStatus
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools.sandbox.base import Sandbox
 
@@ -36,12 +41,15 @@ class EpisodeSettings:
     history: History = "golden"
     max_image_side: int = DEFAULT_MAX_IMAGE_SIDE
     code_timeout_s: float = 60.0
+    native_tool_images: bool = False
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 
-def turn_message(task: Task, turn: int, sandbox: Sandbox, artifacts: ArtifactStore) -> HumanMessage:
-    """The user message opening ``turn``: its prompt and images; the images also go to the sandbox."""
-    blocks: list[Any] = [{"type": "text", "text": task.turns[turn].prompt}]
+def turn_message(task: Task, turn: int, sandbox: Sandbox, artifacts: ArtifactStore,
+                 text: str | None = None) -> HumanMessage:
+    """The user message opening ``turn``: its prompt (or ``text``) and its images, which also go
+    to the sandbox."""
+    blocks: list[Any] = [{"type": "text", "text": task.turns[turn].prompt if text is None else text}]
     for index in task.turns[turn].images:
         name = task.image_name(index)
         data = to_png(task.images[index].read_bytes())
@@ -51,17 +59,17 @@ def turn_message(task: Task, turn: int, sandbox: Sandbox, artifacts: ArtifactSto
     return HumanMessage(content=blocks, id=turn_message_id(turn))
 
 
-def turn_record(messages: Sequence[AnyMessage], turn: int, status: str) -> TurnRecord:
-    """Summarise one turn's messages (from its opening message on) into a :class:`TurnRecord`."""
+def turn_record(messages: Sequence[AnyMessage], turn: int, status: TurnStatus) -> TurnRecord:
+    """Summarise one turn's messages (from its opening message to the next turn's) into a record."""
     start = next(i for i, m in enumerate(messages) if m.id == turn_message_id(turn))
-    results = {m.tool_call_id: m for m in messages[start:] if isinstance(m, ToolMessage)}
+    end = next((i for i, m in enumerate(messages) if m.id == turn_message_id(turn + 1)), len(messages))
+    window = messages[start:end]
+    results = {m.tool_call_id: m for m in window if isinstance(m, ToolMessage)}
     calls, rounds, answer = [], 0, ""
-    for message in messages[start:]:
+    for message in window:
         if not isinstance(message, AIMessage):
             continue
         answer = message.text
-        if not message.tool_calls:
-            continue
         for call in message.tool_calls:
             result = results.get(call["id"])
             artifact = result.artifact if result is not None and isinstance(result.artifact, dict) else {}
@@ -70,9 +78,8 @@ def turn_record(messages: Sequence[AnyMessage], turn: int, status: str) -> TurnR
                 ok=result is not None and result.status != "error", output=result.text if result else "",
                 images=artifact.get("images", []), duration_s=artifact.get("duration_s"),
             ))
-        rounds += 1
-    final = "answered" if status == "answered" else "tool_round_cap"
-    return TurnRecord(index=turn, answer=answer, status=final, tool_rounds=rounds, tool_calls=calls)
+        rounds += bool(message.tool_calls)
+    return TurnRecord(index=turn, answer=answer, status=status, tool_rounds=rounds, tool_calls=calls)
 
 
 def golden_rewrite(last: AnyMessage, golden_answer: str) -> list[AnyMessage]:
@@ -86,16 +93,17 @@ def golden_rewrite(last: AnyMessage, golden_answer: str) -> list[AnyMessage]:
 
 def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
-                checkpointer: Any = None) -> Episode:
-    """Run every turn of ``task`` and return the episode (answers, tool calls, statuses).
+                checkpointer: Any = None, resumer: Resumer | None = None) -> Episode:
+    """Run every turn of ``task`` through its category graph and return the episode.
 
     Errors raised by the model or graph propagate: the runner records them per task.
     """
-    graph = build_agent_graph(tools, checkpointer=checkpointer or InMemorySaver())
+    resumer = resumer or ScriptedResumer()
+    graph = graph_builder(task.category)(tools, checkpointer=checkpointer or InMemorySaver())
     context = EpisodeContext(
         model=model, sandbox=sandbox, artifacts=artifacts, system_prompt=system_prompt(settings.prompt_level),
         max_tool_rounds=settings.max_tool_rounds, max_image_side=settings.max_image_side,
-        code_timeout_s=settings.code_timeout_s,
+        code_timeout_s=settings.code_timeout_s, native_tool_images=settings.native_tool_images,
     )
     config: dict[str, Any] = {
         "configurable": {"thread_id": task.id},
@@ -106,15 +114,27 @@ def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, 
     }
     episode = Episode(task_id=task.id, model=model_name, settings={
         "max_tool_rounds": settings.max_tool_rounds, "prompt_level": settings.prompt_level,
-        "history": settings.history, "tools": [t.name for t in tools],
-        "sandbox_isolation": getattr(sandbox, "isolation", "unknown"),
+        "history": settings.history, "tools": [t.name for t in tools], "resumer": resumer.name,
+        "sandbox_isolation": getattr(sandbox, "isolation", "unknown"), "graph": graph.name,
     })
-    carried: list[AnyMessage] = []  # history rewrites applied with the next turn's input
-    for turn in range(len(task.turns)):
-        opening = turn_message(task, turn, sandbox, artifacts)
-        state = graph.invoke({"messages": [*carried, opening], "turn": turn, "tool_rounds": 0, "status": "running"},
-                             config, context=context)
-        episode.turns.append(turn_record(state["messages"], turn, state.get("status", "answered")))
-        carried = golden_rewrite(state["messages"][-1], task.turns[turn].golden_answer) \
-            if settings.history == "golden" else []
-    return episode
+    turn, num_turns = 0, len(task.turns)
+    step: Any = {"messages": [turn_message(task, 0, sandbox, artifacts)], "turn": 0, "num_turns": num_turns,
+                 "tool_rounds": 0, "status": "running"}
+    while True:
+        state = graph.invoke(step, config, context=context)
+        messages = state["messages"]
+        rewrite = golden_rewrite(messages[-1], task.turns[turn].golden_answer) if settings.history == "golden" else []
+        if state.get("__interrupt__"):  # the model asked a clarifying question
+            episode.turns.append(turn_record(messages, turn, "asked_user"))
+            question = state["__interrupt__"][0].value["question"]
+            reply = resumer.reply(task, turn + 1, question)
+            turn += 1
+            step = Command(resume={"messages": [*rewrite, turn_message(task, turn, sandbox, artifacts, reply)]})
+            continue
+        status: TurnStatus = "tool_round_cap" if state.get("status") == "tool_round_cap" else "answered"
+        episode.turns.append(turn_record(messages, turn, status))
+        turn += 1
+        if turn >= num_turns:
+            return episode
+        step = {"messages": [*rewrite, turn_message(task, turn, sandbox, artifacts)], "turn": turn,
+                "num_turns": num_turns, "tool_rounds": 0, "status": "running"}

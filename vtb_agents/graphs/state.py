@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
@@ -19,10 +19,30 @@ DEFAULT_MAX_IMAGE_SIDE = 2048
 TurnOutcome = Literal["running", "answered", "tool_round_cap"]
 
 
+class TurnInput(TypedDict, total=False):
+    """What a turn starts from: new messages (the user's turn), its index and the task's turn count."""
+
+    messages: list[AnyMessage]
+    turn: int
+    num_turns: int
+    tool_rounds: int
+    status: TurnOutcome
+
+
 class AgentState(TypedDict, total=False):
     """Messages (images as artifact references), the turn, its tool rounds and how it ended."""
 
     messages: Annotated[list[AnyMessage], add_messages]
+    turn: int
+    num_turns: int
+    tool_rounds: int
+    status: TurnOutcome
+
+
+class TurnOutput(TypedDict, total=False):
+    """What a turn leaves: the whole conversation so far and how the turn ended."""
+
+    messages: list[AnyMessage]
     turn: int
     tool_rounds: int
     status: TurnOutcome
@@ -33,6 +53,8 @@ class EpisodeContext:
     """Per-episode resources handed to the graph as LangGraph runtime context (never checkpointed).
 
     ``model`` is the chat model before tools are bound (the graph binds its own tools).
+    ``native_tool_images`` puts new images inside the tool results (Responses API, Anthropic)
+    instead of one user message after them.
     """
 
     model: BaseChatModel
@@ -42,4 +64,4 @@ class EpisodeContext:
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
     max_image_side: int = DEFAULT_MAX_IMAGE_SIDE
     code_timeout_s: float = 60.0
-    extra: dict[str, Any] | None = None
+    native_tool_images: bool = False

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import PurePosixPath
-from typing import Any, Protocol
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Protocol
 
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from langgraph.prebuilt import ToolRuntime
 from PIL import Image
 from pydantic import BaseModel, Field
@@ -86,13 +86,14 @@ def collect_images(sandbox: Sandbox, artifacts: ArtifactStore, names: list[str])
     return found
 
 
-def _run_code(name: str, code: str, runtime: ToolRuntime) -> ToolMessage:
-    ctx: ToolContext = runtime.context
-    result = ctx.sandbox.run(code, timeout=ctx.code_timeout_s)
-    images = collect_images(ctx.sandbox, ctx.artifacts, result.new_files)
+def run_code_call(name: str, code: str, *, sandbox: Sandbox, artifacts: ArtifactStore, timeout_s: float,
+                  tool_call_id: str) -> ToolMessage:
+    """Run one code call in ``sandbox`` and answer it: text for the model, new images as artifact."""
+    result = sandbox.run(code, timeout=timeout_s)
+    images = collect_images(sandbox, artifacts, result.new_files)
     return ToolMessage(
         content=observation_text(result, [image["name"] for image in images]),
-        tool_call_id=runtime.tool_call_id or "",
+        tool_call_id=tool_call_id,
         name=name,
         status="success" if result.ok else "error",
         artifact={"images": images, "duration_s": round(result.duration_s, 4), "ok": result.ok},
@@ -100,13 +101,36 @@ def _run_code(name: str, code: str, runtime: ToolRuntime) -> ToolMessage:
 
 
 def _code_tool(name: str, description: str) -> BaseTool:
+    """The tool for our graphs: sandbox and artifact store come from the LangGraph runtime context."""
+
     def run(code: str, runtime: ToolRuntime) -> ToolMessage:
-        return _run_code(name, code, runtime)
+        ctx: ToolContext = runtime.context
+        return run_code_call(name, code, sandbox=ctx.sandbox, artifacts=ctx.artifacts,
+                             timeout_s=ctx.code_timeout_s, tool_call_id=runtime.tool_call_id or "")
 
-    return StructuredTool.from_function(
-        func=run, name=name, description=description, args_schema=CodeArgs,
-    )
+    return StructuredTool.from_function(func=run, name=name, description=description, args_schema=CodeArgs)
 
 
-python_image_processing: BaseTool = _code_tool("python_image_processing", _VISION_DESCRIPTION)
-python_interpreter: BaseTool = _code_tool("python_interpreter", _INTERPRETER_DESCRIPTION)
+def bound_code_tools(sandbox: Sandbox, artifacts: ArtifactStore, timeout_s: float = 60.0) -> list[BaseTool]:
+    """Both code tools bound to one sandbox, for agents that are not our graphs (any LangChain agent).
+
+    Example:
+        >>> from vtb_agents.tools.sandbox import open_sandbox
+        >>> with open_sandbox("local") as sandbox:  # doctest: +SKIP
+        ...     tools = bound_code_tools(sandbox, ArtifactStore(Path("artifacts")))
+        ...     agent = create_agent("openai:gpt-4o", tools)
+    """
+    tools = []
+    for name, description in ((VISION_TOOL_NAME, _VISION_DESCRIPTION), (INTERPRETER_TOOL_NAME, _INTERPRETER_DESCRIPTION)):
+        def run(code: str, tool_call_id: Annotated[str, InjectedToolCallId], _name: str = name) -> ToolMessage:
+            return run_code_call(_name, code, sandbox=sandbox, artifacts=artifacts, timeout_s=timeout_s,
+                                 tool_call_id=tool_call_id)
+
+        tools.append(StructuredTool.from_function(func=run, name=name, description=description, args_schema=CodeArgs))
+    return tools
+
+
+VISION_TOOL_NAME = "python_image_processing"
+INTERPRETER_TOOL_NAME = "python_interpreter"
+python_image_processing: BaseTool = _code_tool(VISION_TOOL_NAME, _VISION_DESCRIPTION)
+python_interpreter: BaseTool = _code_tool(INTERPRETER_TOOL_NAME, _INTERPRETER_DESCRIPTION)

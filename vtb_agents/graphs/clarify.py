@@ -1,0 +1,47 @@
+"""The clarification node: when the model asks the user instead of answering, pause the graph.
+
+Detection: in a graph built with clarification (the ``follow_up`` category), a final answer
+(no tool calls) whose last sentence is a question asks the user, provided the task has a next
+turn to answer it. The node calls ``interrupt()`` with the question; the episode driver resumes it
+with ``Command(resume={"messages": [...]})`` carrying the user's reply (and any history rewrite).
+Nothing with side effects runs before ``interrupt()``: the node re-runs from the top on resume.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langgraph.types import interrupt
+
+from vtb_agents.graphs.state import AgentState
+
+_LAST_SENTENCE = re.compile(r"([^.!?\n]*[.!?]?)\s*$")
+
+
+def asks_user(message: AnyMessage) -> str | None:
+    """The question if ``message`` is a final answer that ends by asking the user, else None.
+
+    >>> asks_user(AIMessage("Which item do you mean: the apples or the pears?"))
+    'Which item do you mean: the apples or the pears?'
+    >>> asks_user(AIMessage("The total is 12.50.")) is None
+    True
+    """
+    if not isinstance(message, AIMessage) or message.tool_calls:
+        return None
+    text = message.text.strip().rstrip("*_ )\"'")
+    return message.text.strip() if text.endswith("?") else None
+
+
+def wants_clarification(state: AgentState) -> bool:
+    """Whether the turn just ended with a question that a next turn can answer."""
+    has_next_turn = state.get("turn", 0) + 1 < state.get("num_turns", 1)
+    return has_next_turn and asks_user(state["messages"][-1]) is not None
+
+
+def clarify(state: AgentState) -> dict[str, Any]:
+    """Pause with the model's question; on resume, add the user's reply and start the next turn."""
+    question = asks_user(state["messages"][-1]) or ""
+    reply = interrupt({"question": question, "turn": state.get("turn", 0)})
+    return {"messages": reply["messages"], "turn": state.get("turn", 0) + 1, "tool_rounds": 0, "status": "running"}
