@@ -73,12 +73,33 @@ def test_a_corrupt_line_in_the_middle_is_an_error_naming_the_line(three_tasks, t
         run_suite(three_tasks, RunConfig(model="replay"), out, resume=True)
 
 
-def test_a_failing_model_is_an_ungraded_task_not_a_crash(three_tasks, tmp_path):
-    tasks = three_tasks[:2]
-    summary = run_suite(tasks, RunConfig(model="openai-without-a-colon"), tmp_path / "run")
+def test_bad_model_spec_is_refused_before_the_run_directory_is_touched(three_tasks, tmp_path):
+    with pytest.raises(ValueError, match="is not 'replay', 'provider:model'"):
+        run_suite(three_tasks, RunConfig(model="openai-without-a-colon"), tmp_path / "run")
+    with pytest.raises(ValueError, match="needs a user model"):
+        run_suite(three_tasks, RunConfig(model="replay", resumer="simulated"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+FAILING_AGENT = """
+from langchain_core.runnables import RunnableLambda
+
+def build(tools):
+    def fail(state):
+        raise ConnectionError("model API unreachable")
+    return RunnableLambda(fail)
+"""
+
+
+def test_a_failing_model_is_an_ungraded_task_not_a_crash(three_tasks, tmp_path, monkeypatch):
+    (tmp_path / "failing_agent.py").write_text(FAILING_AGENT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    summary = run_suite(three_tasks[:2], RunConfig(model="agent:failing_agent:build"), tmp_path / "run")
     results, _ = ResultsStore(tmp_path / "run").load()
-    assert all(r.episode.status == "error" and "not 'replay' or 'provider:model'" in r.episode.error for r in results)
+    assert all(r.episode.status == "error" and r.episode.error == "ConnectionError: model API unreachable"
+               for r in results)
     assert summary["graded"] == 0 and summary["ungraded"] == 2 and summary["apr"] is None
+    assert summary["episodes"]["errors"] == 2 and summary["judge"]["errors"] == 0
     assert all(not r.grade.graded and r.grade.passed is None for r in results)
 
 

@@ -2,24 +2,45 @@
 
 from __future__ import annotations
 
+import re
+from typing import Callable
+
 from langchain_core.language_models import BaseChatModel
 
 from vtb_agents.models.replay import ReplayChatModel
 from vtb_agents.tasks.model import Task
 
 REPLAY = "replay"
+_REASONING = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
+"""OpenAI reasoning models accept only the default temperature (1), as the paper notes."""
+
+ModelFactory = Callable[[Task], BaseChatModel]
+
+
+def temperature_for(model_name: str) -> float:
+    """0 where allowed; 1 for reasoning models that refuse any other temperature."""
+    return 1.0 if _REASONING.match(model_name) else 0.0
+
+
+def model_factory(spec: str) -> ModelFactory:
+    """A function giving the chat model for each task: a replay agent per task, or one shared model.
+
+    ``provider:model`` specs go through ``langchain.chat_models.init_chat_model`` (once), so
+    OPENAI_BASE_URL / OPENAI_API_KEY work as in langchain-openai and any OpenAI-compatible server
+    (vLLM, Ollama, LM Studio) is a model.
+    """
+    if spec == REPLAY:
+        return lambda task: ReplayChatModel(task=task)
+    provider, _, name = spec.partition(":")
+    if not provider or not name:
+        raise ValueError(f"model spec {spec!r} is not 'replay', 'provider:model' (e.g. 'openai:gpt-4o') "
+                         "or 'agent:module:function'")
+    from langchain.chat_models import init_chat_model
+
+    model = init_chat_model(spec, temperature=temperature_for(name))
+    return lambda task: model
 
 
 def load_model(spec: str, task: Task) -> BaseChatModel:
-    """The chat model for ``spec`` on ``task`` (the replay agent needs the task; others ignore it).
-
-    ``provider:model`` specs go through ``langchain.chat_models.init_chat_model`` with temperature 0,
-    so OPENAI_BASE_URL / OPENAI_API_KEY work as in langchain-openai.
-    """
-    if spec == REPLAY:
-        return ReplayChatModel(task=task)
-    if ":" not in spec:
-        raise ValueError(f"model spec {spec!r} is not 'replay' or 'provider:model' (e.g. 'openai:gpt-4o')")
-    from langchain.chat_models import init_chat_model
-
-    return init_chat_model(spec, temperature=0)
+    """The chat model for ``spec`` on ``task`` (the replay agent needs the task; others ignore it)."""
+    return model_factory(spec)(task)

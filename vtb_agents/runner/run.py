@@ -8,31 +8,39 @@ ids it has, and refuses to mix settings or to overwrite another run.
 from __future__ import annotations
 
 import json
-from collections import Counter
+import sqlite3
 import time
 import traceback
+from collections import Counter
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
+
+from langgraph.checkpoint.sqlite import SqliteSaver
 
 from vtb_agents import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.agents import AGENT_PREFIX, AgentFactory, episode_tools, load_agent_factory, run_agent_episode
 from vtb_agents.graphs.episode import EpisodeSettings, run_episode
+from vtb_agents.graphs.grading import grade_episode
+from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
-from vtb_agents.graphs.grading import grade_episode
 from vtb_agents.judges.grade import CriticalRule
-from vtb_agents.models import load_model
+from vtb_agents.models.spec import ModelFactory, model_factory
 from vtb_agents.results import Episode, TaskResult
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import select_tools
 from vtb_agents.tools.sandbox import open_sandbox
+from vtb_agents.tools.sandbox.base import Sandbox
 
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"
+CHECKPOINT_FILE = "checkpoints.sqlite"
 
 
 class RunError(RuntimeError):
@@ -41,7 +49,10 @@ class RunError(RuntimeError):
 
 @dataclass(frozen=True)
 class RunConfig:
-    """What a run is: recorded in ``run.json`` and compared on resume."""
+    """What a run is: recorded in ``run.json`` and compared on resume.
+
+    ``model`` is ``replay``, ``provider:model`` or ``agent:module:function`` (a user's agent).
+    """
 
     model: str
     judge: str = "rule"
@@ -50,6 +61,8 @@ class RunConfig:
     critical_rule: CriticalRule = "weight"
     no_tools: bool = False
     no_vision_tool: bool = False
+    resumer: str = "scripted"
+    user_model: str | None = None
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,14 +73,47 @@ class RunConfig:
 ProgressFn = Callable[[TaskResult, int, int], None]
 
 
-def run_task(task: Task, config: RunConfig, artifacts: ArtifactStore, judge: RubricJudge) -> TaskResult:
+@dataclass
+class RunResources:
+    """What every task of a run shares: judge, artifact store, checkpointer, model or agent, resumer."""
+
+    judge: RubricJudge
+    artifacts: ArtifactStore | None = None  # set once the run directory exists
+    checkpointer: SqliteSaver | None = None
+    models: ModelFactory | None = None
+    agent: AgentFactory | None = None
+    resumer: Resumer | None = None
+
+
+def build_resources(config: RunConfig, judge: RubricJudge) -> RunResources:
+    """Resolve the run's model or agent and resumer; bad specs raise ValueError before any work."""
+    agent = load_agent_factory(config.model) if config.model.startswith(AGENT_PREFIX) else None
+    models = None if agent else model_factory(config.model)
+    user_model = None
+    if config.user_model:
+        if not config.user_model.partition(":")[2]:
+            raise ValueError(f"--user-model must be 'provider:model', not {config.user_model!r}")
+        user_model = model_factory(config.user_model)(None)  # type: ignore[arg-type]  # shared model
+    return RunResources(judge=judge, models=models, agent=agent,
+                        resumer=load_resumer(config.resumer, user_model))
+
+
+@contextmanager
+def checkpoints(out: Path) -> Iterator[SqliteSaver]:
+    """The run's SQLite checkpointer (one thread per task), closed at the end."""
+    connection = sqlite3.connect(out / CHECKPOINT_FILE, check_same_thread=False)
+    try:
+        yield SqliteSaver(connection)
+    finally:
+        connection.close()
+
+
+def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResult:
     """Run and grade one task. Model, tool or graph failures become an errored episode, not a crash."""
     started = time.perf_counter()
-    tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool)
     try:
         with open_sandbox(config.sandbox) as sandbox:
-            episode = run_episode(task, load_model(config.model, task), tools, sandbox=sandbox,
-                                  artifacts=artifacts, model_name=config.model, settings=config.episode)
+            episode = _episode(task, config, resources, sandbox)
     except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
         episode = Episode(task_id=task.id, model=config.model, status="error",
                           error=f"{type(exc).__name__}: {exc}",
@@ -75,9 +121,28 @@ def run_task(task: Task, config: RunConfig, artifacts: ArtifactStore, judge: Rub
     return TaskResult(
         task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, episode=episode,
-        grade=grade_episode(task, episode, judge, config.critical_rule),
+        grade=grade_episode(task, episode, resources.judge, config.critical_rule),
         duration_s=round(time.perf_counter() - started, 4),
     )
+
+
+def _episode(task: Task, config: RunConfig, resources: RunResources, sandbox: Sandbox) -> Episode:
+    if resources.artifacts is None:
+        raise RunError("run resources have no artifact store: open the run directory first")
+    if resources.agent is not None:
+        tools = [] if config.no_tools else episode_tools(sandbox, resources.artifacts,
+                                                         timeout_s=config.episode.code_timeout_s,
+                                                         no_vision_tool=config.no_vision_tool)
+        return run_agent_episode(task, resources.agent, sandbox=sandbox, artifacts=resources.artifacts,
+                                 model_name=config.model, history=config.episode.history, tools=tools,
+                                 max_image_side=config.episode.max_image_side)
+    assert resources.models is not None
+    if resources.checkpointer is not None:
+        resources.checkpointer.delete_thread(task.id)  # a task re-run after a crash starts afresh
+    tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool)
+    return run_episode(task, resources.models(task), tools, sandbox=sandbox, artifacts=resources.artifacts,
+                       model_name=config.model, settings=config.episode, checkpointer=resources.checkpointer,
+                       resumer=resources.resumer)
 
 
 def with_cache(judge: RubricJudge, cache_path: Path) -> RubricJudge:
@@ -115,19 +180,21 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
-    judge = load_judge(config.judge)  # a bad judge spec fails before the run directory is touched
-    done = prepare_run_dir(out, config, resume=resume)
-    judge = with_cache(judge, judge_cache or out / JUDGE_CACHE_FILE)
+    resources = build_resources(config, load_judge(config.judge))
+    done = prepare_run_dir(out, config, resume=resume)  # bad specs have failed before this point
+    resources.judge = with_cache(resources.judge, judge_cache or out / JUDGE_CACHE_FILE)
+    resources.artifacts = ArtifactStore(out / "artifacts")
     finished = {r.task_id for r in done}
-    store, artifacts = ResultsStore(out), ArtifactStore(out / "artifacts")
+    store = ResultsStore(out)
     results = list(done)
-    todo = [t for t in tasks if t.id not in finished]
-    for task in todo:
-        result = run_task(task, config, artifacts, judge)
-        store.append(result)
-        results.append(result)
-        if progress:
-            progress(result, len(results), len(tasks))
+    with checkpoints(out) as saver:
+        resources.checkpointer = saver
+        for task in (t for t in tasks if t.id not in finished):
+            result = run_task(task, config, resources)
+            store.append(result)
+            results.append(result)
+            if progress:
+                progress(result, len(results), len(tasks))
     wanted = set(ids)
     summary = summarize([r for r in results if r.task_id in wanted], judge_name=config.judge,
                         extra={"model": config.model, "critical_rule": config.critical_rule})

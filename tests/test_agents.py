@@ -1,0 +1,52 @@
+"""A user's own LangChain agent (create_agent) runs on tasks and is graded through the same path."""
+
+from __future__ import annotations
+
+import json
+
+from langchain_core.messages import HumanMessage, ToolMessage
+
+from vtb_agents.runner.run import RunConfig, run_suite
+from vtb_agents.runner.store import ResultsStore
+from vtb_agents.tasks import load_tasks
+
+AGENT_MODULE = '''
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
+from vtb_agents.models.scripted import ScriptedChatModel
+
+CROP = ("from PIL import Image\\nim = Image.open('image_0.png')\\n"
+        "im.crop((340, 260, 400, 300)).resize((240, 160)).save('transformed_image_0.png')")
+MODELS = []
+
+def build(tools):
+    model = ScriptedChatModel(replies=[
+        AIMessage("", tool_calls=[{"name": "python_image_processing", "args": {"code": CROP}, "id": "c1"}]),
+        AIMessage("The number in the corner is 42."),
+    ])
+    MODELS.append(model)
+    return create_agent(model, tools)
+'''
+
+
+def test_create_agent_is_run_and_graded_like_our_graphs(task_root, tmp_path, monkeypatch):
+    (tmp_path / "user_agent.py").write_text(AGENT_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    summary = run_suite(load_tasks(task_root), RunConfig(model="agent:user_agent:build"), tmp_path / "run")
+    assert summary["apr"] == 1.0 and summary["tool_metrics"]["by_tool"] == {"python_image_processing": 1}
+    (result,) = ResultsStore(tmp_path / "run").load()[0]
+    (turn,) = result.episode.turns
+    assert turn.answer == "The number in the corner is 42."
+    (call,) = turn.tool_calls
+    assert call.ok and call.images[0]["name"] == "transformed_image_0.png" and call.images[0]["size"] == [240, 160]
+    assert json.loads(call.output)["new_images"] == ["transformed_image_0.png"]
+    # The agent's model received the task image as a real image block, and the tools of this build.
+    import user_agent
+
+    first_request = user_agent.MODELS[0].calls[0]
+    human = next(m for m in first_request if isinstance(m, HumanMessage))
+    assert any(b.get("type") == "image" and b["base64"] for b in human.content if isinstance(b, dict))
+    names = sorted(t.name for t in user_agent.MODELS[0].bound_tools)
+    assert names == ["calculator", "python_image_processing", "python_interpreter"]
+    second_request = user_agent.MODELS[0].calls[1]
+    assert isinstance(second_request[-1], ToolMessage) and second_request[-1].tool_call_id == "c1"
