@@ -150,6 +150,11 @@ def run(tasks: str = typer.Option("sample", help="Task source: 'sample', a folde
         limit: Optional[int] = typer.Option(None, min=1, help="Run at most this many tasks."),
         category: list[str] = typer.Option([], help="Only these categories (repeatable)."),
         task_id: list[str] = typer.Option([], "--task-id", help="Only these task ids (repeatable)."),
+        resumer: str = typer.Option("scripted", help="Who answers clarifying questions: scripted, simulated, human."),
+        user_model: Optional[str] = typer.Option(None, help="provider:model of the simulated user."),
+        native_tool_images: bool = typer.Option(False, help="Put new images inside tool results (Anthropic, Responses API)."),
+        sandbox: str = typer.Option("local", help="Where code runs: local or e2b."),
+        judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: OUT/judge_cache.sqlite)."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl and summary.json to --out."""
     from vtb_agents.runner.run import RunConfig, RunError, run_suite
@@ -157,6 +162,7 @@ def run(tasks: str = typer.Option("sample", help="Task source: 'sample', a folde
     _check_choice("--prompt-level", prompt_level, ("low", "mid", "high"))
     _check_choice("--history", history, ("golden", "model"))
     _check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
+    _check_choice("--resumer", resumer, ("scripted", "simulated", "human"))
     selected = _load(tasks)
     if category:
         selected = [t for t in selected if t.category in set(category)]
@@ -169,9 +175,10 @@ def run(tasks: str = typer.Option("sample", help="Task source: 'sample', a folde
     if not selected:
         fail("no tasks selected")
     config = RunConfig(model=model, judge=judge, tasks=tasks, critical_rule=critical_rule,  # type: ignore[arg-type]
-                       no_tools=no_tools, no_vision_tool=no_vision_tool,
+                       no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer, user_model=user_model,
+                       sandbox=sandbox,
                        episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, prompt_level=prompt_level,  # type: ignore[arg-type]
-                                               history=history))  # type: ignore[arg-type]
+                                               history=history, native_tool_images=native_tool_images))  # type: ignore[arg-type]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn(), TextColumn("{task.fields[status]}"))
     with Progress(*columns, console=err, transient=not sys.stderr.isatty()) as bar:
@@ -185,7 +192,7 @@ def run(tasks: str = typer.Option("sample", help="Task source: 'sample', a folde
             bar.update(job, completed=done, status=f"pass {passed}/{graded} · last {result.task_id}")
 
         try:
-            summary = run_suite(selected, config, out_dir, resume=resume, progress=on_result)
+            summary = run_suite(selected, config, out_dir, resume=resume, progress=on_result, judge_cache=judge_cache)
         except (RunError, ValueError) as exc:
             fail(str(exc))
     out.print(_summary_table(summary))
