@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 		|| echo "warning: bubblewrap (bwrap) is not installed: the sandbox will use its fallback isolation"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,hf,search,e2b]'
 	touch $(STAMP)
 
 install: $(STAMP)

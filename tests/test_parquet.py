@@ -387,7 +387,8 @@ def test_import_reports_errors_and_folder_collisions(tmp_path: Path) -> None:
 
 
 def test_hf_save_to_disk_round_trip(dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    datasets = pytest.importorskip("datasets")
+    import datasets
+
     from vtb_agents.tasks.hf import iter_hf
 
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
@@ -412,7 +413,6 @@ def test_hf_save_to_disk_round_trip(dataset: Path, tmp_path: Path, monkeypatch: 
 
 
 def test_hf_name_not_cached_fails_offline(tmp_path: Path) -> None:
-    pytest.importorskip("datasets")
     from vtb_agents.tasks.hf import iter_hf
 
     with pytest.raises(FileNotFoundError, match="local Hugging Face cache"):
@@ -451,8 +451,6 @@ def test_canonical_image_names_round_trip_without_source_name(tmp_path: Path) ->
 
 
 def test_sample_suite_parquet_round_trip(tmp_path: Path) -> None:
-    if not SAMPLE_DIR.is_dir() or not task_dirs(SAMPLE_DIR):
-        pytest.skip(f"sample suite not present yet at {SAMPLE_DIR}")
     tasks = [load_task_dir(folder) for folder in task_dirs(SAMPLE_DIR)]
     out = tmp_path / "sample.parquet"
     assert write_parquet(tasks, out) == len(tasks)

@@ -1,8 +1,11 @@
 """The clarification node: when the model asks the user instead of answering, pause the graph.
 
 Detection: in a graph built with clarification (the ``follow_up`` category), a final answer
-(no tool calls) whose last sentence is a question asks the user, provided the task has a next
-turn to answer it. The node calls ``interrupt()`` with the question; the episode driver resumes it
+(no tool calls) that contains a question (a sentence ending in "?") asks the user, provided the
+task has a next turn to answer it. Clarifying questions often end with an offer ("Which item do
+you mean? ... Tell me and I'll read its price."), so the question may be anywhere. A rhetorical
+question also counts: with the scripted resumer that changes nothing (the next turn comes either
+way); with a simulated or human user it gives them a say. The node calls ``interrupt()`` with the question; the episode driver resumes it
 with ``Command(resume={"messages": [...]})`` carrying the user's reply (and any history rewrite).
 Nothing with side effects runs before ``interrupt()``: the node re-runs from the top on resume.
 """
@@ -17,21 +20,22 @@ from langgraph.types import interrupt
 
 from vtb_agents.graphs.state import AgentState
 
-_LAST_SENTENCE = re.compile(r"([^.!?\n]*[.!?]?)\s*$")
+_QUESTION = re.compile(r"\w[^.!?\n]*\?")
+_CODE = re.compile(r"```.*?```|`[^`]*`", re.DOTALL)
 
 
 def asks_user(message: AnyMessage) -> str | None:
-    """The question if ``message`` is a final answer that ends by asking the user, else None.
+    """The whole answer if ``message`` is a final answer that asks the user something, else None.
 
-    >>> asks_user(AIMessage("Which item do you mean: the apples or the pears?"))
-    'Which item do you mean: the apples or the pears?'
+    >>> asks_user(AIMessage("Which item do you mean? Tell me and I'll read its price."))
+    "Which item do you mean? Tell me and I'll read its price."
     >>> asks_user(AIMessage("The total is 12.50.")) is None
     True
     """
     if not isinstance(message, AIMessage) or message.tool_calls:
         return None
-    text = message.text.strip().rstrip("*_ )\"'")
-    return message.text.strip() if text.endswith("?") else None
+    text = _CODE.sub("", message.text)
+    return message.text.strip() if _QUESTION.search(text) else None
 
 
 def wants_clarification(state: AgentState) -> bool:
