@@ -47,6 +47,7 @@ def test_create_agent_is_run_and_graded_like_our_graphs(task_root, tmp_path, mon
     human = next(m for m in first_request if isinstance(m, HumanMessage))
     assert any(b.get("type") == "image" and b["base64"] for b in human.content if isinstance(b, dict))
     names = sorted(t.name for t in user_agent.MODELS[0].bound_tools)
-    assert names == ["calculator", "python_image_processing", "python_interpreter"]
+    assert names == ["browser_get_page_text", "calculator", "historical_weather", "python_image_processing",
+                     "python_interpreter", "web_search"]
     second_request = user_agent.MODELS[0].calls[1]
     assert isinstance(second_request[-1], ToolMessage) and second_request[-1].tool_call_id == "c1"

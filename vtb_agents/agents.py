@@ -35,12 +35,17 @@ AgentFactory = Callable[[list[BaseTool]], Runnable]
 
 
 def episode_tools(sandbox: Sandbox, artifacts: ArtifactStore, *, timeout_s: float = 60.0,
-                  no_vision_tool: bool = False) -> list[BaseTool]:
-    """The VTB tools bound to one task's sandbox, ready for any LangChain agent."""
+                  no_vision_tool: bool = False, shared: Sequence[BaseTool] | None = None) -> list[BaseTool]:
+    """The VTB tools bound to one task's sandbox, ready for any LangChain agent.
+
+    ``shared`` are the run's tools that need no sandbox (calculator, network tools); by default
+    :func:`~vtb_agents.tools.select_tools` builds them with live network settings.
+    """
+    code_names = {"python_image_processing", "python_interpreter"}
     code_tools = [t for t in bound_code_tools(sandbox, artifacts, timeout_s)
                   if not (no_vision_tool and t.name == "python_image_processing")]
-    code_names = {"python_image_processing", "python_interpreter"}
-    return code_tools + [t for t in select_tools() if t.name not in code_names]
+    others = select_tools() if shared is None else shared
+    return code_tools + [t for t in others if t.name not in code_names]
 
 
 def load_agent_factory(spec: str) -> AgentFactory:

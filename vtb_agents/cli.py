@@ -199,7 +199,10 @@ def run(tasks: str = typer.Option("sample", help="Task source: 'sample', a folde
     tm = summary["tool_metrics"]
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
-    out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}")
+    from vtb_agents.report import write_report
+
+    report = write_report(out_dir)
+    out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
 
 
 @app.command("grade")
@@ -229,6 +232,17 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
 def _check_choice(option: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         fail(f"{option} must be one of {', '.join(allowed)}, not {value!r}")
+
+
+def _mount_subcommands() -> None:
+    from vtb_agents.cli_analyze import analyze_app
+    from vtb_agents.cli_report import report_cli
+
+    app.add_typer(analyze_app, name="analyze", help="Failure taxonomy and judge-human alignment of a run.")
+    app.registered_commands += report_cli.registered_commands
+
+
+_mount_subcommands()
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from langchain_core.tools import BaseTool
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from vtb_agents import __version__
@@ -34,6 +35,7 @@ from vtb_agents.results import Episode, TaskResult
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import select_tools
+from vtb_agents.tools.network import NetworkSettings
 from vtb_agents.tools.sandbox import open_sandbox
 from vtb_agents.tools.sandbox.base import Sandbox
 
@@ -63,7 +65,13 @@ class RunConfig:
     no_vision_tool: bool = False
     resumer: str = "scripted"
     user_model: str | None = None
+    tools_mode: str = "live"
+    tools_cache: str | None = None
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
+
+    def network(self) -> NetworkSettings:
+        """Settings of the network tools: live, or recording to / replaying from ``tools_cache``."""
+        return NetworkSettings(mode=self.tools_mode, cache_path=Path(self.tools_cache) if self.tools_cache else None)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists)."""
@@ -78,6 +86,7 @@ class RunResources:
     """What every task of a run shares: judge, artifact store, checkpointer, model or agent, resumer."""
 
     judge: RubricJudge
+    tools: list[BaseTool] = field(default_factory=list)
     artifacts: ArtifactStore | None = None  # set once the run directory exists
     checkpointer: SqliteSaver | None = None
     models: ModelFactory | None = None
@@ -94,7 +103,8 @@ def build_resources(config: RunConfig, judge: RubricJudge) -> RunResources:
         if not config.user_model.partition(":")[2]:
             raise ValueError(f"--user-model must be 'provider:model', not {config.user_model!r}")
         user_model = model_factory(config.user_model)(None)  # type: ignore[arg-type]  # shared model
-    return RunResources(judge=judge, models=models, agent=agent,
+    tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool, network=config.network())
+    return RunResources(judge=judge, tools=tools, models=models, agent=agent,
                         resumer=load_resumer(config.resumer, user_model))
 
 
@@ -132,15 +142,14 @@ def _episode(task: Task, config: RunConfig, resources: RunResources, sandbox: Sa
     if resources.agent is not None:
         tools = [] if config.no_tools else episode_tools(sandbox, resources.artifacts,
                                                          timeout_s=config.episode.code_timeout_s,
-                                                         no_vision_tool=config.no_vision_tool)
+                                                         no_vision_tool=config.no_vision_tool, shared=resources.tools)
         return run_agent_episode(task, resources.agent, sandbox=sandbox, artifacts=resources.artifacts,
                                  model_name=config.model, history=config.episode.history, tools=tools,
                                  max_image_side=config.episode.max_image_side)
     assert resources.models is not None
     if resources.checkpointer is not None:
         resources.checkpointer.delete_thread(task.id)  # a task re-run after a crash starts afresh
-    tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool)
-    return run_episode(task, resources.models(task), tools, sandbox=sandbox, artifacts=resources.artifacts,
+    return run_episode(task, resources.models(task), resources.tools, sandbox=sandbox, artifacts=resources.artifacts,
                        model_name=config.model, settings=config.episode, checkpointer=resources.checkpointer,
                        resumer=resources.resumer)
 

@@ -1,25 +1,29 @@
-"""The LangChain tools of VisualToolBench and the sandbox they run code in."""
+"""The six LangChain tools of VisualToolBench and the sandbox the code tools run in."""
 
 from __future__ import annotations
 
 from langchain_core.tools import BaseTool
 
 from vtb_agents.tools.calculator import calculator
+from vtb_agents.tools.network import NETWORK_TOOL_NAMES, NetworkSettings, make_network_tools
 from vtb_agents.tools.python_tools import python_image_processing, python_interpreter
 
 VISION_TOOLS = ("python_image_processing",)
+TOOL_NAMES = ("python_image_processing", "python_interpreter", "calculator", *NETWORK_TOOL_NAMES)
 
 
-def available_tools() -> dict[str, BaseTool]:
-    """Every tool this build offers, by its VTB name."""
-    return {t.name: t for t in (python_image_processing, python_interpreter, calculator)}
+def select_tools(*, no_tools: bool = False, no_vision_tool: bool = False,
+                 network: NetworkSettings | None = None) -> list[BaseTool]:
+    """The tools of a run under the paper's ablations (``no_tools``, ``no_vision_tool``).
 
-
-def select_tools(*, no_tools: bool = False, no_vision_tool: bool = False) -> list[BaseTool]:
-    """The tools of a run under the paper's ablations (``no_tools``, ``no_vision_tool``)."""
+    ``network`` configures web_search, browser_get_page_text and historical_weather (backend,
+    record/replay cassette); by default they call the live services.
+    """
     if no_tools:
         return []
-    return [t for name, t in available_tools().items() if not (no_vision_tool and name in VISION_TOOLS)]
+    tools = [python_image_processing, python_interpreter, calculator, *make_network_tools(network)]
+    return [t for t in tools if not (no_vision_tool and t.name in VISION_TOOLS)]
 
 
-__all__ = ["available_tools", "calculator", "python_image_processing", "python_interpreter", "select_tools"]
+__all__ = ["TOOL_NAMES", "VISION_TOOLS", "calculator", "python_image_processing", "python_interpreter",
+           "select_tools"]

@@ -1,0 +1,185 @@
+"""The HTML report and run comparison, on run directories made by the real runner (replay model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+from rich.console import Console
+from typer.testing import CliRunner
+
+from conftest import write_task
+from vtb_agents.cli_report import report_cli
+from vtb_agents.report import ReportError, compare_runs, write_comparison, write_report
+from vtb_agents.report.markup import pct
+from vtb_agents.report.screenshot import find_chromium, screenshot
+from vtb_agents.runner.run import RunConfig, run_suite
+from vtb_agents.tasks import load_tasks
+
+XSS = "<script>alert(1)</script>"
+MAGENTA = (255, 0, 255)  # the test images' colour; the report's CSS and plots never use it
+
+
+def magenta_task(root: Path, task_id: str, **overrides) -> None:
+    """A ``write_task`` task whose image is magenta (with '42' in the corner), to find it in screenshots."""
+    folder = write_task(root, task_id, **overrides)
+    image = Image.new("RGB", (400, 300), MAGENTA)
+    ImageDraw.Draw(image).text((360, 280), "42", fill="black")
+    image.save(folder / "image_0.png")
+
+
+@pytest.fixture(scope="module")
+def report_tasks(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("tasks")
+    magenta_task(root, "t-pass")
+    base = json.loads((root / "t-pass" / "task.json").read_text())["turns"][0]
+    magenta_task(root, "t-xss", category="Hybrid Tool Reasoning", domain="medical", turns=[{
+        **base, "prompt": "Is <b>this</b> bold?", "golden_answer": f"{XSS} The number is 42."}])
+    unjudged = {"r1": {"description": "Explains the reading", "weight": 5}}
+    magenta_task(root, "t-ungraded", domain="sports", turns=[{**base, "rubrics": unjudged}])
+    return root
+
+
+@pytest.fixture(scope="module")
+def run_dir(report_tasks, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "replay-run"
+    run_suite(load_tasks(report_tasks), RunConfig(model="replay", tasks=str(report_tasks)), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(run_dir) -> str:
+    return write_report(run_dir).read_text(encoding="utf-8")
+
+
+def test_report_shows_summary_numbers_and_every_task(run_dir, report):
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["tasks"] == 3 and summary["ungraded"] == 1
+    assert f"<b>{pct(summary['apr'])}</b><span>APR</span>" in report
+    assert f"<b>{pct(summary['ars'])}</b><span>ARS</span>" in report
+    for name, block in summary["by_category"].items():
+        assert f"<td>{name}</td><td>{block['n']}</td><td>{block['graded']}</td><td>{pct(block['apr'])}</td>" in report
+    assert "critical rubric(s) left unjudged" in report  # why the ungraded task is ungraded
+    levels = {json.loads(line)["episode"]["settings"]["sandbox_isolation"]
+              for line in (run_dir / "results.jsonl").read_text().splitlines()}
+    assert len(levels) == 1 and f"{levels.pop()} (3 episodes)" in report  # isolation from the episodes
+    assert report.count('<details class="task"') == 3
+    for task_id in ("t-pass", "t-xss", "t-ungraded"):
+        assert f'id="task-{task_id}"' in report
+    assert "What number is printed in the bottom-right corner?" in report  # prompt from the task source
+    assert report.count("<svg") == 2  # APR by category, image operations
+
+
+def test_report_images_are_small_local_files(run_dir, report):
+    thumbs = re.findall(r'<img src="([^"]+)"', report)
+    fulls = re.findall(r'<a href="(report_files/[^"]+)"><img', report)
+    assert len(thumbs) == 6 and len(fulls) == 6  # per task: its image and the cropped transform
+    for rel in thumbs:
+        with Image.open(run_dir / rel) as image:
+            assert image.format == "JPEG" and max(image.size) <= 320
+    assert all((run_dir / rel).stat().st_size > 0 for rel in fulls)
+    with Image.open(run_dir / fulls[0]) as original:
+        assert original.size == (400, 300)  # full size, not a thumbnail
+    assert "base64," not in report and len(report) < 150_000
+
+
+def test_report_fetches_nothing_from_the_network(report):
+    references = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', report, re.I)
+    references += re.findall(r"url\(\s*['\"]?([^'\")]*)", report, re.I)
+    assert references  # the scan looks at something
+    external = [r for r in references if re.match(r"\s*(https?:)?//", r, re.I)]
+    assert external == []
+    assert not re.search(r"<(script|link|iframe|object|embed)\b", report, re.I)
+    assert "@import" not in report
+
+
+def test_untrusted_text_is_escaped(report):
+    assert XSS not in report
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; The number is 42." in report  # golden answer and answer
+    assert "Is &lt;b&gt;this&lt;/b&gt; bold?" in report
+
+
+def test_report_without_the_task_source_still_shows_the_run(run_dir, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("report*"))
+    text = write_report(copy, tasks=[]).read_text()
+    assert "3 task(s) of the run are not in the task source" in text
+    assert text.count('<details class="task"') == 3 and text.count("<img ") == 3  # tool images only
+
+
+def test_missing_or_unfinished_run_dirs_are_clear_errors(run_dir, tmp_path):
+    with pytest.raises(ReportError, match="no such run directory"):
+        write_report(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReportError, match="not a run directory"):
+        write_report(tmp_path / "empty")
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(run_dir, unfinished)
+    (unfinished / "summary.json").unlink()
+    with pytest.raises(ReportError, match="incomplete run, no summary.json .*vtb run --resume"):
+        write_report(unfinished)
+    (unfinished / "summary.json").write_text((run_dir / "summary.json").read_text())
+    with (unfinished / "results.jsonl").open("a") as handle:
+        handle.write('{"task_id": "t-')
+    with pytest.raises(ReportError, match="partial line"):
+        write_report(unfinished)
+    with pytest.raises(ReportError, match="task source .*no such file"):
+        write_report(run_dir, tasks=str(tmp_path / "no-tasks"))
+
+
+def test_compare_two_runs(run_dir, report_tasks, tmp_path):
+    other = tmp_path / "no-tools-run"
+    run_suite(load_tasks(report_tasks), RunConfig(model="replay", tasks=str(report_tasks), no_tools=True), other)
+    comparison = compare_runs([run_dir, other])
+    rows = {row["run"]: row for row in comparison.rows}
+    assert set(rows) == {"replay-run", "no-tools-run"}
+    assert rows["replay-run"]["proactivity"] == 1.0 and rows["no-tools-run"]["proactivity"] == 0.0
+    assert "no tools" in rows["no-tools-run"]["settings"]
+    assert comparison.categories == ["region_switch", "hybrid_tool"]
+    console = Console(record=True, width=100)
+    console.print(comparison.to_rich())
+    printed = console.export_text()
+    assert "replay-run" in printed and "no-tools-run" in printed and "100.0%" in printed
+    page = write_comparison([run_dir, other], tmp_path / "cmp" / "compare.html").read_text()
+    assert page.count("<svg") == 2 and "APR against proactivity" in page and "APR against volume" in page
+    assert "no-tools-run" in page
+
+
+def test_cli_report_and_compare(run_dir, tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(report_cli, ["report", str(run_dir)])
+    assert result.exit_code == 0 and "report.html" in result.output
+    result = runner.invoke(report_cli, ["report", str(tmp_path / "missing")])
+    assert result.exit_code == 2 and "no such run directory" in result.output
+    result = runner.invoke(report_cli, ["compare", str(run_dir), str(run_dir), "--out", str(tmp_path / "c.html")])
+    assert result.exit_code == 0 and (tmp_path / "c.html").exists()
+    assert [c.name for c in report_cli.registered_commands] == ["report", "compare"]
+
+
+def _magenta_pixels(png: Path) -> int:
+    pixels = np.asarray(Image.open(png).convert("RGB")).astype(int)
+    return int(((pixels[..., 0] > 200) & (pixels[..., 1] < 70) & (pixels[..., 2] > 200)).sum())
+
+
+def test_report_renders_with_its_images_in_chromium(run_dir, tmp_path):
+    if find_chromium() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Chromium is required in CI for the rendering test: apt-get install -y chromium")
+        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    page = write_report(run_dir, expand=True)  # sections open, images loaded eagerly
+    shot = screenshot(page, tmp_path / "report.png", width=1400, height=4500)
+    pixels = np.asarray(Image.open(shot).convert("L"))
+    assert shot.stat().st_size > 20_000 and pixels.shape == (4500, 1400) and pixels.std() > 10  # not blank
+    # Thumbnails (magenta) really loaded from report_files/: with the files gone, none shows.
+    assert _magenta_pixels(shot) > 20_000
+    shutil.move(run_dir / "report_files", tmp_path / "moved")
+    try:
+        assert _magenta_pixels(screenshot(page, tmp_path / "broken.png", width=1400, height=4500)) == 0
+    finally:
+        shutil.move(tmp_path / "moved", run_dir / "report_files")

@@ -1,0 +1,51 @@
+"""``vtb report`` and ``vtb compare``: commands on ``report_cli``, to be mounted on the main app with
+``app.registered_commands += report_cli.registered_commands`` (kept apart from ``cli.py`` so that
+the report's dependencies load only when a report is asked for).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+report_cli = typer.Typer(help="Reports of runs.", no_args_is_help=True, add_completion=False)
+out = Console()
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True, markup=True)
+    raise typer.Exit(code)
+
+
+@report_cli.command("report")
+def report(run_dir: Path = typer.Argument(..., help="A run directory written by `vtb run`."),
+           tasks: Optional[str] = typer.Option(None, "--tasks", help="Task source (default: the one the run used)."),
+           expand: bool = typer.Option(False, help="Open every task section (for printing)."),
+           ) -> None:
+    """Write RUN_DIR/report.html: scores, tool use, judge counts and every task with its images."""
+    from vtb_agents.report import ReportError, write_report
+
+    try:
+        path = write_report(run_dir, tasks=tasks, expand=expand)
+    except ReportError as exc:
+        _fail(str(exc))
+    out.print(f"report: {path}", highlight=False)
+
+
+@report_cli.command("compare")
+def compare(run_dirs: list[Path] = typer.Argument(..., help="Run directories to compare."),
+            out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the comparison as HTML here."),
+            ) -> None:
+    """Compare runs: model, settings, APR, ARS, per-category APR and tool metrics."""
+    from vtb_agents.report import ReportError, compare_runs, write_comparison
+
+    try:
+        out.print(compare_runs(run_dirs).to_rich())
+        if out_file is not None:
+            out.print(f"comparison: {write_comparison(run_dirs, out_file)}", highlight=False)
+    except ReportError as exc:
+        _fail(str(exc))

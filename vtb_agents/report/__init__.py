@@ -1,0 +1,7 @@
+"""HTML report of a run, comparison of runs, and plots (see :func:`write_report`, :func:`compare_runs`)."""
+
+from vtb_agents.report.compare import Comparison, compare_runs, write_comparison
+from vtb_agents.report.html import write_report
+from vtb_agents.report.rundir import ReportError
+
+__all__ = ["Comparison", "ReportError", "compare_runs", "write_comparison", "write_report"]

@@ -1,0 +1,132 @@
+"""Compare runs: one row per run (model, settings, APR, ARS, per-category APR, tool metrics) as a
+rich table for the terminal and an HTML page with APR-against-tool-use scatter plots.
+
+Only ``run.json`` and ``summary.json`` are read, so comparing large runs is instant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from vtb_agents.report.markup import esc, num, page, pct, table
+from vtb_agents.report.plots import scatter_svg
+from vtb_agents.report.rundir import ReportError, RunMeta, read_meta
+from vtb_agents.tasks.normalize import CATEGORIES
+
+
+def settings_text(config: dict[str, Any]) -> str:
+    """The settings that change results, in a few words (ablations named only when on)."""
+    episode = config.get("episode") or {}
+    parts = [f"prompt {episode.get('prompt_level', '?')}", f"history {episode.get('history', '?')}",
+             f"≤{episode.get('max_tool_rounds', '?')} rounds", f"critical {config.get('critical_rule', '?')}",
+             f"sandbox {config.get('sandbox', '?')}"]
+    parts += [name.replace("_", " ") for name in ("no_tools", "no_vision_tool") if config.get(name)]
+    return ", ".join(parts)
+
+
+def run_row(meta: RunMeta, label: str) -> dict[str, Any]:
+    """The comparison row of one run."""
+    s, config = meta.summary, meta.config
+    tools = s.get("tool_metrics") or {}
+    return {
+        "run": label, "path": str(meta.path), "model": s.get("model") or config.get("model", "?"),
+        "judge": (s.get("judge") or {}).get("model") or config.get("judge", "?"), "settings": settings_text(config),
+        "tasks": s.get("tasks"), "graded": s.get("graded"), "apr": s.get("apr"), "ars": s.get("ars"),
+        "category_apr": {name: block.get("apr") for name, block in (s.get("by_category") or {}).items()},
+        "proactivity": tools.get("proactivity"), "volume": tools.get("volume"),
+        "success_rate": tools.get("success_rate"),
+    }
+
+
+def _labels(paths: Sequence[Path]) -> list[str]:
+    """Run labels: directory names, with the parent folder added where names repeat."""
+    names = [p.resolve().name for p in paths]
+    return [f"{p.resolve().parent.name}/{n}" if names.count(n) > 1 else n for p, n in zip(paths, names)]
+
+
+@dataclass
+class Comparison:
+    """Rows of :func:`run_row`, and the categories any run has (paper order first)."""
+
+    rows: list[dict[str, Any]]
+
+    @property
+    def categories(self) -> list[str]:
+        """Categories with a result in any run: the paper's order, then others by name."""
+        seen = {name for row in self.rows for name in row["category_apr"]}
+        return [c for c in CATEGORIES if c in seen] + sorted(seen - set(CATEGORIES))
+
+    def headers(self) -> list[str]:
+        """Column names, in the order of :meth:`cells`."""
+        return ["run", "model", "judge", "settings", "graded/n", "APR", "ARS",
+                *(c.replace("_", " ") for c in self.categories), "proactivity", "volume", "success rate"]
+
+    def cells(self, row: dict[str, Any]) -> list[str]:
+        """A row's cells as plain text (rates as percentages, volume as calls per task)."""
+        return [row["run"], row["model"], row["judge"], row["settings"], f"{row['graded']}/{row['tasks']}",
+                pct(row["apr"]), pct(row["ars"]), *(pct(row["category_apr"].get(c)) for c in self.categories),
+                pct(row["proactivity"]), num(row["volume"]), pct(row["success_rate"])]
+
+    def to_rich(self) -> Group:
+        """The comparison for the terminal: scores and tool metrics, then APR per category (two
+        tables, so that each fits an 80-column terminal). Run, model, judge and settings share a cell."""
+        scores = Table(title="Runs compared", box=box.SIMPLE_HEAD)
+        by_category = Table(title="APR per category", box=box.SIMPLE_HEAD)
+        for out in (scores, by_category):
+            out.add_column("run", ratio=1, min_width=16, overflow="fold")
+        for header in ("graded\n/n", "APR", "ARS", "proac-\ntivity", "volume", "success\nrate"):
+            scores.add_column(header, justify="right", no_wrap=True)
+        for name in self.categories:
+            by_category.add_column(name.replace("_", "\n"), justify="right", no_wrap=True)
+        for row in self.rows:
+            cells = self.cells(row)
+            first = Text(cells[0], style="bold")
+            first.append(f"\n{cells[1]} · judge {cells[2]}\n{cells[3]}", style="dim")
+            scores.add_row(first, *cells[4:7], *cells[-3:])
+            by_category.add_row(cells[0], *cells[7:-3])
+        return Group(scores, by_category)
+
+    def to_html(self, *, compact: bool = False) -> str:
+        """The comparison as an HTML table; ``compact`` leaves out run, judge and settings (the single-run
+        report shows those in its header)."""
+        skip = {0, 2, 3} if compact else set()
+        keep = [i for i in range(len(self.headers())) if i not in skip]
+        rows = ([esc(cells[i]) for i in keep] for cells in map(self.cells, self.rows))
+        html = table([self.headers()[i] for i in keep], rows, cls="cmp compact" if compact else "cmp",
+                     caption="Category columns hold APR; volume is tool calls per task.")
+        return f'<div class="scroll">{html}</div>'
+
+
+def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
+    """Read every run's ``run.json`` and ``summary.json`` (a :class:`ReportError` names a bad one)."""
+    if not run_dirs:
+        raise ReportError("no run directories to compare")
+    paths = [Path(p) for p in run_dirs]
+    return Comparison([run_row(read_meta(path), label) for path, label in zip(paths, _labels(paths))])
+
+
+def write_comparison(run_dirs: Sequence[Path | str], out_html: Path | str) -> Path:
+    """Write the comparison page (table and scatter plots of APR against proactivity and volume)."""
+    comparison = compare_runs(run_dirs)
+    points = [(r["run"], r["proactivity"], r["apr"]) for r in comparison.rows]
+    volume = [(r["run"], r["volume"], r["apr"]) for r in comparison.rows]
+    plots = [scatter_svg(points, xlabel="proactivity (% of tasks with a tool call)", ylabel="APR (%)",
+                         title="APR against proactivity", x_percent=True),
+             scatter_svg(volume, xlabel="volume (tool calls per task)", ylabel="APR (%)",
+                         title="APR against volume")]
+    shown = "".join(f'<div class="plot">{svg}</div>' for svg in plots if svg) or \
+        '<p class="note">No run has both APR and tool metrics to plot.</p>'
+    runs = "".join(f"<li><b>{esc(r['run'])}</b>: {esc(r['path'])}</li>" for r in comparison.rows)
+    body = (f"<h1>Run comparison</h1><p class=\"sub\">{len(comparison.rows)} run(s)</p>"
+            f"<ul>{runs}</ul>{comparison.to_html()}<h2>APR and tool use</h2><div class=\"grid\">{shown}</div>")
+    out = Path(out_html)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page("Run comparison", body), encoding="utf-8")
+    return out

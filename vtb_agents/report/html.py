@@ -1,0 +1,152 @@
+"""The run report: ``RUN_DIR/report.html``, a self-contained page (inline CSS and SVG plots, no
+scripts, no network) with thumbnails and full-size images under ``RUN_DIR/report_files/``.
+
+Sections: header (what was run, sandbox isolation, counts, why tasks are ungraded), scores in the
+paper's style with breakdowns, tool-use metrics, judge counts, then one collapsible section per task.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+from vtb_agents.report.compare import Comparison, run_row, settings_text
+from vtb_agents.report.images import ReportImages
+from vtb_agents.report.markup import badge, esc, num, page, pct, table
+from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
+from vtb_agents.report.rundir import RunData, load_run
+from vtb_agents.report.task_html import anchor, outcome, task_section
+from vtb_agents.tasks.model import Task
+
+REPORT_FILE = "report.html"
+ISOLATION = {"bwrap": "bubblewrap namespaces: host out of reach", "fallback": "namespaces via unshare; "
+             "host files readable", "process": "plain process, no namespaces: debugging only",
+             "e2b": "remote E2B sandbox"}
+"""What each sandbox isolation level means (``vtb_agents/tools/sandbox/isolation.py`` has the details)."""
+INDEX_LIMIT = 300
+"""At most this many failed/ungraded task links in the index (every task still has its section)."""
+
+
+def _kv(rows: list[tuple[str, Any]], caption: str = "") -> str:
+    return table([], ([esc(k), esc(v)] for k, v in rows), cls="kv", caption=caption)
+
+
+def _reason_group(reason: str | None) -> str:
+    """An ungraded reason without its specifics (``3 rubric(s) could not be judged: ...`` → its kind)."""
+    return re.sub(r"^\d+ ", "", (reason or "no reason recorded").split(":")[0])
+
+
+def header(data: RunData) -> str:
+    """Title, headline numbers, run settings and counts, and why tasks are ungraded."""
+    s, config = data.summary, data.config
+    episode = config.get("episode") or {}
+    isolation = Counter(str(r.episode.settings["sandbox_isolation"]) for r in data.results
+                        if "sandbox_isolation" in r.episode.settings)
+    tools = next((r.episode.settings["tools"] for r in data.results if "tools" in r.episode.settings), None)
+    model = s.get("model") or config.get("model", "?")
+    kpis = [("APR", pct(s.get("apr"))), ("ARS", pct(s.get("ars"))), ("tasks", s.get("tasks")),
+            ("graded", s.get("graded")), ("ungraded", s.get("ungraded")),
+            ("tool calls", (s.get("tool_metrics") or {}).get("calls"))]
+    parts = [f"<h1>VisualToolBench report: {esc(model)}</h1>",
+             f'<p class="sub">{esc(data.path.resolve())} · judge {esc(config.get("judge", "?"))} · '
+             f'started {esc(data.run.get("started_at", "?"))} · vtb-agents {esc(data.run.get("vtb_agents", "?"))}</p>',
+             '<div class="kpis">' + "".join(f"<div class=\"kpi\"><b>{esc(v)}</b><span>{esc(k)}</span></div>"
+                                            for k, v in kpis) + "</div>"]
+    if data.tasks_note:
+        parts.append(f'<div class="warn-box">{esc(data.tasks_note)}</div>')
+    episodes = s.get("episodes") or {}
+    settings = [("model", model), ("judge", config.get("judge")), ("task source", config.get("tasks")),
+                ("sandbox", config.get("sandbox")),
+                ("sandbox isolation", "; ".join(f"{k} ({n} episodes){': ' + ISOLATION[k] if k in ISOLATION else ''}"
+                                                for k, n in isolation.most_common()) or "-"),
+                ("tools", ", ".join(tools) if tools else "-"), ("settings", settings_text(config)),
+                ("max image side", episode.get("max_image_side")), ("code timeout (s)", episode.get("code_timeout_s")),
+                ("tags", ", ".join(episode.get("tags") or []) or "-")]
+    counts = [("tasks", s.get("tasks")), ("graded", s.get("graded")), ("ungraded", s.get("ungraded")),
+              ("episode errors", episodes.get("errors")), ("turns stopped at the tool-round cap",
+                                                          episodes.get("tool_round_cap")),
+              ("critical weight/flag disagreements", s.get("critical_disagreements"))]
+    parts.append(f'<h2>Run</h2><div class="grid">{_kv(settings, "Settings")}{_kv(counts, "Counts")}')
+    reasons = Counter(_reason_group(r.grade.reason) for r in data.results if not r.grade.graded)
+    if reasons:
+        parts.append(table(["why ungraded", "tasks"], ([esc(k), esc(n)] for k, n in reasons.most_common()),
+                           caption="Ungraded tasks (left out of APR and ARS)"))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _blocks(title: str, blocks: dict[str, dict[str, Any]]) -> str:
+    rows = ([esc(name), esc(b.get("n")), esc(b.get("graded")), pct(b.get("apr")), pct(b.get("ars"))]
+            for name, b in blocks.items())
+    return table([title, "n", "graded", "APR", "ARS"], rows)
+
+
+def scores(data: RunData) -> str:
+    """The paper-style row, APR/ARS breakdowns and the APR-by-category plot."""
+    s = data.summary
+    overall = {"overall": {"n": s.get("tasks"), "graded": s.get("graded"), "apr": s.get("apr"), "ars": s.get("ars")}}
+    paper = Comparison([run_row(data, data.path.resolve().name)]).to_html(compact=True)
+    plot = apr_by_category_svg(s)
+    return ("<h2>Scores</h2>" + paper + '<div class="grid">'
+            + _blocks("", overall) + _blocks("category", s.get("by_category") or {})
+            + _blocks("domain", s.get("by_domain") or {}) + _blocks("turn case", s.get("by_turncase") or {})
+            + "</div>" + (f'<div class="plot">{plot}</div>' if plot else ""))
+
+
+def tool_use(summary: dict[str, Any]) -> str:
+    """Proactivity, success rate, volume, calls per tool, image operations (table and plot)."""
+    tm = summary.get("tool_metrics") or {}
+    metrics = [("proactivity (tasks with a tool call)", pct(tm.get("proactivity"))),
+               ("success rate (calls without error)", pct(tm.get("success_rate"))),
+               ("volume (calls per task)", num(tm.get("volume"))), ("tool calls", tm.get("calls"))]
+    calls = tm.get("calls") or 0
+    per_tool = table(["tool", "calls", "share"], ([esc(k), esc(n), pct(n / calls if calls else None)]
+                                                  for k, n in (tm.get("by_tool") or {}).items()),
+                     caption="Calls per tool")
+    ops = table(["image operation", "occurrences"],
+                ([esc(k), esc(v)] for k, v in (tm.get("image_ops") or {}).items()), caption="Image operations")
+    plot = image_ops_svg(summary)
+    return (f'<h2>Tool use</h2><div class="grid">{_kv(metrics, "Tool metrics")}{per_tool}{ops}</div>'
+            + (f'<div class="plot">{plot}</div>' if plot else '<p class="note">No image operations recorded.</p>'))
+
+
+def judge_section(summary: dict[str, Any]) -> str:
+    """How the rubrics were decided."""
+    j = summary.get("judge") or {}
+    rows = [("judge", j.get("model")), ("LLM judge calls", j.get("calls")), ("deterministic checks", j.get("checks")),
+            ("unjudged rubrics", j.get("unjudged")), ("judge errors", j.get("errors")),
+            ("cache hits", j.get("cache_hits"))]
+    return f"<h2>Judge</h2>{_kv(rows)}"
+
+
+def tasks_part(data: RunData, images: ReportImages, *, expand: bool) -> str:
+    """An index of failed and ungraded tasks, then every task's section."""
+    flagged = [r for r in data.results if outcome(r)[0] != "pass"]
+    links = " ".join(f'<a href="#{anchor(r.task_id)}">{esc(r.task_id)}</a> {badge(*outcome(r))}'
+                     for r in flagged[:INDEX_LIMIT])
+    more = f' <span class="note">and {len(flagged) - INDEX_LIMIT} more</span>' if len(flagged) > INDEX_LIMIT else ""
+    index = f"<p>Not passed: {links}{more}</p>" if flagged else "<p>Every task passed.</p>"
+    sections = "".join(task_section(r, data.tasks.get(r.task_id), images, expand=expand) for r in data.results)
+    return f"<h2>Tasks ({len(data.results)})</h2>{index}{sections}"
+
+
+def write_report(run_dir: Path | str, *, tasks: Sequence[Task] | str | Path | None = None,
+                 expand: bool = False) -> Path:
+    """Write ``RUN_DIR/report.html`` (and ``RUN_DIR/report_files/``) and return the page's path.
+
+    ``tasks`` (tasks or a task source) defaults to the source recorded in ``run.json``; ``expand``
+    opens every task section (for printing or screenshots). Raises ``ReportError`` for a missing
+    or unfinished run directory.
+    """
+    data = load_run(run_dir, tasks)
+    images = ReportImages(data.path)
+    body = (header(data) + scores(data) + tool_use(data.summary) + judge_section(data.summary)
+            + tasks_part(data, images, expand=expand))
+    out = data.path / REPORT_FILE
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(page(f"VTB report: {data.summary.get('model') or data.config.get('model', '')}", body),
+                   encoding="utf-8")
+    tmp.replace(out)
+    return out
