@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Optional
 
@@ -155,8 +157,14 @@ def run(tasks: str = typer.Option("sample", help="Task source: 'sample', a folde
         native_tool_images: bool = typer.Option(False, help="Put new images inside tool results (Anthropic, Responses API)."),
         sandbox: str = typer.Option("local", help="Where code runs: local or e2b."),
         judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: OUT/judge_cache.sqlite)."),
+        concurrency: int = typer.Option(1, min=1, help="Tasks run at once."),
+        task_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds a task may take (checked at each model call)."),
         ) -> None:
-    """Run tasks with a model, grade them, and write results.jsonl and summary.json to --out."""
+    """Run tasks with a model, grade them, and write results.jsonl and summary.json to --out.
+
+    Ctrl-C stops cleanly: running tasks finish and are written; continue later with --resume.
+    """
+    from vtb_agents.runner.executors import LocalExecutor
     from vtb_agents.runner.run import RunConfig, RunError, run_suite
 
     _check_choice("--prompt-level", prompt_level, ("low", "mid", "high"))
@@ -178,7 +186,8 @@ def run(tasks: str = typer.Option("sample", help="Task source: 'sample', a folde
                        no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer, user_model=user_model,
                        sandbox=sandbox,
                        episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, prompt_level=prompt_level,  # type: ignore[arg-type]
-                                               history=history, native_tool_images=native_tool_images))  # type: ignore[arg-type]
+                                               history=history, native_tool_images=native_tool_images,
+                                               task_timeout_s=task_timeout))  # type: ignore[arg-type]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn(), TextColumn("{task.fields[status]}"))
     with Progress(*columns, console=err, transient=not sys.stderr.isatty()) as bar:
@@ -191,14 +200,28 @@ def run(tasks: str = typer.Option("sample", help="Task source: 'sample', a folde
             passed += bool(result.grade.passed)
             bar.update(job, completed=done, status=f"pass {passed}/{graded} · last {result.task_id}")
 
+        stop = threading.Event()
+
+        def on_interrupt(signum: int, frame: Any) -> None:
+            stop.set()
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C aborts at once
+            bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort)")
+
+        previous = signal.signal(signal.SIGINT, on_interrupt)
         try:
-            summary = run_suite(selected, config, out_dir, resume=resume, progress=on_result, judge_cache=judge_cache)
+            summary = run_suite(selected, config, out_dir, resume=resume, progress=on_result, judge_cache=judge_cache,
+                                executor=LocalExecutor(concurrency), stop=stop)
         except (RunError, ValueError) as exc:
             fail(str(exc))
+        finally:
+            signal.signal(signal.SIGINT, previous)
     out.print(_summary_table(summary))
     tm = summary["tool_metrics"]
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
+    if not summary.get("complete", True):
+        err.print(f"interrupted: {summary['tasks']} of {len(selected)} task(s) done; continue with --resume")
+        raise typer.Exit(130)
     from vtb_agents.report import write_report
 
     report = write_report(out_dir)

@@ -16,6 +16,7 @@ for the OpenAI API. With ``native_tool_images`` the images go inside the tool re
 
 from __future__ import annotations
 
+import time
 from typing import Any, Sequence
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
@@ -30,6 +31,7 @@ from langgraph.types import RetryPolicy, Send
 from vtb_agents.artifacts import image_ref_block
 from vtb_agents.graphs.clarify import clarify, wants_clarification
 from vtb_agents.graphs.materialize import materialize_messages
+from vtb_agents.graphs.retry import TaskTimeout, model_retry_policy
 from vtb_agents.graphs.state import AgentState, EpisodeContext, TurnInput, TurnOutput
 from vtb_agents.tools import VISION_TOOLS
 
@@ -66,6 +68,8 @@ def call_model_node(tools: Sequence[BaseTool]):
 
     def call_model(state: AgentState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
         ctx = runtime.context
+        if ctx.deadline is not None and time.monotonic() > ctx.deadline:
+            raise TaskTimeout(f"the task ran past its time limit of {ctx.task_timeout_s:g} s")
         model = ctx.model.bind_tools(tool_specs(tools, ctx.sandbox.list_files())) if tools else ctx.model
         history = materialize_messages(state["messages"], ctx.artifacts, ctx.max_image_side)
         reply = model.invoke([SystemMessage(ctx.system_prompt), *history])
@@ -137,13 +141,14 @@ def route_after_model(clarification: bool):
 
 
 def build_agent_graph(tools: Sequence[BaseTool], *, clarification: bool = False, checkpointer: Any = None,
-                      name: str = "vtb_agent") -> CompiledStateGraph:
+                      name: str = "vtb_agent", retry_policy: RetryPolicy | None = None) -> CompiledStateGraph:
     """Compile the model/tool loop for ``tools`` (empty: the model answers without tools).
 
     Per-episode resources (model, sandbox, artifact store, limits) come from an
     :class:`EpisodeContext` passed as ``context=`` to ``invoke``. Input is a :class:`TurnInput`
     (the turn's opening message, its index and the task's turn count); output a :class:`TurnOutput`.
     With ``clarification`` a final question goes to the clarification node (an interrupt).
+    ``retry_policy`` governs model calls (default: :func:`~vtb_agents.graphs.retry.model_retry_policy`).
 
     Example:
         >>> from vtb_agents.tools.calculator import calculator
@@ -153,7 +158,7 @@ def build_agent_graph(tools: Sequence[BaseTool], *, clarification: bool = False,
     """
     tools = list(tools)
     builder = StateGraph(AgentState, context_schema=EpisodeContext, input_schema=TurnInput, output_schema=TurnOutput)
-    builder.add_node("model", call_model_node(tools), retry_policy=RetryPolicy(max_attempts=3))
+    builder.add_node("model", call_model_node(tools), retry_policy=retry_policy or model_retry_policy())
     # Both tool nodes know every tool, so a call to an unknown tool gets ToolNode's error message.
     builder.add_node("vision_tools", ToolNode(tools, name="vision_tools"))
     builder.add_node("general_tools", ToolNode(tools, name="general_tools"))

@@ -9,6 +9,7 @@ graph interrupts with a clarifying question, the resumer's reply opens the next 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
@@ -42,6 +43,7 @@ class EpisodeSettings:
     max_image_side: int = DEFAULT_MAX_IMAGE_SIDE
     code_timeout_s: float = 60.0
     native_tool_images: bool = False
+    task_timeout_s: float | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -104,6 +106,8 @@ def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, 
         model=model, sandbox=sandbox, artifacts=artifacts, system_prompt=system_prompt(settings.prompt_level),
         max_tool_rounds=settings.max_tool_rounds, max_image_side=settings.max_image_side,
         code_timeout_s=settings.code_timeout_s, native_tool_images=settings.native_tool_images,
+        task_timeout_s=settings.task_timeout_s,
+        deadline=time.monotonic() + settings.task_timeout_s if settings.task_timeout_s else None,
     )
     config: dict[str, Any] = {
         "configurable": {"thread_id": task.id},

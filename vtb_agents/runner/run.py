@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 import traceback
 from collections import Counter
@@ -32,6 +33,7 @@ from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models.spec import ModelFactory, model_factory
 from vtb_agents.results import Episode, TaskResult
+from vtb_agents.runner.executors import Executor, LocalExecutor
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import select_tools
@@ -182,8 +184,13 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
 
 
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
-              progress: ProgressFn | None = None, judge_cache: Path | None = None) -> dict[str, Any]:
-    """Run every task not yet in ``out``, append each result as it finishes, write ``summary.json``."""
+              progress: ProgressFn | None = None, judge_cache: Path | None = None,
+              executor: Executor | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Run every task not yet in ``out``, append each result as it finishes, write ``summary.json``.
+
+    ``executor`` spreads the tasks (default: one at a time here); setting ``stop`` finishes the
+    running tasks and writes the summary of what is done (``summary["complete"]`` is then False).
+    """
     out = Path(out)
     ids = [t.id for t in tasks]
     duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
@@ -196,16 +203,22 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     finished = {r.task_id for r in done}
     store = ResultsStore(out)
     results = list(done)
+
+    def sink(result: TaskResult) -> None:
+        store.append(result)
+        results.append(result)
+        if progress:
+            progress(result, len(results), len(tasks))
+
     with checkpoints(out) as saver:
         resources.checkpointer = saver
-        for task in (t for t in tasks if t.id not in finished):
-            result = run_task(task, config, resources)
-            store.append(result)
-            results.append(result)
-            if progress:
-                progress(result, len(results), len(tasks))
+        todo = [t for t in tasks if t.id not in finished]
+        (executor or LocalExecutor()).run(todo, lambda task: run_task(task, config, resources), sink,
+                                          stop or threading.Event())
     wanted = set(ids)
-    summary = summarize([r for r in results if r.task_id in wanted], judge_name=config.judge,
-                        extra={"model": config.model, "critical_rule": config.critical_rule})
+    kept = [r for r in results if r.task_id in wanted]
+    summary = summarize(kept, judge_name=config.judge,
+                        extra={"model": config.model, "critical_rule": config.critical_rule,
+                               "complete": len(kept) == len(wanted)})
     write_json_atomic(out / SUMMARY_FILE, summary)
     return summary
