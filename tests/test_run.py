@@ -61,7 +61,18 @@ def test_resume_skips_finished_tasks_and_cuts_a_partial_line(three_tasks, tmp_pa
     assert seen == [("c", 3, 3)]
     results, partial = ResultsStore(out).load()
     assert [r.task_id for r in results] == ["a", "b", "c"] and partial is None
+    assert ResultsStore(out).index().query("SELECT task_id, line FROM results ORDER BY line") == \
+        [("a", 1), ("b", 2), ("c", 3)]
     assert summary["tasks"] == 3 and summary["apr"] == 1.0
+
+
+def test_index_behind_the_json_lines_is_rebuilt(three_tasks, tmp_path):
+    out = tmp_path / "run"
+    run_suite(three_tasks, RunConfig(model="replay"), out)
+    (out / "results.sqlite").unlink()
+    index = ResultsStore(out).index()
+    assert index.query("SELECT task_id, category, passed, episode_status FROM results ORDER BY line") == \
+        [(t, "region_switch", 1, "completed") for t in ("a", "b", "c")]
 
 
 def test_a_corrupt_line_in_the_middle_is_an_error_naming_the_line(three_tasks, tmp_path):

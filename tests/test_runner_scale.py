@@ -95,7 +95,7 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(many_tasks, tmp_path):
     (tmp_path / "slow_agent.py").write_text(SLOW_AGENT)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "vtb_agents.cli", "run", "--tasks", str(many_tasks), "--model",
+    command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(many_tasks), "--model",
                "agent:slow_agent:build", "--out", str(out), "--concurrency", "2"]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = out / "results.jsonl"
@@ -110,6 +110,10 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(many_tasks, tmp_path):
     assert finished.returncode == 0, finished.stderr
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     assert sorted(line["task_id"] for line in lines) == [f"t{i}" for i in range(8)]
+    index = ResultsStore(out).index()
+    assert index.query("SELECT COUNT(*), SUM(passed) FROM results") == [(8, 8)]
+    assert sorted(index.query("SELECT task_id, line FROM results"), key=lambda row: row[1]) == \
+        [(line["task_id"], n) for n, line in enumerate(lines, start=1)]
     straight = subprocess.run([*command[:-4], "--out", str(tmp_path / "straight")], env=env, capture_output=True,
                               text=True, timeout=120)
     assert straight.returncode == 0, straight.stderr

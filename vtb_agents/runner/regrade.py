@@ -55,6 +55,7 @@ def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule =
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, store.path)
+    store.index_path.unlink(missing_ok=True)  # derived from the old lines: rebuilt on next use
     run["config"].update(judge=judge_spec, critical_rule=critical_rule)
     write_json_atomic(run_file, run)
     summary = summarize(regraded, judge_name=judge_spec,

@@ -1,13 +1,16 @@
-"""The results store of a run directory: ``results.jsonl``, one task per line, flushed as tasks finish.
+"""The results store of a run directory: ``results.jsonl``, one task per line, flushed as tasks finish,
+and ``results.sqlite``, an index of it (task id, line, outcome) for queries over large runs.
 
 A crash can at worst leave a partial last line; :meth:`ResultsStore.load` reports it and
-:meth:`ResultsStore.repair` cuts it off so that the task is simply run again on resume.
+:meth:`ResultsStore.repair` cuts it off so that the task is simply run again on resume. The JSON
+lines are the record; the index is derived, and rebuilt from them whenever it is out of step.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -15,25 +18,86 @@ from pydantic import ValidationError
 from vtb_agents.results import TaskResult
 
 RESULTS_FILE = "results.jsonl"
+INDEX_FILE = "results.sqlite"
 
 
 class ResultsError(ValueError):
     """A results file that cannot be read back (names the file and line)."""
 
 
+class ResultsIndex:
+    """SQLite index of ``results.jsonl``: one row per task with its line number and outcome."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._db = sqlite3.connect(self.path, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")  # derived data: rebuilt from the JSON lines if lost
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        with self._db:
+            self._db.execute("CREATE TABLE IF NOT EXISTS results (task_id TEXT PRIMARY KEY, line INTEGER NOT NULL, "
+                             "category TEXT, domain TEXT, turncase TEXT, graded INTEGER, passed INTEGER, "
+                             "score REAL, episode_status TEXT, duration_s REAL)")
+
+    def add(self, result: TaskResult, line: int) -> None:
+        """Index ``result``, found at 1-based ``line`` of the JSON lines."""
+        grade = result.grade
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
+                result.task_id, line, result.category, result.domain, result.turncase, int(grade.graded),
+                None if grade.passed is None else int(grade.passed), grade.score, result.episode.status,
+                result.duration_s))
+
+    def count(self) -> int:
+        """How many tasks are indexed."""
+        return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+
+    def rebuild(self, results: list[TaskResult]) -> None:
+        """Index exactly ``results`` (the lines of the JSON file, in order)."""
+        with self._db:
+            self._db.execute("DELETE FROM results")
+        for line, result in enumerate(results, start=1):
+            self.add(result, line)
+
+    def query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+        """Rows of a read-only query over the ``results`` table."""
+        return self._db.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+
 class ResultsStore:
-    """Append-only JSON-lines store of :class:`TaskResult`."""
+    """Append-only JSON-lines store of :class:`TaskResult`, with its SQLite index."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / RESULTS_FILE
+        self.index_path = Path(run_dir) / INDEX_FILE
+        self._lines = 0
+        self._index: ResultsIndex | None = None
 
     def append(self, result: TaskResult) -> None:
-        """Write one result and make it durable before returning."""
+        """Write one result and make it durable before returning, then index it."""
         line = result.model_dump_json() + "\n"
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
+        if self._index is None:  # first append of this store: count the lines already there
+            with self.path.open("rb") as handle:
+                self._lines = sum(1 for _ in handle)
+            self._index = ResultsIndex(self.index_path)
+        else:
+            self._lines += 1
+        self._index.add(result, self._lines)
+
+    def index(self) -> ResultsIndex:
+        """The index, rebuilt from the JSON lines first if it is out of step (say, after a crash)."""
+        results, _ = self.load()
+        index = ResultsIndex(self.index_path)
+        if index.count() != len(results):
+            index.rebuild(results)
+        return index
 
     def load(self) -> tuple[list[TaskResult], int | None]:
         """All complete results, and the byte offset of a partial last line (None if there is none).

@@ -1,0 +1,36 @@
+"""Console helpers shared by the ``vtb`` command modules: output, clear errors, loading tasks."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from vtb_agents.tasks.errors import TaskLoadError
+from vtb_agents.tasks.model import Task
+from vtb_agents.tasks.sources import load_tasks
+
+out = Console()
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print ``message`` as an error and exit with ``code``."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def load_or_fail(spec: str) -> list[Task]:
+    """The tasks of ``spec``, or exit with the first load error and a hint."""
+    try:
+        return load_tasks(spec)
+    except (TaskLoadError, FileNotFoundError, ValueError) as exc:
+        fail(f"{exc}\n(run `vtb tasks validate {spec}` to see every problem)")
+        raise  # unreachable: fail() exits
+
+
+def check_choice(option: str, value: str, allowed: tuple[str, ...]) -> None:
+    """Exit with a clear error unless ``value`` is one of ``allowed``."""
+    if value not in allowed:
+        fail(f"{option} must be one of {', '.join(allowed)}, not {value!r}")
+
+

@@ -1,0 +1,47 @@
+"""Ablations as in the paper's Figure 7: one run per setting, same tasks, model and judge.
+
+Each setting is a full run in ``OUT/<setting>/`` (resumable on its own); the comparison is
+written by :func:`vtb_agents.report.ablation.write_ablation_report`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from vtb_agents.runner.executors import Executor
+from vtb_agents.runner.run import ProgressFn, RunConfig, run_suite
+from vtb_agents.tasks.model import Task
+
+ABLATIONS: dict[str, str] = {
+    "strong_prompt": "strong (proactive) system prompt, all tools",
+    "weak_prompt": "weak system prompt, all tools",
+    "no_vision_tool": "strong prompt, every tool but python_image_processing",
+    "no_tools": "strong prompt, no tools at all",
+}
+
+
+def ablation_config(base: RunConfig, setting: str) -> RunConfig:
+    """``base`` changed to the ablation ``setting`` (one of :data:`ABLATIONS`)."""
+    if setting not in ABLATIONS:
+        raise ValueError(f"unknown ablation {setting!r}: choose from {', '.join(ABLATIONS)}")
+    episode = dataclasses.replace(base.episode, prompt_level="low" if setting == "weak_prompt" else "high",
+                                  tags=(*base.episode.tags, f"ablation:{setting}"))
+    return dataclasses.replace(base, episode=episode, no_tools=setting == "no_tools",
+                               no_vision_tool=setting == "no_vision_tool")
+
+
+def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings: Sequence[str] = tuple(ABLATIONS),
+                  resume: bool = False, executor: Executor | None = None, stop: threading.Event | None = None,
+                  progress: ProgressFn | None = None) -> dict[str, dict[str, Any]]:
+    """Run every setting into ``out/<setting>`` and return their summaries, in order."""
+    configs = {setting: ablation_config(base, setting) for setting in settings}  # bad names fail first
+    summaries: dict[str, dict[str, Any]] = {}
+    for setting, config in configs.items():
+        if stop is not None and stop.is_set():
+            break
+        summaries[setting] = run_suite(tasks, config, Path(out) / setting, resume=resume, executor=executor,
+                                       stop=stop, progress=progress)
+    return summaries
