@@ -39,6 +39,10 @@ def test_replay_passes_every_sample_task(replay_run, sample):
     assert summary["tasks"] == summary["graded"] == len(sample) and summary["apr"] == 1.0 and summary["ars"] == 1.0
     assert set(summary["by_category"]) == {"region_switch", "hybrid_tool", "follow_up", "temporal", "progressive"}
     assert summary["tool_metrics"]["proactivity"] == 1.0 and summary["tool_metrics"]["success_rate"] == 1.0
+    # Offline, through the shipped cassette: every one of the six tools is exercised.
+    assert set(summary["tool_metrics"]["by_tool"]) == {
+        "python_image_processing", "python_interpreter", "calculator", "web_search", "browser_get_page_text",
+        "historical_weather"}
     assert summary["tool_metrics"]["image_ops"]["cropping"] > 0
     assert summary["critical_disagreements"] == 1
     assert summary == json.loads((out / "summary.json").read_text())

@@ -1,4 +1,5 @@
-"""The bundled sample suite: structure, rubric checks, runnable reference trajectories, determinism."""
+"""The bundled sample suite: structure, rubric checks, runnable reference trajectories, the network
+tools' authored cassette, determinism."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -18,10 +20,15 @@ import simpleeval
 from PIL import Image
 
 from vtb_agents.tasks.local import TASK_FILE, load_task_dir, task_dirs
-from vtb_agents.tasks.model import Check, Rubric, Task
+from vtb_agents.tasks.model import Check, Rubric, Task, ToolStep
 from vtb_agents.tasks.normalize import CATEGORIES, DOMAINS, SINGLE_TURN_CATEGORIES
-from vtb_agents.tasks.sample_suite import DEFAULT_OUT, build_suite, generate
+from vtb_agents.tasks.sample_suite import (
+    CASSETTE_FILE, DEFAULT_OUT, MANAGED_FILES, NETWORK_TOOLS, build_suite, generate, network_steps,
+)
 from vtb_agents.tasks.sample_scenes.kit import SampleTask
+from vtb_agents.tasks.sources import SAMPLE_CASSETTE
+from vtb_agents.tools.network import NetworkSettings, cache_key, compact_cassette, make_network_tools
+from vtb_agents.tools.network.cache import HEADER, ToolCache, read_entries
 
 try:  # the project's rule judge and calculator, when present: the suite must behave the same there
     from vtb_agents.judges.checks import run_check
@@ -38,7 +45,11 @@ RUBRIC_CATEGORIES = {"visual understanding", "truthfulness", "instruction follow
                      "writing style / presentation"}
 VTB_RUBRIC_KEYS = {"description", "weight", "objective/subjective", "explicit/implicit", "category", "critical",
                    "final_answer"}
-TOOLS = {"python_image_processing", "calculator"}
+TOOLS = {"python_image_processing", "python_interpreter", "calculator", "web_search", "browser_get_page_text",
+         "historical_weather"}
+NETWORK_ARGS = {"web_search": {"query", "num_results"}, "browser_get_page_text": {"url"},
+                "historical_weather": {"location", "date"}}
+MAX_STEPS_PER_TURN = 4  # the paper: reference solutions use fewer than 5 calls
 MAX_SUITE_BYTES = 4 * 1024 * 1024
 OUTPUT_NAME = re.compile(r"transformed_image_(\d+)\.png")
 PIL_CROP = re.compile(r"\.crop\(\((\d+), (\d+), (\d+), (\d+)\)\)")
@@ -244,18 +255,25 @@ def test_follow_up_turn_one_asks(tasks: list[Task]) -> None:
 
 def test_trajectory_shape(tasks: list[Task]) -> None:
     powers = 0
+    used: Counter[str] = Counter()
     for task in tasks:
         outputs: list[int] = []
         for number, turn in enumerate(task.turns, 1):
             steps = turn.trajectory
             assert {s.tool for s in steps} <= TOOLS, task.id
-            assert len(steps) <= 3, (task.id, number)
+            assert len(steps) <= MAX_STEPS_PER_TURN, (task.id, number)
             if not (task.category == "follow_up" and number == 1):
                 assert steps, (task.id, number)
             for step in steps:
-                if step.tool == "python_image_processing":
+                used[step.tool] += 1
+                if step.tool in ("python_image_processing", "python_interpreter"):
                     assert set(step.args) == {"code"} and len(step.args["code"]) <= 5000
-                    outputs += [int(k) for k in dict.fromkeys(OUTPUT_NAME.findall(step.args["code"]))]
+                    if step.tool == "python_image_processing":
+                        outputs += [int(k) for k in dict.fromkeys(OUTPUT_NAME.findall(step.args["code"]))]
+                    else:
+                        assert not OUTPUT_NAME.search(step.args["code"]), (task.id, "the interpreter saves no images")
+                elif step.tool in NETWORK_ARGS:
+                    assert set(step.args) == NETWORK_ARGS[step.tool], (task.id, step)
                 else:
                     assert set(step.args) == {"expression"}
                     powers += "^" in step.args["expression"]
@@ -263,17 +281,41 @@ def test_trajectory_shape(tasks: list[Task]) -> None:
         tools = [s.tool for turn in task.turns for s in turn.trajectory]
         if task.category in SINGLE_TURN_CATEGORIES:
             assert "python_image_processing" in tools, task.id
+            assert tools[0] == "python_image_processing", (task.id, "look at the image before anything else")
         if task.category == "hybrid_tool":
-            assert "calculator" in tools, task.id
+            assert {"calculator", "python_interpreter"} & set(tools), task.id
     assert powers >= 1
+    assert set(used) == TOOLS, f"every tool appears in some reference trajectory: {sorted(used)}"
+
+
+def _copy_images(task: Task, turn_images: list[int], workdir: Path) -> None:
+    for index in turn_images:
+        shutil.copyfile(task.images[index].path, workdir / f"image_{index}.png")
+
+
+@pytest.mark.parametrize("task_id", _sample_ids())
+def test_interpreter_steps_run(tasks: list[Task], task_id: str, tmp_path: Path) -> None:
+    """Each python_interpreter step runs on its own and prints numbers that the golden answer states."""
+    task = next(t for t in tasks if t.id == task_id)
+    for number, turn in enumerate(task.turns, 1):
+        _copy_images(task, turn.images, tmp_path)
+        for step in turn.trajectory:
+            if step.tool != "python_interpreter":
+                continue
+            done = subprocess.run([sys.executable, "-c", step.args["code"]], cwd=tmp_path, timeout=60,
+                                  capture_output=True, text=True)
+            assert done.returncode == 0, f"{task_id} turn {number}:\n{done.stderr}"
+            printed = [n for n, _ in numbers_in(done.stdout)]
+            stated = [n for n, _ in numbers_in(turn.golden_answer)]
+            assert printed and any(math.isclose(p, g) for p in printed for g in stated if abs(g) >= 10), \
+                (task_id, number, done.stdout)
 
 
 @pytest.mark.parametrize("task_id", _sample_ids())
 def test_vision_steps_run(tasks: list[Task], task_id: str, tmp_path: Path) -> None:
     task = next(t for t in tasks if t.id == task_id)
     for number, turn in enumerate(task.turns, 1):
-        for index in turn.images:
-            shutil.copyfile(task.images[index].path, tmp_path / f"image_{index}.png")
+        _copy_images(task, turn.images, tmp_path)
         for step in turn.trajectory:
             if step.tool != "python_image_processing":
                 continue
@@ -350,7 +392,7 @@ def test_shipped_suite_is_up_to_date(regenerated: tuple[Path, Path]) -> None:
     hint = "the shipped suite is stale: run python -m vtb_agents.tasks.sample_suite"
     assert _files(fresh) == _files(SAMPLE_DIR), hint
     for name in _files(fresh):
-        if name.endswith(".json"):
+        if not name.endswith(".png"):
             assert (fresh / name).read_text() == (SAMPLE_DIR / name).read_text(), f"{name}: {hint}"
         else:
             with Image.open(fresh / name) as a, Image.open(SAMPLE_DIR / name) as b:
@@ -362,3 +404,139 @@ def test_generate_refuses_to_wipe_a_foreign_directory(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         generate(tmp_path)
     assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+def test_generator_manages_its_cassette_and_readme(regenerated: tuple[Path, Path]) -> None:
+    """The generated folder holds the cassette and README; regenerating over it keeps them (same bytes)."""
+    _, second = regenerated
+    before = {name: (second / name).read_bytes() for name in MANAGED_FILES}
+    assert all(before.values())
+    generate(second)  # over its own output: the managed files are not strangers
+    assert {name: (second / name).read_bytes() for name in MANAGED_FILES} == before
+    readme = (second / "README.md").read_text(encoding="utf-8")
+    assert CASSETTE_FILE in readme and "AUTHORED" in readme and "not recorded from live services" in readme
+
+
+# --- network tools: the authored cassette --------------------------------------------------------
+
+LOCAL_ADDRESS = re.compile(r"127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0", re.IGNORECASE)
+URL = re.compile(r"https?://[^\s\"'<>)]+")
+DOCUMENTATION_HOST = re.compile(r"^https://([a-z0-9-]+\.)*example\.(org|com|net)(/|$)")
+
+
+def _network_task_steps(tasks: list[Task]) -> list[tuple[Task, int, int, ToolStep]]:
+    return [(task, t, s, step) for task in tasks for t, turn in enumerate(task.turns)
+            for s, step in enumerate(turn.trajectory) if step.tool in NETWORK_TOOLS]
+
+
+@pytest.fixture(scope="module")
+def replay_tools() -> dict[str, object]:
+    settings = NetworkSettings(cache_path=SAMPLE_CASSETTE, mode="replay", search_backend="ddgs")
+    return {tool.name: tool for tool in make_network_tools(settings)}
+
+
+@pytest.fixture(scope="module")
+def replayed_with_keys(tasks: list[Task], replay_tools: dict[str, object]) -> tuple[dict[tuple[str, int, int], dict],
+                                                                                    set[str]]:
+    """Every network step of the suite answered by the real tools replaying the shipped cassette (through
+    ToolCache), and the cassette keys those calls looked up."""
+    answers, keys = {}, set()
+    original = ToolCache._run
+
+    def spy(self: ToolCache, tool: str, args: dict, live: object) -> str:
+        keys.add(cache_key(tool, args))
+        return original(self, tool, args, live)
+
+    with mock.patch.object(ToolCache, "_run", spy):
+        for task, t, s, step in _network_task_steps(tasks):
+            message = replay_tools[step.tool].invoke(
+                {"name": step.tool, "args": dict(step.args), "id": f"call_{t}_{s}", "type": "tool_call"})
+            assert message.status != "error", (task.id, step, message.content)
+            answers[(task.id, t, s)] = json.loads(message.content)
+    return answers, keys
+
+
+@pytest.fixture(scope="module")
+def replayed(replayed_with_keys: tuple[dict, set[str]]) -> dict[tuple[str, int, int], dict]:
+    return replayed_with_keys[0]
+
+
+def test_sample_cassette_constant() -> None:
+    assert SAMPLE_CASSETTE == SAMPLE_DIR / CASSETTE_FILE and SAMPLE_CASSETTE.is_file()
+
+
+def test_cassette_is_compact_and_has_no_local_addresses(tmp_path: Path) -> None:
+    text = SAMPLE_CASSETTE.read_text(encoding="utf-8")
+    assert json.loads(text.splitlines()[0]) == HEADER
+    copy = tmp_path / CASSETTE_FILE
+    copy.write_text(text, encoding="utf-8")
+    compact_cassette(copy)
+    assert copy.read_text(encoding="utf-8") == text, "the shipped cassette is sorted, one entry per key"
+    assert not LOCAL_ADDRESS.search(text)
+    for url in URL.findall(text):
+        assert DOCUMENTATION_HOST.match(url), f"{url}: cassette URLs must be example.org/.com/.net"
+    for entry in read_entries(SAMPLE_CASSETTE).values():
+        assert "result" in entry, entry  # the demo cassette answers every call
+
+
+def test_cassette_holds_exactly_the_network_steps(tasks: list[Task], built: dict[str, SampleTask],
+                                                  replayed_with_keys: tuple[dict, set[str]]) -> None:
+    steps = [step for _, _, _, step in _network_task_steps(tasks)]
+    assert {s.tool for s in steps} == set(NETWORK_TOOLS)
+    assert steps == network_steps([built[k] for k in sorted(built)])
+    _, looked_up = replayed_with_keys
+    assert set(read_entries(SAMPLE_CASSETTE)) == looked_up, "the cassette has stale entries"
+
+
+def test_network_steps_replay_from_the_cassette(tasks: list[Task], replayed: dict) -> None:
+    assert len(replayed) == len(_network_task_steps(tasks))
+    for (task_id, t, s), result in replayed.items():
+        task = next(x for x in tasks if x.id == task_id)
+        step = task.turns[t].trajectory[s]
+        if step.tool == "web_search":
+            assert result["query"] == step.args["query"] and 1 <= len(result["results"]) <= step.args["num_results"]
+            assert all(set(hit) == {"title", "url", "snippet"} for hit in result["results"])
+        elif step.tool == "browser_get_page_text":
+            assert result["url"] == step.args["url"] and result["text"].strip()
+            found = [hit["url"] for (k, u, i), r in replayed.items() if (k, u) == (task_id, t) and i < s
+                     and "results" in r for hit in r["results"]]
+            assert step.args["url"] in found, (task_id, "open a page that an earlier search returned")
+        else:
+            assert result["date"] == step.args["date"]
+            assert result["location"]["name"].lower() in step.args["location"].lower()
+
+
+def test_network_tasks_are_marked_authored(tasks: list[Task]) -> None:
+    networked = {task.id for task, _, _, _ in _network_task_steps(tasks)}
+    assert len(networked) >= 3 and all(task_id.startswith("ht-") for task_id in networked)
+    for task in tasks:
+        assert (task.metadata.get("cassette") == "authored") == (task.id in networked), task.id
+
+
+def test_network_goldens_agree_with_the_cassette(tasks: list[Task], replayed: dict) -> None:
+    """The facts the goldens take from the network tools are what the replayed tools return."""
+    by_id = {task.id: task for task in tasks}
+    results: dict[str, dict[str, list[dict]]] = {}
+    for (task_id, t, s), result in replayed.items():
+        tool = by_id[task_id].turns[t].trajectory[s].tool
+        results.setdefault(task_id, {}).setdefault(tool, []).append(result)
+
+    def golden(task_id: str) -> str:
+        return by_id[task_id].turns[0].golden_answer
+
+    (day,) = results["ht-sports-race-weather"]["historical_weather"]
+    fahrenheit = day["temperature_2m_max"] * 9 / 5 + 32
+    for value in (day["temperature_2m_max"], day["precipitation_sum"], round(fahrenheit, 1)):
+        assert any(math.isclose(n, value) for n, _ in numbers_in(golden("ht-sports-race-weather"))), value
+    assert day["weather"] in golden("ht-sports-race-weather") and day["precipitation_sum"] > 0
+
+    (page,) = results["ht-generalist-power-station"]["browser_get_page_text"]
+    assert "512 Wh" in page["text"] and "85%" in page["text"]
+    assert "512 Wh" in golden("ht-generalist-power-station") and "85%" in golden("ht-generalist-power-station")
+    (search,) = results["ht-generalist-power-station"]["web_search"]
+    assert "420 Wh" in " ".join(hit["snippet"] for hit in search["results"])  # the older model: a distractor
+
+    (search,) = results["ht-biology-growth-curve"]["web_search"]
+    assert "every 90 minutes" in search["results"][0]["snippet"]
+    assert re.search(r"\b90 min", golden("ht-biology-growth-curve"))
+

@@ -56,16 +56,12 @@ def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int 
     return selected
 
 
-def network_defaults(tasks: str, mode: str | None, cache: Path | None) -> tuple[str, str | None]:
-    """(tools mode, cassette): the bundled suite replays its shipped cassette unless told otherwise."""
-    from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
-
-    if tasks == SAMPLE and mode is None and cache is None and SAMPLE_CASSETTE.exists():
-        return "replay", str(SAMPLE_CASSETTE)
-    mode = mode or "live"
-    check_choice("--tools-mode", mode, ("live", "record", "replay"))
-    if mode != "live" and cache is None:
-        fail(f"--tools-mode {mode} needs --tools-cache PATH")
+def network_options(mode: str | None, cache: Path | None) -> tuple[str | None, str | None]:
+    """(tools mode, cassette) as given; ``None`` lets the run choose (replay for ``sample``)."""
+    if mode is not None:
+        check_choice("--tools-mode", mode, ("live", "record", "replay"))
+        if mode != "live" and cache is None:
+            fail(f"--tools-mode {mode} needs --tools-cache PATH")
     return mode, str(cache) if cache else None
 
 
@@ -137,7 +133,7 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
     check_choice("--history", history, ("golden", "model"))
     check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
     check_choice("--resumer", resumer, ("scripted", "simulated", "human"))
-    mode, cassette = network_defaults(tasks, tools_mode, tools_cache)
+    mode, cassette = network_options(tools_mode, tools_cache)
     selected = select_tasks(tasks, category, task_id, limit)
     config = RunConfig(model=model, judge=judge, tasks=tasks, critical_rule=critical_rule,  # type: ignore[arg-type]
                        no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer, user_model=user_model,
@@ -183,7 +179,7 @@ def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
         check_choice("--setting", setting, tuple(ABLATIONS))
     check_choice("--history", history, ("golden", "model"))
     check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
-    mode, cassette = network_defaults(tasks, tools_mode, tools_cache)
+    mode, cassette = network_options(tools_mode, tools_cache)
     selected = select_tasks(tasks, category, task_id, limit)
     base = RunConfig(model=model, judge=judge, tasks=tasks, critical_rule=critical_rule,  # type: ignore[arg-type]
                      tools_mode=mode, tools_cache=cassette,

@@ -36,6 +36,7 @@ from vtb_agents.results import Episode, TaskResult
 from vtb_agents.runner.executors import Executor, LocalExecutor
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
 from vtb_agents.tasks.model import Task
+from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
 from vtb_agents.tools import select_tools
 from vtb_agents.tools.network import NetworkSettings
 from vtb_agents.tools.sandbox import open_sandbox
@@ -67,13 +68,21 @@ class RunConfig:
     no_vision_tool: bool = False
     resumer: str = "scripted"
     user_model: str | None = None
-    tools_mode: str = "live"
+    tools_mode: str | None = None
     tools_cache: str | None = None
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     def network(self) -> NetworkSettings:
-        """Settings of the network tools: live, or recording to / replaying from ``tools_cache``."""
-        return NetworkSettings(mode=self.tools_mode, cache_path=Path(self.tools_cache) if self.tools_cache else None)  # type: ignore[arg-type]
+        """Settings of the network tools: live, or recording to / replaying from ``tools_cache``.
+
+        Without a mode, the bundled suite replays its shipped cassette (its web pages and weather
+        are authored for the demo, so live answers would not match) and other sources go live.
+        """
+        mode, cache = self.tools_mode, self.tools_cache
+        if mode is None:
+            sample = self.tasks == SAMPLE and cache is None
+            mode, cache = ("replay", str(SAMPLE_CASSETTE)) if sample else ("live", cache)
+        return NetworkSettings(mode=mode, cache_path=Path(cache) if cache else None)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists)."""

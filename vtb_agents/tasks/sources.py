@@ -11,6 +11,8 @@ from vtb_agents.tasks.model import Task
 
 SAMPLE = "sample"
 SAMPLE_DIR = Path(__file__).parent / "sample"
+SAMPLE_CASSETTE = SAMPLE_DIR / "tools_cassette.jsonl"
+"""Authored record/replay cassette of the network tools for the sample suite (``--tools-mode replay``)."""
 HF_PREFIX = "hf:"
 
 
