@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 		|| echo "warning: chromium is not installed: the report rendering test will be skipped"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,hf,search,e2b]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,hf,search,e2b,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -38,6 +38,24 @@ HISTORY = typer.Option("golden", help="Earlier assistant turns: the 'golden' ans
 CRITICAL = typer.Option("weight", help="Critical rubrics by 'weight' (>= 4), 'flag' or 'either'.")
 TOOLS_MODE = typer.Option(None, help="Network tools: live, record or replay (default: replay for 'sample', else live).")
 TOOLS_CACHE = typer.Option(None, help="Record/replay cassette of the network tools.")
+EXECUTOR = typer.Option("local", help="Where tasks run: 'local' (threads here) or 'ray' (Ray actors).")
+RAY_ADDRESS = typer.Option(None, help="Ray cluster to join (default: a new local instance, or RAY_ADDRESS).")
+
+
+def make_executor(kind: str, ray_address: str | None, concurrency: int) -> Any:
+    """The executor for ``--executor``: local threads, or Ray actors (the ``ray`` extra)."""
+    from vtb_agents.runner.executors import LocalExecutor
+
+    check_choice("--executor", kind, ("local", "ray"))
+    if ray_address and kind != "ray":
+        fail("--ray-address needs --executor ray")
+    if kind == "local":
+        return LocalExecutor(concurrency)
+    try:
+        from vtb_agents.runner.ray_executor import RayExecutor
+    except ImportError as exc:
+        fail(f"{exc} (install the 'ray' extra: pip install 'vtb-agents[ray]')")
+    return RayExecutor(address=ray_address, concurrency=concurrency)
 
 
 def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int | None) -> list[Task]:
@@ -124,9 +142,9 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
         concurrency: int = CONCURRENCY,
         task_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds a task may take (checked at each model call)."),
         tools_mode: Optional[str] = TOOLS_MODE, tools_cache: Optional[Path] = TOOLS_CACHE,
+        executor: str = EXECUTOR, ray_address: Optional[str] = RAY_ADDRESS,
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
-    from vtb_agents.runner.executors import LocalExecutor
     from vtb_agents.runner.run import RunConfig, RunError, run_suite
 
     check_choice("--prompt-level", prompt_level, ("low", "mid", "high"))
@@ -144,7 +162,7 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
     with progress_bar(len(selected)) as (on_result, stop):
         try:
             summary = run_suite(selected, config, out_dir, resume=resume, progress=on_result, judge_cache=judge_cache,
-                                executor=LocalExecutor(concurrency), stop=stop)
+                                executor=make_executor(executor, ray_address, concurrency), stop=stop)
         except (RunError, ValueError) as exc:
             fail(str(exc))
     out.print(summary_table(summary))
@@ -167,11 +185,11 @@ def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
            resume: bool = RESUME, concurrency: int = CONCURRENCY, limit: Optional[int] = LIMIT,
            category: list[str] = CATEGORY, task_id: list[str] = TASK_ID, max_tool_rounds: int = MAX_ROUNDS,
            history: str = HISTORY, critical_rule: str = CRITICAL,
-           tools_mode: Optional[str] = TOOLS_MODE, tools_cache: Optional[Path] = TOOLS_CACHE) -> None:
+           tools_mode: Optional[str] = TOOLS_MODE, tools_cache: Optional[Path] = TOOLS_CACHE,
+           executor: str = EXECUTOR, ray_address: Optional[str] = RAY_ADDRESS) -> None:
     """Run the paper's ablations (strong / weak prompt, no vision tool, no tools) and compare them."""
     from vtb_agents.report.ablation import write_ablation_report
     from vtb_agents.runner.ablate import ABLATIONS, run_ablations
-    from vtb_agents.runner.executors import LocalExecutor
     from vtb_agents.runner.run import RunConfig, RunError
 
     chosen = settings or list(ABLATIONS)
@@ -193,7 +211,8 @@ def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
 
         try:
             summaries = run_ablations(selected, base, out_dir, settings=chosen, resume=resume,
-                                      executor=LocalExecutor(concurrency), stop=stop, progress=count)
+                                      executor=make_executor(executor, ray_address, concurrency), stop=stop,
+                                      progress=count)
         except (RunError, ValueError) as exc:
             fail(str(exc))
     if len(summaries) < len(chosen) or not all(s.get("complete", True) for s in summaries.values()):

@@ -21,11 +21,12 @@ from vtb_agents.tasks.model import Rubric, Task
 class JudgeCache:
     """Thread-safe verdict store in one SQLite file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False)
+        # Several threads or processes (Ray workers) may share the file: wait for a writer, not fail.
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
         with self._lock, self._db:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, judge TEXT NOT NULL, "

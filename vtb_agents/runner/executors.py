@@ -11,10 +11,14 @@ import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol, runtime_checkable
 
 from vtb_agents.results import TaskResult
 from vtb_agents.tasks.model import Task
+
+if TYPE_CHECKING:
+    from vtb_agents.runner.run import RunConfig
 
 Work = Callable[[Task], TaskResult]
 Sink = Callable[[TaskResult], None]
@@ -25,6 +29,16 @@ class Executor(Protocol):
 
     def run(self, tasks: Iterable[Task], work: Work, sink: Sink, stop: threading.Event) -> None:
         """Run until every task is done or ``stop`` is set (then finish the running ones)."""
+        ...
+
+
+@runtime_checkable
+class RemoteExecutor(Protocol):
+    """Runs tasks in other processes, whose workers rebuild the run's resources from its config."""
+
+    def run_remote(self, tasks: Iterable[Task], config: RunConfig, out: Path, judge_cache: Path, sink: Sink,
+                   stop: threading.Event) -> None:
+        """Like :meth:`Executor.run`, for workers that cannot share this process's objects."""
         ...
 
 

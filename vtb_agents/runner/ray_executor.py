@@ -38,7 +38,7 @@ from typing import Any, Iterable
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.judges import RubricJudge, load_judge
+from vtb_agents.judges import load_judge
 from vtb_agents.judges.cache import CachedJudge
 from vtb_agents.results import TaskResult
 from vtb_agents.runner.executors import Sink
@@ -50,19 +50,6 @@ try:
     from ray.exceptions import GetTimeoutError, RayActorError, RayError
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("the Ray executor needs Ray: pip install 'vtb-agents[ray]'") from exc
-
-BUSY_TIMEOUT_MS = 30_000
-"""How long a process waits for another one's write to the judge cache (Python's default: 5 s)."""
-
-
-def shared_judge(judge: RubricJudge, cache_path: Path) -> RubricJudge:
-    """``with_cache(judge, cache_path)`` whose connection waits ``BUSY_TIMEOUT_MS`` for other writers."""
-    judge = with_cache(judge, cache_path)
-    if isinstance(judge, CachedJudge):
-        with judge.cache._lock:  # JudgeCache has no timeout option: set it on its connection
-            judge.cache._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    return judge
-
 
 def writable_artifacts(root: Path) -> ArtifactStore:
     """The artifact store at ``root``, or a RunError if this process cannot write there."""
@@ -98,8 +85,10 @@ class TaskWorker:
                            "must be on storage every Ray worker shares")
         resources = build_resources(self.config, load_judge(self.config.judge))
         resources.artifacts = writable_artifacts(out / "artifacts")
-        resources.judge = shared_judge(resources.judge, judge_cache)
+        resources.judge = with_cache(resources.judge, judge_cache)
         self._connection = sqlite3.connect(out / f"checkpoints-{self.index}.sqlite", check_same_thread=False)
+        self._connection.execute("PRAGMA journal_mode=WAL")  # as run.checkpoints(): results are durable on their own
+        self._connection.execute("PRAGMA synchronous=NORMAL")
         resources.checkpointer = SqliteSaver(self._connection)
         return resources
 
@@ -147,20 +136,24 @@ class RayExecutor:
         Setting ``stop`` schedules nothing more: running tasks finish and are written. The first
         task error is raised once every running task has finished.
         """
+        pending = deque(tasks)
+        if not pending:  # nothing left (a resumed, finished run): no need for Ray
+            return
         started = not ray.is_initialized()
         if started:
             defaults = {} if self.address else {"include_dashboard": False, "log_to_driver": False}
             ray.init(address=self.address, **{**defaults, **(self.init_kwargs or {})})
         actors: list[Any] = []
         inflight: dict[Any, Any] = {}
+        up = False
         try:
             worker = ray.remote(TaskWorker)
             actors = [worker.remote(config, str(Path(out).resolve()), str(Path(judge_cache).resolve()), i)
                       for i in range(self.concurrency)]
-            self._check_started(actors)
-            self._drive(deque(tasks), actors, inflight, sink, stop)
+            up = self._check_started(actors)
+            self._drive(pending, list(actors), inflight, sink, stop)
         finally:
-            if not inflight:  # a clean end (an abort kills running tasks at once)
+            if up and not inflight:  # a clean end (an abort kills running tasks at once)
                 try:
                     ray.get([a.close.remote() for a in actors], timeout=30)
                 except (RayError, GetTimeoutError):
@@ -170,7 +163,8 @@ class RayExecutor:
             if started:
                 ray.shutdown()
 
-    def _check_started(self, actors: list[Any]) -> None:
+    def _check_started(self, actors: list[Any]) -> bool:
+        """True once every worker is up; a RunError naming the first that is not."""
         try:
             states = ray.get([a.ready.remote() for a in actors], timeout=self.start_timeout_s)
         except GetTimeoutError as exc:
@@ -182,6 +176,7 @@ class RayExecutor:
             if error:
                 raise RunError(f"Ray worker {index} could not start: {error} (workers import from PYTHONPATH and "
                                "the driver's working directory: see vtb_agents.runner.ray_executor)")
+        return True
 
     def _drive(self, pending: deque[Task], idle: list[Any], inflight: dict[Any, Any], sink: Sink,
                stop: threading.Event) -> None:

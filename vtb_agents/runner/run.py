@@ -33,7 +33,7 @@ from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models.spec import ModelFactory, model_factory
 from vtb_agents.results import Episode, TaskResult
-from vtb_agents.runner.executors import Executor, LocalExecutor
+from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
@@ -198,7 +198,8 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
 
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
-              executor: Executor | None = None, stop: threading.Event | None = None) -> dict[str, Any]:
+              executor: Executor | RemoteExecutor | None = None, stop: threading.Event | None = None
+              ) -> dict[str, Any]:
     """Run every task not yet in ``out``, append each result as it finishes, write ``summary.json``.
 
     ``executor`` spreads the tasks (default: one at a time here); setting ``stop`` finishes the
@@ -226,7 +227,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     with checkpoints(out) as saver:
         resources.checkpointer = saver
         todo = [t for t in tasks if t.id not in finished]
-        if hasattr(executor, "run_remote"):  # workers in other processes rebuild their own resources
+        if isinstance(executor, RemoteExecutor):  # workers in other processes rebuild their own resources
             executor.run_remote(todo, config, out, judge_cache or out / JUDGE_CACHE_FILE, sink, stop or threading.Event())
         else:
             (executor or LocalExecutor()).run(todo, lambda task: run_task(task, config, resources), sink,
