@@ -107,9 +107,13 @@ def _mount_subcommands() -> None:
     from vtb_agents.cli_analyze import analyze_app
     from vtb_agents.cli_report import report_cli
     from vtb_agents.cli_run import run_cli
+    from vtb_agents.cli_langsmith import langsmith_app
+    from vtb_agents.cli_sandbox import sandbox_app
 
     app.registered_commands += run_cli.registered_commands
     app.add_typer(analyze_app, name="analyze", help="Failure taxonomy and judge-human alignment of a run.")
+    app.add_typer(sandbox_app, name="sandbox")
+    app.add_typer(langsmith_app, name="langsmith", help="LangSmith datasets and experiments.")
     app.registered_commands += report_cli.registered_commands
 
 

@@ -143,6 +143,10 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
         task_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds a task may take (checked at each model call)."),
         tools_mode: Optional[str] = TOOLS_MODE, tools_cache: Optional[Path] = TOOLS_CACHE,
         executor: str = EXECUTOR, ray_address: Optional[str] = RAY_ADDRESS,
+        sandbox_strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run code without full isolation (bwrap)."),
+        langsmith_experiment: Optional[str] = typer.Option(
+            None, help="Run as LangSmith experiment NAME-<suffix>: tasks pushed as a dataset, rubric feedback in LangSmith."),
+        langsmith_dataset: Optional[str] = typer.Option(None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
     from vtb_agents.runner.run import RunConfig, RunError, run_suite
@@ -155,10 +159,16 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
     selected = select_tasks(tasks, category, task_id, limit)
     config = RunConfig(model=model, judge=judge, tasks=tasks, critical_rule=critical_rule,  # type: ignore[arg-type]
                        no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer, user_model=user_model,
-                       sandbox=sandbox, tools_mode=mode, tools_cache=cassette,
+                       sandbox=sandbox, sandbox_strict=sandbox_strict, tools_mode=mode, tools_cache=cassette,
                        episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, prompt_level=prompt_level,  # type: ignore[arg-type]
                                                history=history, native_tool_images=native_tool_images,  # type: ignore[arg-type]
                                                task_timeout_s=task_timeout))
+    if langsmith_experiment:
+        from vtb_agents.cli_langsmith import run_langsmith_experiment
+
+        run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
+                                 dataset=langsmith_dataset, concurrency=concurrency)
+        return
     with progress_bar(len(selected)) as (on_result, stop):
         try:
             summary = run_suite(selected, config, out_dir, resume=resume, progress=on_result, judge_cache=judge_cache,

@@ -16,7 +16,7 @@ from collections import Counter
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -41,6 +41,7 @@ from vtb_agents.tools import select_tools
 from vtb_agents.tools.network import NetworkSettings
 from vtb_agents.tools.sandbox import open_sandbox
 from vtb_agents.tools.sandbox.base import Sandbox
+from vtb_agents.tracing import install_tracing_from_env
 
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
@@ -63,6 +64,7 @@ class RunConfig:
     judge: str = "rule"
     tasks: str = "sample"
     sandbox: str = "local"
+    sandbox_strict: bool = False
     critical_rule: CriticalRule = "weight"
     no_tools: bool = False
     no_vision_tool: bool = False
@@ -71,6 +73,10 @@ class RunConfig:
     tools_mode: str | None = None
     tools_cache: str | None = None
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
+
+    def open_sandbox(self) -> ContextManager[Sandbox]:
+        """A sandbox of the run's kind; ``sandbox_strict`` refuses anything short of full isolation."""
+        return open_sandbox(self.sandbox, **({"strict": True} if self.sandbox_strict else {}))
 
     def network(self) -> NetworkSettings:
         """Settings of the network tools: live, or recording to / replaying from ``tools_cache``.
@@ -137,8 +143,8 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
     """Run and grade one task. Model, tool or graph failures become an errored episode, not a crash."""
     started = time.perf_counter()
     try:
-        with open_sandbox(config.sandbox) as sandbox:
-            episode = _episode(task, config, resources, sandbox)
+        with config.open_sandbox() as sandbox:
+            episode = episode_for_task(task, config, resources, sandbox)
     except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
         episode = Episode(task_id=task.id, model=config.model, status="error",
                           error=f"{type(exc).__name__}: {exc}",
@@ -151,7 +157,8 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
     )
 
 
-def _episode(task: Task, config: RunConfig, resources: RunResources, sandbox: Sandbox) -> Episode:
+def episode_for_task(task: Task, config: RunConfig, resources: RunResources, sandbox: Sandbox) -> Episode:
+    """Run ``task``'s episode in ``sandbox`` with the run's model or agent (errors propagate)."""
     if resources.artifacts is None:
         raise RunError("run resources have no artifact store: open the run directory first")
     if resources.agent is not None:
@@ -206,6 +213,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     running tasks and writes the summary of what is done (``summary["complete"]`` is then False).
     """
     out = Path(out)
+    tracing = install_tracing_from_env()  # LANGSMITH_TRACING=true: every trace goes through an image-safe client
     ids = [t.id for t in tasks]
     duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
@@ -238,4 +246,6 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
                         extra={"model": config.model, "critical_rule": config.critical_rule,
                                "complete": len(kept) == len(wanted)})
     write_json_atomic(out / SUMMARY_FILE, summary)
+    if tracing is not None:
+        tracing.flush()
     return summary

@@ -1,0 +1,65 @@
+"""``vtb sandbox exec``: run code exactly as the model's python_image_processing call would."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from vtb_agents.artifacts import ArtifactStore, to_png
+from vtb_agents.cli_common import check_choice, fail, out
+from vtb_agents.tools.python_tools import MAX_CODE_CHARS, collect_images
+from vtb_agents.tools.sandbox import SandboxError, open_sandbox
+
+sandbox_app = typer.Typer(help="Run code in the sandbox the model's tools use.", no_args_is_help=True)
+
+
+@sandbox_app.command("exec")
+def sandbox_exec(code_file: Path = typer.Option(..., "--code-file", help="Python file to run."),
+                 image: list[Path] = typer.Option([], "--image", help="Images, placed as image_0.png, image_1.png, ..."),
+                 workdir: Optional[Path] = typer.Option(None, help="Working directory to use and keep (default: temporary)."),
+                 timeout: float = typer.Option(60.0, min=0.001, help="Seconds before the call is stopped."),
+                 as_json: bool = typer.Option(False, "--json", help="Print the ExecResult as one JSON object."),
+                 sandbox: str = typer.Option("local", help="local or e2b."),
+                 strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run without full isolation."),
+                 ) -> None:
+    """Run CODE_FILE in a fresh sandbox with the given images; print what the tool would report."""
+    check_choice("--sandbox", sandbox, ("local", "e2b"))
+    try:
+        code = code_file.read_text(encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot read --code-file {code_file}: {exc.strerror or exc}")
+    if len(code) > MAX_CODE_CHARS:
+        fail(f"{code_file} has {len(code):,} characters; a tool call carries at most {MAX_CODE_CHARS:,}")
+    try:
+        pngs = [to_png(path.read_bytes()) for path in image]
+    except OSError as exc:
+        fail(f"cannot read --image: {exc}")
+    options = {"strict": strict} if sandbox == "local" else {}
+    try:
+        with open_sandbox(sandbox, workdir=workdir, **options) as box, tempfile.TemporaryDirectory() as scratch:
+            for index, data in enumerate(pngs):
+                box.put_file(f"image_{index}.png", data)
+            result = box.run(code, timeout=timeout)
+            images = collect_images(box, ArtifactStore(Path(scratch)), result.new_files)
+            isolation = box.isolation
+    except (SandboxError, ValueError) as exc:
+        fail(str(exc))
+    payload = {**result.to_dict(), "isolation": isolation,
+               "images": [{"name": i["name"], "size": i["size"]} for i in images]}
+    if as_json:
+        print(json.dumps(payload, ensure_ascii=False))
+    else:
+        out.print(f"ok: {result.ok}  isolation: {isolation}  {result.duration_s:.3f} s", highlight=False)
+        for label in ("stdout", "stderr"):
+            if payload[label]:
+                out.print(f"--- {label}\n{payload[label]}", highlight=False, markup=False)
+        if result.error:
+            out.print(f"error: {result.error}", highlight=False, markup=False)
+        for entry in payload["images"]:
+            out.print(f"new image: {entry['name']} {entry['size'][0]}x{entry['size'][1]}", highlight=False)
+    if not result.ok:
+        raise typer.Exit(1)
