@@ -57,3 +57,10 @@ def test_exec_bad_input(tmp_path):
     (tmp_path / "long.py").write_text("x = 1\n" * 2000)
     too_long = run("--code-file", str(tmp_path / "long.py"))
     assert too_long.exit_code == 2 and "at most 5,000" in too_long.output
+
+
+def test_exec_on_e2b_without_a_key_says_so(tmp_path, monkeypatch):
+    monkeypatch.delenv("E2B_API_KEY", raising=False)
+    (tmp_path / "code.py").write_text("print(1)\n")
+    result = run("--code-file", str(tmp_path / "code.py"), "--sandbox", "e2b")
+    assert result.exit_code == 2 and "E2B_API_KEY is not set" in result.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -32,7 +34,7 @@ def sb(tmp_path: Path) -> Iterator[LocalSandbox]:
 
 def test_protocol_and_isolation_attribute(sb: LocalSandbox) -> None:
     assert isinstance(sb, Sandbox)
-    assert sb.isolation == "process"
+    assert sb.isolation in ("bwrap", "fallback", "process")  # "auto": the best level that works
     assert sb.workdir.is_dir()
     command = worker_command("/usr/bin/python3", 5, 6, Limits())
     assert command[:2] == ["/usr/bin/python3", "-I"]
@@ -254,3 +256,66 @@ def test_worker_death_between_calls_is_noticed(sb: LocalSandbox) -> None:
     result = sb.run("print('q' in globals())")
     assert result.ok and result.state_lost and result.stdout == "False\n"
     assert "exited with code 5" in result.stderr
+
+
+def test_isolation_option_env_var_and_bad_values(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VTB_SANDBOX_ISOLATION", "process")
+    with open_sandbox(workdir=tmp_path / "a") as sandbox:
+        assert sandbox.isolation == "process"
+    with open_sandbox(workdir=tmp_path / "b", isolation="process") as sandbox:
+        assert sandbox.isolation == "process"
+    with pytest.raises(ValueError, match="isolation must be one of"):
+        LocalSandbox(tmp_path / "c", isolation="docker")
+    monkeypatch.setenv("VTB_SANDBOX_ISOLATION", "chroot")
+    with pytest.raises(ValueError, match="isolation must be one of"):
+        LocalSandbox(tmp_path / "d")
+    command = worker_command("/usr/bin/python3", 5, 6, Limits(), setup={"level": "fallback"})
+    assert command[-1] == '{"level": "fallback"}'
+
+
+def test_strict_needs_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vtb_agents.tools.sandbox import SandboxError, isolation
+
+    monkeypatch.delenv("VTB_SANDBOX_ISOLATION", raising=False)
+    with pytest.raises(SandboxError, match="strict sandboxing needs isolation 'bwrap'"):
+        LocalSandbox(tmp_path / "a", isolation="fallback", strict=True)
+    monkeypatch.setattr(isolation, "_probe_errors", {})  # probe again, without bwrap on PATH
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SandboxError, match=r"^bubblewrap \(bwrap\) is not installed or not usable: "
+                                           r"bwrap was not found on PATH; install it or drop "
+                                           r"--sandbox-strict$"):
+        LocalSandbox(tmp_path / "b", strict=True)
+    with pytest.raises(SandboxError, match="isolation level 'bwrap' is not available here"):
+        LocalSandbox(tmp_path / "c", isolation="bwrap")
+    with open_sandbox(workdir=tmp_path / "d") as sandbox:  # "auto" falls back
+        assert sandbox.isolation in ("fallback", "process")
+        assert sandbox.run("print('ok')").stdout == "ok\n"
+
+
+def test_auto_prefers_bubblewrap_and_strict_accepts_it(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from vtb_agents.tools.sandbox import SandboxError
+    from vtb_agents.tools.sandbox.local import choose_level
+
+    monkeypatch.delenv("VTB_SANDBOX_ISOLATION", raising=False)
+    try:
+        choose_level("bwrap", strict=True, python=sys.executable)
+    except SandboxError as exc:
+        pytest.skip(f"bubblewrap not usable here: {exc}")
+    with open_sandbox(workdir=tmp_path / "w", strict=True) as sandbox:
+        assert sandbox.isolation == "bwrap"
+        result = sandbox.run("import os\nprint(os.getcwd(), os.environ['HOME'])")
+        assert result.stdout == "/sandbox /sandbox\n"
+
+
+def test_kept_workdir_is_given_back_to_the_host_user(tmp_path: Path) -> None:
+    workdir = tmp_path / "kept"
+    with open_sandbox(workdir=workdir) as sandbox:
+        sandbox.put_file("in/image_0.png", b"x")
+        result = sandbox.run("import os\nos.makedirs('out')\nopen('out/r.txt', 'w').write('r')\n"
+                             "open('in/image_0.png', 'ab').write(b'y')")
+        assert result.ok, result.stderr
+    owners = {(p.lstat().st_uid, p.lstat().st_gid) for p in [workdir, *workdir.rglob("*")]}
+    assert owners == {(os.getuid(), os.getgid())}
+    assert (workdir / "in" / "image_0.png").read_bytes() == b"xy"

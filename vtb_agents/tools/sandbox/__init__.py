@@ -8,11 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from .base import DEFAULT_TIMEOUT_S, OUTPUT_CAP_CHARS, ExecResult, Sandbox
+from .e2b import E2BSandbox
 from .local import Limits, LocalSandbox, SandboxError, worker_command
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "OUTPUT_CAP_CHARS",
+    "E2BSandbox",
     "ExecResult",
     "Limits",
     "LocalSandbox",
@@ -22,7 +24,7 @@ __all__ = [
     "worker_command",
 ]
 
-SANDBOX_KINDS = ("local",)
+SANDBOX_KINDS = ("local", "e2b")
 
 
 @contextmanager
@@ -33,12 +35,18 @@ def open_sandbox(
 
     ``workdir=None`` uses a temporary directory that is removed on close; a given ``workdir`` is
     created if missing and kept. ``options`` go to the backend (``LocalSandbox``: ``limits``,
-    ``python``, ``start_timeout``).
+    ``python``, ``start_timeout``, ``isolation`` ("auto" | "bwrap" | "fallback" | "process"; default
+    ``$VTB_SANDBOX_ISOLATION`` or "auto") and ``strict`` (refuse to start without bwrap);
+    ``E2BSandbox``: ``api_key``, ``template``, ``lifetime_s``). The level reached is
+    ``sandbox.isolation``; ``isolation.py`` says what each local level guarantees.
     """
     if kind not in SANDBOX_KINDS:
-        raise ValueError(f"unknown sandbox kind {kind!r}: allowed kinds are "
-                         f"{', '.join(SANDBOX_KINDS)} ('e2b' is planned but not available yet)")
-    sandbox = LocalSandbox(workdir, **options)
+        raise ValueError(f"unknown sandbox kind {kind!r}: allowed kinds are {', '.join(SANDBOX_KINDS)}")
+    if kind == "e2b":
+        options.pop("strict", None)  # an E2B sandbox is a separate machine: always fully isolated
+        sandbox: Sandbox = E2BSandbox(workdir, **options)
+    else:
+        sandbox = LocalSandbox(workdir, **options)
     try:
         yield sandbox
     finally:

@@ -9,13 +9,24 @@ from __future__ import annotations
 
 import codecs
 import collections
+import errno
+import os
+import selectors
+import signal
+import stat
+import subprocess
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
+from .worker import decode_frame, encode_frame
+
 DEFAULT_TIMEOUT_S = 60.0
 OUTPUT_CAP_CHARS = 20_000
 """stdout and stderr are each cut to this many characters (a note says how much was cut)."""
+_CHUNK = 1 << 16
+_DRAIN_S = 1.0
 
 
 @dataclass
@@ -117,3 +128,182 @@ class CappedText:
             return head + tail
         cut = self.total - self.head_len - self.tail_cap
         return f"{head}\n[... {cut} more characters cut]\n{tail[-self.tail_cap:]}"
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """``{relative name: (mtime_ns, size)}`` of the regular files under ``root``.
+
+    Never follows symlinks; entries that vanish while we look (code running in the background) are
+    simply not listed.
+    """
+    files: dict[str, tuple[int, int]] = {}
+    stack = [str(root)]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    files[os.path.relpath(entry.path, root)] = (st.st_mtime_ns, st.st_size)
+            except FileNotFoundError:
+                continue
+    return files
+
+
+def open_in_dir(root: Path, name: str, flags: int, owner: tuple[int, int] | None = None) -> int:
+    """Open ``name`` under ``root`` one component at a time, never through a symlink.
+
+    Race-free against code that swaps a directory for a symlink while the host works on the
+    working directory. ``os.O_CREAT`` in ``flags`` also creates missing parent directories, given
+    to ``owner`` (uid, gid) when set. Symlinks raise ValueError; anything but a regular file at
+    the end raises ValueError as well (a FIFO could otherwise block the host).
+    """
+    parts = relative_name(name).parts
+    dir_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            try:
+                if not last and flags & os.O_CREAT and _mkdir_at(part, dir_fd) and owner:
+                    os.chown(part, *owner, dir_fd=dir_fd, follow_symlinks=False)
+                mode = flags | os.O_NONBLOCK if last else os.O_PATH | os.O_DIRECTORY
+                fd = os.open(part, mode | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
+                        os.stat(part, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+                    raise ValueError(f"file name {name!r} leads out of the working directory "
+                                     "(symlink)") from exc
+                raise
+            os.close(dir_fd)
+            dir_fd = fd
+        if not stat.S_ISREG(os.fstat(dir_fd).st_mode):
+            raise ValueError(f"{name!r} is not a regular file")
+        if owner and flags & os.O_CREAT:
+            os.fchown(dir_fd, *owner)
+        os.set_blocking(dir_fd, True)
+        result, dir_fd = dir_fd, -1
+        return result
+    finally:
+        if dir_fd >= 0:
+            os.close(dir_fd)
+
+
+def _mkdir_at(name: str, dir_fd: int) -> bool:
+    """mkdir ``name`` relative to ``dir_fd``; False if it already existed."""
+    try:
+        os.mkdir(name, 0o755, dir_fd=dir_fd)
+    except FileExistsError:
+        return False
+    return True
+
+
+class WorkerPipes:
+    """The host side of a worker's pipes: control frames in and out, stdout/stderr captured.
+
+    A subclass starts ``proc`` and sets the fds (non-blocking) and the state attributes below.
+    """
+
+    proc: subprocess.Popen[bytes]
+    ctl_w: int
+    ctl_r: int
+    out_r: int
+    err_r: int
+    open_outputs: set[int]
+    inbox: bytearray
+    outbox: bytes
+    closed: bool
+
+    @staticmethod
+    def _close_fds(*fds: int) -> None:
+        for fd in fds:
+            os.close(fd)
+
+    def exchange(self, request: dict[str, Any] | None, deadline: float, out: CappedText,
+                 err: CappedText) -> tuple[str, dict[str, Any] | None]:
+        """Send ``request`` and wait for one reply: ("reply", frame), ("timeout"|"eof", None)."""
+        self.outbox = encode_frame(request) if request is not None else b""
+        captures: dict[int, CappedText | None] = {self.out_r: out, self.err_r: err}
+        with selectors.DefaultSelector() as sel:
+            sel.register(self.ctl_r, selectors.EVENT_READ)
+            for fd in self.open_outputs:
+                sel.register(fd, selectors.EVENT_READ)
+            if self.outbox:
+                sel.register(self.ctl_w, selectors.EVENT_WRITE)
+            while (frame := decode_frame(self.inbox)) is None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return "timeout", None
+                for key, _ in sel.select(remaining):
+                    if key.fd == self.ctl_w:
+                        try:
+                            self.outbox = self.outbox[os.write(self.ctl_w, self.outbox[:_CHUNK]):]
+                        except BrokenPipeError:
+                            return "eof", None
+                        if not self.outbox:
+                            sel.unregister(self.ctl_w)
+                        continue
+                    if key.fd != self.ctl_r:
+                        self._read_output(sel, key.fd, captures)
+                    elif data := os.read(self.ctl_r, _CHUNK):
+                        self.inbox += data
+                    else:
+                        return "eof", None
+            return "reply", frame
+
+    def _read_output(self, sel: selectors.BaseSelector, fd: int,
+                     captures: dict[int, CappedText | None]) -> None:
+        """Move one chunk from an output pipe to its capture (None: discard)."""
+        data = os.read(fd, _CHUNK)
+        if not data:
+            sel.unregister(fd)
+            self.open_outputs.discard(fd)
+        elif (capture := captures[fd]) is not None:
+            capture.feed(data)
+
+    def drain(self, out: CappedText | None, err: CappedText | None, to_eof: bool) -> None:
+        """Read what is in the output pipes (``to_eof``: until closed), for at most a second."""
+        captures: dict[int, CappedText | None] = {self.out_r: out, self.err_r: err}
+        deadline = time.monotonic() + _DRAIN_S
+        with selectors.DefaultSelector() as sel:
+            for fd in self.open_outputs:
+                sel.register(fd, selectors.EVENT_READ)
+            while self.open_outputs and (remaining := deadline - time.monotonic()) > 0:
+                ready = sel.select(remaining if to_eof else 0)
+                if not ready:
+                    return
+                for key, _ in ready:
+                    self._read_output(sel, key.fd, captures)
+
+    def exit_code(self, wait_s: float) -> int | None:
+        """The exit status once the worker has exited (not reaped yet), or None."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if info is not None:
+                return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
+
+    def kill(self, out: CappedText | None = None, err: CappedText | None = None) -> None:
+        """Kill the whole process group, collect the last output, close the pipes. Idempotent."""
+        if self.closed:
+            return
+        self.signal_group()
+        self.proc.wait()
+        self.drain(out, err, to_eof=True)
+        self.closed = True
+        self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r)
+
+    def signal_group(self) -> None:
+        """SIGKILL the worker's process group (it leads its own session)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the group is already gone
+

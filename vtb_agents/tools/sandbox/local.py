@@ -1,17 +1,19 @@
 """``LocalSandbox``: model-written code runs in a persistent Python worker subprocess.
 
-Isolation level ``"process"``: the worker runs in its own session (its process group is killed on
-timeout and close), with a scrubbed environment (no API keys), rlimits (memory, CPU, file size) and
-the episode's working directory as cwd and HOME. There is no namespace isolation: the code can
-still read the file system and use the network. ``worker_command`` is the one place to wrap the
-launch (e.g. with bubblewrap) for full isolation later.
+How the worker is isolated depends on the level (``isolation.py`` says what each guarantees):
+``"bwrap"`` (bubblewrap: namespaces, minimal read-only file system, uid 65534), ``"fallback"``
+(the worker unshares namespaces itself) or ``"process"`` (rlimits and a scrubbed environment only).
+``isolation="auto"`` (default, or ``$VTB_SANDBOX_ISOLATION``) takes the best level that works here,
+probed once per process; ``strict=True`` refuses anything but bwrap. In every level the worker keeps
+its Python state across calls, a call that overruns its timeout kills and restarts it, and
+stdout/stderr are capped.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import selectors
 import shutil
 import signal
 import subprocess
@@ -19,43 +21,45 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .base import DEFAULT_TIMEOUT_S, CappedText, ExecResult, relative_name
-from .worker import decode_frame, encode_frame
+from . import isolation as iso
+from .base import DEFAULT_TIMEOUT_S, CappedText, ExecResult, WorkerPipes, open_in_dir, snapshot
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
+_log = logging.getLogger(__name__)
 _PASSTHROUGH_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
-_CHUNK = 1 << 16
-_DRAIN_S = 1.0
 _STATE_RESET = "the Python state was reset (variables and imports lost)"
 
 
 class SandboxError(RuntimeError):
-    """The sandbox itself failed (worker would not start, or the sandbox is closed)."""
+    """The sandbox itself failed (worker would not start, isolation unavailable, or closed)."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """rlimits of the worker process (0 disables one).
+    """rlimits of the worker process (0 disables one) and the size of its private /tmp.
 
     ``cpu_seconds`` is CPU time over the whole life of one worker (it restarts after a timeout or
-    crash), not per call. RLIMIT_NPROC is deliberately absent: it counts processes per uid, so it
-    means nothing as root or when the worker shares the parent's uid; leave it to the bwrap step.
+    crash), not per call. ``processes`` (RLIMIT_NPROC, threads included) applies at the bwrap and
+    fallback levels only, where the worker has its own uid or user namespace; at the "process"
+    level it would count the host user's processes. ``tmp_bytes`` caps the private /tmp tmpfs.
     """
 
     address_space_bytes: int = 4 << 30
     cpu_seconds: int = 600
     file_size_bytes: int = 512 << 20
+    processes: int = 256
+    tmp_bytes: int = 256 << 20
 
 
-def worker_env(workdir: Path) -> dict[str, str]:
+def worker_env(home: str) -> dict[str, str]:
     """The worker's whole environment: a minimal set, nothing inherited that could be a secret."""
     env = {
-        "PATH": os.environ.get("PATH", os.defpath),
-        "HOME": str(workdir),
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
         "LANG": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -65,133 +69,93 @@ def worker_env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def worker_command(python: str, ctl_in: int, ctl_out: int, limits: Limits) -> list[str]:
+def worker_command(python: str, ctl_in: int, ctl_out: int, limits: Limits, *,
+                   worker_path: str = str(WORKER_PATH),
+                   setup: dict[str, Any] | None = None) -> list[str]:
     """argv that starts the worker; ``-I`` ignores PYTHON* variables and the user site."""
-    return [python, "-I", "-B", str(WORKER_PATH), str(ctl_in), str(ctl_out),
-            json.dumps(asdict(limits))]
+    command = [python, "-I", "-B", worker_path, str(ctl_in), str(ctl_out),
+               json.dumps(asdict(limits))]
+    return command if setup is None else [*command, json.dumps(setup)]
 
 
-class _Worker:
+class _Worker(WorkerPipes):
     """One worker process with its control pipes and its stdout/stderr pipes."""
 
-    def __init__(self, python: str, workdir: Path, limits: Limits, start_timeout: float) -> None:
-        self.limits = limits
+    def __init__(self, level: str, python: str, workdir: Path, limits: Limits,
+                 start_timeout: float) -> None:
+        self.level, self.limits = level, limits
+        deadline = time.monotonic() + start_timeout
         ctl_in_r, self.ctl_w = os.pipe()   # parent -> worker
         self.ctl_r, ctl_out_w = os.pipe()  # worker -> parent
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
+        child_fds, handshake = [ctl_in_r, ctl_out_w, out_w, err_w], None
         try:
+            if level == "bwrap" and iso.drops_uid():  # (info, userns block) pipes of the uid map
+                info_r, info_w = os.pipe()
+                block_r, block_w = os.pipe()
+                handshake, child_fds = (info_r, block_w), [*child_fds, info_w, block_r]
+            argv, env = self._argv(python, workdir, ctl_in_r, ctl_out_w, child_fds,
+                                   (info_w, block_r) if handshake else None)
             self.proc = subprocess.Popen(
-                worker_command(python, ctl_in_r, ctl_out_w, limits), cwd=workdir,
-                env=worker_env(workdir), stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
-                pass_fds=(ctl_in_r, ctl_out_w), start_new_session=True)
+                argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
+                pass_fds=tuple(child_fds), start_new_session=True)
         except BaseException:
-            self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r)
+            self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r, *(handshake or ()))
             raise
         finally:
-            self._close_fds(ctl_in_r, ctl_out_w, out_w, err_w)
+            self._close_fds(*child_fds)
         for fd in (self.ctl_w, self.ctl_r, self.out_r, self.err_r):
             os.set_blocking(fd, False)
         self.open_outputs = {self.out_r, self.err_r}
         self.inbox, self.outbox, self.closed = bytearray(), b"", False
         out, err = CappedText(), CappedText()
-        status, frame = self.exchange(None, time.monotonic() + start_timeout, out, err)
-        if status != "reply" or frame is None or frame.get("op") != "ready":
-            self.kill(out, err)
-            raise SandboxError(
-                f"the sandbox worker did not start ({status}): {err.text()[-4000:]}")
-
-    @staticmethod
-    def _close_fds(*fds: int) -> None:
-        for fd in fds:
-            os.close(fd)
-
-    def exchange(self, request: dict[str, Any] | None, deadline: float, out: CappedText,
-                 err: CappedText) -> tuple[str, dict[str, Any] | None]:
-        """Send ``request`` and wait for one reply: ("reply", frame), ("timeout"|"eof", None)."""
-        self.outbox = encode_frame(request) if request is not None else b""
-        captures: dict[int, CappedText | None] = {self.out_r: out, self.err_r: err}
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.ctl_r, selectors.EVENT_READ)
-            for fd in self.open_outputs:
-                sel.register(fd, selectors.EVENT_READ)
-            if self.outbox:
-                sel.register(self.ctl_w, selectors.EVENT_WRITE)
-            while (frame := decode_frame(self.inbox)) is None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return "timeout", None
-                for key, _ in sel.select(remaining):
-                    if key.fd == self.ctl_w:
-                        try:
-                            self.outbox = self.outbox[os.write(self.ctl_w, self.outbox[:_CHUNK]):]
-                        except BrokenPipeError:
-                            return "eof", None
-                        if not self.outbox:
-                            sel.unregister(self.ctl_w)
-                        continue
-                    if key.fd != self.ctl_r:
-                        self._read_output(sel, key.fd, captures)
-                    elif data := os.read(self.ctl_r, _CHUNK):
-                        self.inbox += data
-                    else:
-                        return "eof", None
-            return "reply", frame
-
-    def _read_output(self, sel: selectors.BaseSelector, fd: int,
-                     captures: dict[int, CappedText | None]) -> None:
-        """Move one chunk from an output pipe to its capture (None: discard)."""
-        data = os.read(fd, _CHUNK)
-        if not data:
-            sel.unregister(fd)
-            self.open_outputs.discard(fd)
-        elif (capture := captures[fd]) is not None:
-            capture.feed(data)
-
-    def drain(self, out: CappedText | None, err: CappedText | None, to_eof: bool) -> None:
-        """Read what is in the output pipes (``to_eof``: until closed), for at most a second."""
-        captures: dict[int, CappedText | None] = {self.out_r: out, self.err_r: err}
-        deadline = time.monotonic() + _DRAIN_S
-        with selectors.DefaultSelector() as sel:
-            for fd in self.open_outputs:
-                sel.register(fd, selectors.EVENT_READ)
-            while self.open_outputs and (remaining := deadline - time.monotonic()) > 0:
-                ready = sel.select(remaining if to_eof else 0)
-                if not ready:
-                    return
-                for key, _ in ready:
-                    self._read_output(sel, key.fd, captures)
-
-    def exit_code(self, wait_s: float) -> int | None:
-        """The exit status once the worker has exited (not reaped yet), or None."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            if info is not None:
-                return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.005)
-
-    def kill(self, out: CappedText | None = None, err: CappedText | None = None) -> None:
-        """Kill the whole process group, collect the last output, close the pipes. Idempotent."""
-        if self.closed:
-            return
-        self.signal_group()
-        self.proc.wait()
-        self.drain(out, err, to_eof=True)
-        self.closed = True
-        self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r)
-
-    def signal_group(self) -> None:
-        """SIGKILL the worker's process group (it leads its own session)."""
+        status, frame = "handshake failed", None
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # the group is already gone
+            if handshake is not None:
+                iso.bwrap_handshake(*handshake, deadline)
+            status, frame = self.exchange(None, deadline, out, err)
+        except (OSError, ValueError, RuntimeError) as exc:
+            err.add(f"[sandbox: {type(exc).__name__}: {exc}]\n")
+        finally:
+            self._close_fds(*(handshake or ()))
+        if status != "reply" or frame is None or frame.get("op") != "ready" \
+                or frame.get("isolation") != level:
+            self.kill(out, err)
+            raise SandboxError(f"the sandbox worker did not start at isolation level {level!r} "
+                               f"({status}): {err.text()[-4000:]}")
+
+    def _argv(self, python: str, workdir: Path, ctl_in: int, ctl_out: int, child_fds: list[int],
+              handshake: tuple[int, int] | None) -> tuple[list[str], dict[str, str]]:
+        """The command line and environment for this level (bwrap options go through a pipe)."""
+        limits = self.limits if self.level != "process" else replace(self.limits, processes=0)
+        setup: dict[str, Any] = {"level": self.level,
+                                 "drop": self.level != "process" and iso.drops_uid()}
+        if self.level == "fallback":
+            setup["module"] = iso.__file__
+            setup["fallback"] = iso.fallback_config(iso.python_roots(python),
+                                                    str(WORKER_PATH.parent), str(workdir),
+                                                    self.limits.tmp_bytes)
+        if self.level != "bwrap":
+            command = worker_command(python, ctl_in, ctl_out, limits, setup=setup)
+            return command, worker_env(str(workdir))
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            raise SandboxError("bubblewrap (bwrap) is not installed")
+        options, data_fds = iso.bwrap_args(
+            iso.python_roots(python), str(WORKER_PATH), str(workdir),
+            worker_env(iso.INSIDE_WORKDIR), self.limits.tmp_bytes, handshake)
+        child_fds += data_fds
+        command = worker_command(python, ctl_in, ctl_out, limits, worker_path=iso.INSIDE_WORKER,
+                                 setup={**setup, "chdir": iso.INSIDE_WORKDIR})
+        args_fd = iso.args_pipe(options)  # the command itself must stay on the command line
+        child_fds.append(args_fd)
+        return [bwrap, "--args", str(args_fd), "--", *command], {}
 
     def death_message(self, code: int | None) -> str:
-        """One line saying how the worker died."""
+        """One line saying how the worker died (bwrap and fallback report signal n as 128 + n)."""
+        if code is not None and code > 128 and self.level != "process" and code - 128 < signal.NSIG:
+            code = 128 - code
         if code is None:
             what = "the Python worker closed its control pipe"
         elif code >= 0:
@@ -206,45 +170,75 @@ class _Worker:
         return f"{what}; {_STATE_RESET}"
 
 
-def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """``{relative name: (mtime_ns, size)}`` of the regular files under ``root``.
+def _probe(level: str, python: str, limits: Limits) -> str | None:
+    """Start and stop one worker at ``level`` in a scratch directory: None, or why it failed."""
+    if level == "bwrap" and shutil.which("bwrap") is None:
+        return "bwrap was not found on PATH"
+    scratch = Path(tempfile.mkdtemp(prefix="vtb-sandbox-probe-"))
+    try:
+        if iso.drops_uid():
+            os.chown(scratch, iso.SANDBOX_ID, iso.SANDBOX_ID)
+        _Worker(level, python, scratch, limits, start_timeout=30.0).kill()
+    except (SandboxError, OSError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        shutil.rmtree(scratch)
+    return None
 
-    Entries that vanish while we look (code running in the background) are simply not listed.
-    """
-    files: dict[str, tuple[int, int]] = {}
-    stack = [str(root)]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except FileNotFoundError:
-            continue
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    files[os.path.relpath(entry.path, root)] = (st.st_mtime_ns, st.st_size)
-            except FileNotFoundError:
-                continue
-    return files
+
+def _probe_and_warn(level: str, python: str, limits: Limits) -> str | None:
+    """``_probe``, with a warning (once per process and level) when the level is unavailable."""
+    error = _probe(level, python, limits)
+    if error is not None:
+        _log.warning("sandbox isolation level %r is not available: %s", level, error)
+    return error
+
+
+def choose_level(requested: str, strict: bool, python: str, limits: Limits = Limits()) -> str:
+    """The level to run at: ``requested`` if it works here, for "auto" the best one that does."""
+    level = iso.requested_level(requested)
+    if strict and level not in ("auto", "bwrap"):
+        raise SandboxError(f"strict sandboxing needs isolation 'bwrap', not {level!r}")
+    if level == "process":
+        return level
+    for candidate in ("bwrap", "fallback") if level == "auto" else (level,):
+        error = iso.probed(candidate, python, lambda: _probe_and_warn(candidate, python, limits))
+        if error is None:
+            return candidate
+        if candidate == "bwrap" and strict:
+            raise SandboxError(f"bubblewrap (bwrap) is not installed or not usable: {error}; "
+                               "install it or drop --sandbox-strict")
+        if level != "auto":
+            raise SandboxError(f"isolation level {candidate!r} is not available here: {error}")
+    return "process"
 
 
 class LocalSandbox:
-    """A ``Sandbox`` backed by a local worker process (see the module docstring for isolation)."""
+    """A ``Sandbox`` backed by a local worker process (see the module docstring for isolation).
 
-    isolation = "process"
+    ``isolation``: "auto" (default; ``None`` reads ``$VTB_SANDBOX_ISOLATION``), "bwrap", "fallback"
+    or "process"; afterwards the attribute holds the level actually achieved. ``strict=True``
+    raises SandboxError unless that level is "bwrap".
+    """
+
+    isolation: str
 
     def __init__(self, workdir: Path | None = None, limits: Limits = Limits(),
-                 python: str | None = None, start_timeout: float = 30.0) -> None:
+                 python: str | None = None, start_timeout: float = 30.0,
+                 isolation: str | None = None, strict: bool = False) -> None:
+        self._python = python or sys.executable
+        self.isolation = choose_level(iso.requested_level(isolation), strict, self._python, limits)
         self._owns_workdir = workdir is None
         root = Path(tempfile.mkdtemp(prefix="vtb-sandbox-") if workdir is None else workdir)
         root.mkdir(parents=True, exist_ok=True)
         self.workdir = root.resolve()
         self.limits, self._start_timeout = limits, start_timeout
-        self._python = python or sys.executable
+        self._owner = ((iso.SANDBOX_ID, iso.SANDBOX_ID)
+                       if self.isolation != "process" and iso.drops_uid() else None)
         self._lock, self._closed, self._cell = threading.Lock(), False, 0
         try:
+            if self._owner is not None:  # the worker's uid must be able to write there
+                iso.chown_tree(str(self.workdir), os.getuid(), *self._owner)
             self._worker: _Worker | None = self._start()
         except BaseException:
             if self._owns_workdir:
@@ -252,7 +246,7 @@ class LocalSandbox:
             raise
 
     def _start(self) -> _Worker:
-        return _Worker(self._python, self.workdir, self.limits, self._start_timeout)
+        return _Worker(self.isolation, self._python, self.workdir, self.limits, self._start_timeout)
 
     def run(self, code: str, timeout: float = DEFAULT_TIMEOUT_S) -> ExecResult:
         """Execute ``code`` in the persistent interpreter (one call at a time)."""
@@ -269,7 +263,7 @@ class LocalSandbox:
                 self._worker, state_lost = self._start(), True
             worker = self._worker
             worker.drain(None, None, to_eof=False)  # late output of the previous call
-            before = _snapshot(self.workdir)
+            before = snapshot(self.workdir)
             self._cell += 1
             start = time.monotonic()
             status, reply = worker.exchange({"op": "run", "id": self._cell, "code": code},
@@ -287,33 +281,28 @@ class LocalSandbox:
                          else worker.death_message(exit_status))
                 self._worker = None if self._closed else self._start()
             return ExecResult(ok=ok, stdout=out.text(), stderr=err.text(), error=error,
-                              new_files=sorted(k for k, v in _snapshot(self.workdir).items()
+                              new_files=sorted(k for k, v in snapshot(self.workdir).items()
                                                if before.get(k) != v),
                               duration_s=time.monotonic() - start, state_lost=state_lost)
 
-    def _path(self, name: str) -> Path:
-        """``name`` inside the working directory; ValueError if it would escape it."""
-        path = self.workdir.joinpath(*relative_name(name).parts)
-        if not path.resolve().is_relative_to(self.workdir):
-            raise ValueError(f"file name {name!r} leads out of the working directory (symlink)")
-        return path
-
     def put_file(self, name: str, data: bytes) -> None:
-        """Write ``data`` to ``name`` (relative to the working directory)."""
-        path = self._path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        """Write ``data`` to ``name`` (relative to the working directory; never via a symlink)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        with os.fdopen(open_in_dir(self.workdir, name, flags, self._owner), "wb") as handle:
+            handle.write(data)
 
     def get_file(self, name: str) -> bytes:
-        """Read ``name`` (relative to the working directory)."""
-        return self._path(name).read_bytes()
+        """Read ``name`` (relative to the working directory; never via a symlink)."""
+        with os.fdopen(open_in_dir(self.workdir, name, os.O_RDONLY), "rb") as handle:
+            return handle.read()
 
     def list_files(self) -> list[str]:
         """Relative names of all regular files under the working directory, sorted."""
-        return sorted(_snapshot(self.workdir))
+        return sorted(snapshot(self.workdir))
 
     def close(self) -> None:
-        """Kill the worker (and its children), remove an owned temporary workdir; idempotent."""
+        """Kill the worker (and its children); remove an owned temporary workdir, or give a kept
+        one back to the host user; idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -326,6 +315,8 @@ class LocalSandbox:
                 self._worker = None
             if self._owns_workdir:
                 shutil.rmtree(self.workdir)
+            elif self._owner is not None:
+                iso.chown_tree(str(self.workdir), self._owner[0], os.getuid(), os.getgid())
 
     def __enter__(self) -> LocalSandbox:
         return self

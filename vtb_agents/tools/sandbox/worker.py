@@ -1,13 +1,19 @@
 """The sandbox worker: a persistent Python interpreter that runs code cells for ``LocalSandbox``.
 
-Started as ``python -I -B worker.py CTL_IN CTL_OUT LIMITS_JSON`` (standard library only, because
-``-I`` keeps this file's package off ``sys.path``). Control messages travel on two dedicated pipes
-(``CTL_IN``: requests from the parent, ``CTL_OUT``: results), as 4-byte big-endian length + UTF-8
-JSON frames. fd 1 and 2 are pipes the parent drains, so whatever user code prints, even with
-``os.write(1, ...)`` or from C, is captured and can never be mistaken for a control message.
+Started as ``python -I -B worker.py CTL_IN CTL_OUT LIMITS_JSON [SETUP_JSON]`` (standard library
+only, because ``-I`` keeps this file's package off ``sys.path``). SETUP_JSON says how the worker
+confines itself before serving (see isolation.py): ``level``; ``fallback`` (config for
+``isolation.enter_fallback``, loaded by path from ``module``); ``drop`` (switch to uid/gid 65534
+once the rlimits are set); ``chdir`` (the working directory, entered after the switch).
 
-Requests: ``{"op": "run", "id": n, "code": str}``. Replies: ``{"op": "ready", "pid": ...}`` once at
-start, then per request ``{"id": n, "ok": bool, "error": str | None, "traceback": str}``.
+Control messages travel on two dedicated pipes (``CTL_IN``: requests from the parent,
+``CTL_OUT``: results), as 4-byte big-endian length + UTF-8 JSON frames. fd 1 and 2 are pipes the
+parent drains, so whatever user code prints, even with ``os.write(1, ...)`` or from C, is captured
+and can never be mistaken for a control message.
+
+Requests: ``{"op": "run", "id": n, "code": str}``. Replies: ``{"op": "ready", "pid": ...,
+"uid": ..., "isolation": level}`` once at start, then per request ``{"id": n, "ok": bool,
+"error": str | None, "traceback": str}``.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ _MAX_FRAME = 256 * 1024 * 1024
 _ERROR_CHARS = 1_000
 _TRACEBACK_CHARS = 20_000
 _THIS_FILE = os.path.abspath(__file__)
+_SANDBOX_ID = 65534
 
 
 def encode_frame(obj: dict[str, Any]) -> bytes:
@@ -98,6 +105,44 @@ def _set_limits(limits: dict[str, int]) -> None:
     if limits.get("file_size_bytes"):
         n = limits["file_size_bytes"]
         resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+    if limits.get("processes"):  # the host sends 0 at the "process" level (same uid as the host)
+        n = limits["processes"]
+        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+
+
+def _confine(setup: dict[str, Any], ctl_fds: tuple[int, int]) -> None:
+    """Close inherited fds, enter the fallback namespaces if asked (see isolation.py)."""
+    low, high = sorted(ctl_fds)
+    os.closerange(3, low)  # e.g. bwrap's --info-fd / --userns-block-fd ends
+    os.closerange(low + 1, high)
+    os.closerange(high + 1, 1 << 16)
+    if setup.get("fallback") is not None:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("vtb_sandbox_isolation", setup["module"])
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {setup['module']}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.enter_fallback(setup["fallback"], ctl_fds)  # returns in the confined grandchild
+
+
+def _drop_privileges() -> None:
+    """Become uid/gid 65534 with no supplementary groups (clears every capability).
+
+    The switch makes the process non-dumpable, which would give /proc/self to root: dumpable is
+    set back so that the code can read its own /proc entries (core dumps stay off: RLIMIT_CORE 0).
+    """
+    import ctypes
+
+    os.setgroups([])
+    os.setgid(_SANDBOX_ID)
+    os.setuid(_SANDBOX_ID)
+    if os.getuid() != _SANDBOX_ID or os.geteuid() != _SANDBOX_ID:
+        raise PermissionError("the worker could not switch to uid 65534")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 1, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 1) failed")
 
 
 def _clip(text: str, limit: int) -> str:
@@ -178,13 +223,20 @@ def _run_cell(code: str, namespace: dict[str, Any], cell: int) -> None:
 def main(argv: list[str]) -> int:
     """Serve run requests until the parent closes the control pipe."""
     ctl_in, ctl_out, limits = int(argv[1]), int(argv[2]), json.loads(argv[3])
+    setup: dict[str, Any] = json.loads(argv[4]) if len(argv) > 4 else {}
     os.set_inheritable(ctl_in, False)  # code's subprocesses must not get the control pipes
     os.set_inheritable(ctl_out, False)
+    _confine(setup, (ctl_in, ctl_out))
     _set_limits(limits)
+    if setup.get("drop"):
+        _drop_privileges()
+    if setup.get("chdir"):
+        os.chdir(setup["chdir"])
     sys.dont_write_bytecode = True
     streams = _Streams()
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
-    write_frame(ctl_out, {"op": "ready", "pid": os.getpid()})
+    write_frame(ctl_out, {"op": "ready", "pid": os.getpid(), "uid": os.getuid(),
+                          "isolation": setup.get("level", "process")})
     home = os.getcwd()
     while (request := read_frame(ctl_in)) is not None:
         streams.reset()

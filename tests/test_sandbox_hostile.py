@@ -1,0 +1,315 @@
+"""Hostile model code against real sandboxes: each attack is contained, reported, and the next
+call of the same episode still works.
+
+Every test runs at the "bwrap" level; the key ones also at "fallback". With ``CI=true`` a level that
+cannot start here is a failure, not a skip (CI installs bubblewrap and runs as root).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vtb_agents.tools.sandbox import Limits, LocalSandbox, SandboxError
+from vtb_agents.tools.sandbox.local import choose_level
+
+pytestmark = pytest.mark.timeout(90)
+PROJECT = Path(__file__).resolve().parents[1]
+BOTH = ["bwrap", "fallback"]
+
+
+def _level_or_skip(level: str) -> None:
+    """Fail (CI) or skip (elsewhere) when ``level`` cannot start on this machine."""
+    try:
+        choose_level(level, strict=False, python=sys.executable)
+    except SandboxError as exc:
+        message = f"isolation level {level!r} unavailable: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(params=BOTH)
+def level(request: pytest.FixtureRequest) -> str:
+    _level_or_skip(request.param)
+    return str(request.param)
+
+
+@pytest.fixture
+def bwrap_level() -> str:
+    _level_or_skip("bwrap")
+    return "bwrap"
+
+
+@pytest.fixture
+def sb(level: str, tmp_path: Path) -> Iterator[LocalSandbox]:
+    with LocalSandbox(tmp_path / "work", isolation=level) as sandbox:
+        assert sandbox.isolation == level
+        yield sandbox
+
+
+def assert_alive(sb: LocalSandbox) -> None:
+    """The episode goes on: the next call in the same sandbox works."""
+    result = sb.run("print(6 * 7)")
+    assert result.ok and result.stdout == "42\n", (result.error, result.stderr)
+
+
+def probe_paths(sb: LocalSandbox, paths: list[str]) -> dict[str, str]:
+    """For each path, "READ" if the sandbox can read it, else the exception's type name."""
+    code = (
+        "import json\nout = {}\n"
+        f"for p in {paths!r}:\n"
+        "    try:\n        open(p, 'rb').read(1); out[p] = 'READ'\n"
+        "    except Exception as exc:\n        out[p] = type(exc).__name__\n"
+        "print(json.dumps(out))"
+    )
+    result = sb.run(code)
+    assert result.ok, result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def uid_processes(uid: int) -> int:
+    """How many host processes run with real uid ``uid``."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
+            count += int(uid_line.split()[1]) == uid
+    return count
+
+
+def test_host_files_are_out_of_reach(sb: LocalSandbox, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"  # next to the workdir, outside it
+    secret.write_text("top secret")
+    paths = [str(secret), "/root/.bashrc", str(PROJECT / "pyproject.toml"),
+             str(PROJECT / "vtb_agents" / "__init__.py"), "../secret.txt"]
+    seen = probe_paths(sb, paths)
+    assert all(v in ("FileNotFoundError", "PermissionError") for v in seen.values()), seen
+    assert_alive(sb)
+
+
+def test_bwrap_root_holds_only_the_minimal_tree(bwrap_level: str, tmp_path: Path) -> None:
+    with LocalSandbox(tmp_path / "work", isolation=bwrap_level) as sb:
+        result = sb.run("import os\nprint(repr((sorted(os.listdir('/')), sorted(os.listdir('/etc')),"
+                        " os.listdir('/root'), os.getcwd(), os.getuid())))")
+        assert result.ok, result.stderr
+        top, etc, root, cwd, uid = ast.literal_eval(result.stdout)
+        assert set(top) <= {"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "root",
+                            "run", "sandbox", "sbin", "tmp", "usr", "work", "home", "opt"}
+        assert "shadow" not in etc and "hostname" not in etc and root in ([], [".pyenv"])
+        assert cwd == "/sandbox" and uid == (65534 if os.geteuid() == 0 else os.geteuid())
+        users = sb.run("print(open('/etc/passwd').read())").stdout.split()
+        assert [line.split(":")[0] for line in users] == ["root", "sandbox"]  # not the host's
+        seen = probe_paths(sb, ["/etc/shadow", "/etc/hostname", "/home/x"])
+        assert "READ" not in seen.values(), seen
+
+
+def test_writes_outside_the_workdir_stay_private_or_fail(sb: LocalSandbox, tmp_path: Path) -> None:
+    name = f"vtb-hostile-{uuid.uuid4().hex}"
+    code = (
+        "import os\nout = []\n"
+        f"open('/tmp/{name}', 'w').write('x'); out.append('tmp-ok')\n"
+        f"for p in ['/usr/{name}', '../{name}', '/{name}', {str(PROJECT / name)!r}]:\n"
+        "    try:\n        open(p, 'w').write('x'); out.append('WROTE ' + p)\n"
+        "    except OSError as exc:\n        out.append(type(exc).__name__)\n"
+        "print(out)"
+    )
+    result = sb.run(code)
+    assert result.ok, result.stderr
+    assert "tmp-ok" in result.stdout and "WROTE" not in result.stdout, result.stdout
+    for host_path in (Path("/tmp") / name, Path("/usr") / name, tmp_path / name, Path("/") / name,
+                      PROJECT / name):
+        assert not host_path.exists()
+    assert_alive(sb)
+
+
+def test_environment_and_proc_environ_hold_no_secret(level: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VTB_HOSTILE_SECRET", "s3cr3t-7c1f")
+    with LocalSandbox(tmp_path / "work", isolation=level) as sb:
+        code = (
+            "import os, glob\nhits = []\n"
+            "hits += [k for k, v in os.environ.items() if 's3cr3t' in k + v]\n"
+            f"for path in glob.glob('/proc/*/environ') + ['/proc/{os.getpid()}/environ',"
+            f" '/proc/{os.getppid()}/environ', '/proc/1/environ']:\n"
+            "    try:\n        data = open(path, 'rb').read()\n"
+            "    except OSError:\n        continue\n"
+            "    if b's3cr3t' in data:\n        hits.append(path)\n"
+            "print(repr((hits, sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))))"
+        )
+        result = sb.run(code)
+        assert result.ok, result.stderr
+        hits, pids = ast.literal_eval(result.stdout)
+        assert hits == []
+        assert os.getpid() not in pids and max(pids) < 100  # a pid namespace of its own
+        assert_alive(sb)
+
+
+def test_network_is_unreachable(sb: LocalSandbox) -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(0.2)
+    port, accepted, stop = server.getsockname()[1], [], threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept())
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept)
+    thread.start()
+    try:
+        code = (
+            "import socket\nout = []\n"
+            f"for host, port in [('127.0.0.1', {port}), ('1.1.1.1', 53), ('10.0.2.2', 80)]:\n"
+            "    try:\n        socket.create_connection((host, port), timeout=2).close(); out.append('CONNECTED')\n"
+            "    except OSError as exc:\n        out.append(type(exc).__name__)\n"
+            "try:\n    socket.getaddrinfo('example.com', 80); out.append('RESOLVED')\n"
+            "except OSError as exc:\n    out.append(type(exc).__name__)\n"
+            "print(out)"
+        )
+        result = sb.run(code, timeout=30)
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert result.ok, result.stderr
+    assert "CONNECTED" not in result.stdout and "RESOLVED" not in result.stdout, result.stdout
+    assert accepted == []
+    assert_alive(sb)
+
+
+def test_infinite_loop_times_out(sb: LocalSandbox) -> None:
+    result = sb.run("while True:\n    pass", timeout=1)
+    assert not result.ok and result.state_lost
+    assert result.error is not None and result.error.startswith("timeout after 1 s")
+    assert_alive(sb)
+
+
+def test_memory_bomb_is_stopped(sb: LocalSandbox) -> None:
+    result = sb.run("hog = bytearray(8 << 30)")
+    assert not result.ok and result.error is not None and result.error.startswith("MemoryError")
+    gradual = sb.run("chunks = []\nwhile True:\n    chunks.append(bytearray(256 << 20))", timeout=60)
+    assert not gradual.ok and gradual.error is not None
+    assert gradual.error.startswith("MemoryError") or "killed" in gradual.error
+    assert_alive(sb)
+
+
+@pytest.mark.parametrize("how", ["fork", "spawn"])
+def test_fork_flood_is_capped(level: str, how: str, tmp_path: Path) -> None:
+    limits = Limits(processes=64)
+    baseline = uid_processes(65534) if os.geteuid() == 0 else 0
+    start = ("pid = os.fork()\nif pid == 0:\n    time.sleep(60)\n    os._exit(0)" if how == "fork"
+             else "subprocess.Popen(['sleep', '60'])")
+    code = (
+        "import os, subprocess, time\nn = 0\ntry:\n    while n < 2000:\n"
+        + "".join(f"        {line}\n" for line in start.splitlines())
+        + "        n += 1\nexcept OSError as exc:\n    print('stopped after', n, type(exc).__name__)\n"
+    )
+    with LocalSandbox(tmp_path / "work", isolation=level, limits=limits) as sb:
+        result = sb.run(code, timeout=60)
+        assert result.ok, result.stderr
+        words = result.stdout.split()
+        assert words[:2] == ["stopped", "after"] and int(words[2]) < limits.processes, result.stdout
+        assert words[3] == "BlockingIOError"
+        if os.geteuid() == 0:  # the kernel compares the count before adding the new task: +1
+            assert uid_processes(65534) - baseline <= limits.processes + 1
+        assert_alive(sb)
+    if os.geteuid() == 0:  # closing the sandbox ends every process it started
+        deadline = time.monotonic() + 10
+        while uid_processes(65534) > baseline and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert uid_processes(65534) <= baseline
+
+
+def test_killing_the_parent_and_everything_fails(sb: LocalSandbox) -> None:
+    canaries = [subprocess.Popen(["sleep", "60"])]
+    if os.geteuid() == 0:
+        canaries.append(subprocess.Popen(["sleep", "60"], user=65534, group=65534, extra_groups=[]))
+    try:
+        code = (
+            "import os, signal\nout = [os.getppid()]\n"
+            "for target in (os.getppid(), -1):\n"
+            "    try:\n        os.kill(target, signal.SIGKILL); out.append('sent')\n"
+            "    except OSError as exc:\n        out.append(type(exc).__name__)\n"
+            "print(out)"
+        )
+        result = sb.run(code)
+        assert result.ok, result.stderr
+        assert all(c.poll() is None for c in canaries)  # host processes, root's and uid 65534's
+        assert_alive(sb)
+        suicide = sb.run("import os, signal\nos.kill(0, signal.SIGKILL)")
+        assert not suicide.ok and suicide.state_lost and "SIGKILL" in (suicide.error or "")
+        assert_alive(sb)
+        assert all(c.poll() is None for c in canaries)
+    finally:
+        for canary in canaries:
+            canary.kill()
+            canary.wait()
+
+
+def test_huge_stdout_is_capped(sb: LocalSandbox) -> None:
+    code = "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(200):\n    sys.stdout.write(chunk)"
+    result = sb.run(code, timeout=60)
+    assert result.ok, result.stderr
+    assert len(result.stdout) < 20_100 and "more characters cut]" in result.stdout
+    assert_alive(sb)
+
+
+def test_disk_fill_is_stopped(sb: LocalSandbox) -> None:
+    code = (
+        "import os\nwritten = 0\nchunk = b'x' * (1 << 20)\n"
+        "try:\n    with open('fill.bin', 'wb') as f:\n"
+        "        while written < 600 << 20:\n            f.write(chunk)\n            f.flush()\n"
+        "            written += len(chunk)\n"
+        "except OSError as exc:\n    print('stopped', written >> 20, exc.strerror)\n"
+    )
+    result = sb.run(code, timeout=60)
+    assert result.ok, result.stderr
+    assert result.stdout.startswith("stopped") and "File too large" in result.stdout, result.stdout
+    assert (sb.workdir / "fill.bin").stat().st_size <= 512 << 20
+    tmp = sb.run("written = 0\ntry:\n    with open('/tmp/fill.bin', 'wb') as f:\n"
+                 "        while written < 600 << 20:\n            f.write(b'x' * (1 << 20))\n"
+                 "            f.flush()\n            written += 1 << 20\n"
+                 "except OSError as exc:\n    print('stopped', written >> 20, exc.strerror)",
+                 timeout=60)
+    assert tmp.ok and "No space left on device" in tmp.stdout, (tmp.stdout, tmp.stderr)
+    assert int(tmp.stdout.split()[1]) <= 256
+    assert sb.run("import os\nos.remove('fill.bin')\nos.remove('/tmp/fill.bin')").ok
+    assert_alive(sb)
+
+
+def test_host_file_access_never_follows_planted_links(sb: LocalSandbox, tmp_path: Path) -> None:
+    target = tmp_path / "host-target.txt"
+    target.write_text("host data")
+    code = (
+        f"import os\nos.symlink({str(target)!r}, 'image_1.png')\nos.mkfifo('fifo.png')\n"
+        f"os.mkdir('d')\nos.symlink({str(tmp_path)!r}, 'd/up')"
+    )
+    assert sb.run(code).ok, "planting links"
+    for name in ("image_1.png", "d/up/host-target.txt"):
+        with pytest.raises(ValueError, match="symlink"):
+            sb.put_file(name, b"PNG bytes")
+        with pytest.raises(ValueError, match="symlink"):
+            sb.get_file(name)
+    with pytest.raises(ValueError, match="regular file"):
+        sb.get_file("fifo.png")  # would block forever with a plain open()
+    assert target.read_text() == "host data"
+    assert_alive(sb)
+

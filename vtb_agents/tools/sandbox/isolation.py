@@ -1,0 +1,321 @@
+"""Isolation levels of the local sandbox and how each one is set up.
+
+The level actually achieved is ``LocalSandbox.isolation`` (runs record it):
+
+``"bwrap"`` bubblewrap wraps the worker: new user, pid, network (loopback only), ipc, uts and
+    cgroup namespaces, ``--die-with-parent``, ``--new-session``. Its root is a fresh tmpfs holding
+    only /usr (and /bin, /sbin, /lib* as symlinks or read-only binds), /etc/ld.so.cache,
+    /etc/localtime, /etc/alternatives, a two-line /etc/passwd and /etc/group, the Python install
+    (read-only at its real paths: the venv and its base prefix, not the project around the venv),
+    the worker script, a fresh /proc, a minimal /dev, private size-capped /tmp and /dev/shm, and the
+    working directory (read-write at ``/sandbox``: cwd and HOME). Environment cleared. When the host
+    runs as root the worker runs as uid/gid 65534, a real host uid: a uid-map handshake (ns uid 0
+    -> 0 for setup, 65534 -> 65534), not bwrap's ``--uid 65534``, which maps to host root where
+    RLIMIT_NPROC does not apply. NPROC then counts per sandbox (its own user namespace). Not
+    reachable: host files, processes, network, environment.
+``"fallback"`` no usable bwrap: the worker confines itself with ctypes ``unshare`` (util-linux
+    ``unshare -n`` would only give the network): new mount, network (loopback only), ipc, uts and
+    pid namespaces (and a user namespace when not root), a fresh /proc, private size-capped /tmp,
+    /var/tmp and /dev/shm, tmpfs over /root, /home, /run/user, the project directory around the
+    venv and any directory uid 65534 cannot enter, the Python install and the worker bound back
+    read-only, then uid/gid 65534 when root. The rest of the host file system stays visible with
+    its permissions: world-readable files can be read (e.g. /etc/passwd), root's cannot be written.
+    As root RLIMIT_NPROC counts every uid-65534 process of the host (no user namespace).
+``"process"`` a plain worker process in its own session, scrubbed environment, rlimits (no NPROC).
+    No namespaces: the host user's files, network and processes are reachable. Debugging only.
+
+All levels keep the persistent worker, the per-call wall-clock timeout, capped output and rlimits
+on address space, CPU seconds and file size. Not contained at any level: the total size of the
+files in the working directory (RLIMIT_FSIZE caps each file), memory summed over several
+processes (RLIMIT_AS is per process), the kernel's attack surface (no seccomp filter).
+
+This file is also loaded by path inside the fallback worker: standard library only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import signal
+import socket
+import stat
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+LEVELS = ("bwrap", "fallback", "process")
+CHOICES = ("auto", *LEVELS)
+ENV_VAR = "VTB_SANDBOX_ISOLATION"
+SANDBOX_ID = 65534
+INSIDE_WORKDIR = "/sandbox"
+INSIDE_WORKER = "/run/vtb-sandbox/worker.py"
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives")
+_MASKS = ("/tmp", "/var/tmp", "/dev/shm", "/root", "/home", "/run/user")
+_TMP_MASKS = ("/tmp", "/var/tmp", "/dev/shm")
+_NOT_MASKABLE = {"/", "/usr", "/etc", "/opt", "/var", "/srv", "/mnt", "/proc", "/dev", "/sys"}
+_probe_lock = threading.Lock()
+_probe_errors: dict[tuple[str, str], str | None] = {}
+
+
+def requested_level(option: str | None) -> str:
+    """The level asked for: the option, else ``$VTB_SANDBOX_ISOLATION``, else ``"auto"``."""
+    value = option if option is not None else os.environ.get(ENV_VAR, "auto")
+    if value not in CHOICES:
+        raise ValueError(f"isolation must be one of {', '.join(CHOICES)}, not {value!r}")
+    return value
+
+
+def probed(level: str, python: str, attempt: Callable[[], str | None]) -> str | None:
+    """``attempt()`` (an error message or None) run once per process for (level, python)."""
+    with _probe_lock:
+        if (level, python) not in _probe_errors:
+            _probe_errors[(level, python)] = attempt()
+        return _probe_errors[(level, python)]
+
+
+def drops_uid() -> bool:
+    """True when the worker switches to uid/gid 65534 (the host runs as root)."""
+    return os.geteuid() == 0
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """``paths`` without those inside another one of them, sorted."""
+    unique = sorted(set(paths))
+    return [p for p in unique if not any(p != q and p.startswith(q.rstrip("/") + "/")
+                                         for q in unique)]
+
+
+def python_roots(python: str) -> list[str]:
+    """Real directories the interpreter needs: its prefix, a venv's base prefix (pyvenv.cfg)."""
+    exe = os.path.abspath(python)
+    prefix = os.path.dirname(os.path.dirname(exe))
+    roots = {prefix, os.path.dirname(os.path.dirname(os.path.realpath(exe)))}
+    cfg = os.path.join(prefix, "pyvenv.cfg")
+    if os.path.isfile(cfg):
+        with open(cfg, encoding="utf-8") as handle:
+            for line in handle:
+                key, _, value = line.partition("=")
+                if key.strip() == "home":
+                    roots.add(os.path.dirname(value.strip()))
+    if os.path.realpath(exe) == os.path.realpath(sys.executable):
+        roots.update((sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix))
+    return _outermost(r for r in {*roots, *(os.path.realpath(r) for r in roots)} if r != "/")
+
+
+def bwrap_args(python_dirs: list[str], worker_file: str, workdir: str, env: dict[str, str],
+               tmp_bytes: int, handshake: tuple[int, int] | None) -> tuple[list[str], list[int]]:
+    """bwrap options (before the command) and the fds they read (to pass to bwrap, then close).
+
+    ``handshake`` = (info fd, userns block fd) for the uid-map handshake, when root.
+    """
+    args = ["--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
+    if handshake is not None:  # the worker starts as ns-root with only these, then drops to 65534
+        args += ["--info-fd", str(handshake[0]), "--userns-block-fd", str(handshake[1]),
+                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        args += ["--disable-userns"]
+    for path in _SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    args += ["--perms", "0755", "--dir", "/etc"]  # implicit parents would be 0700
+    for path in _ETC_FILES:
+        args += ["--ro-bind-try", path, path]
+    system = [p for p in _SYSTEM_DIRS if os.path.isdir(p) and not os.path.islink(p)]
+    roots = [d for d in _outermost(python_dirs)
+             if not any(d == s or d.startswith(s + "/") for s in system)]
+    parents = {os.path.dirname(p) for p in [*roots, INSIDE_WORKER]}
+    ancestors = {a for p in parents for a in _ancestors(p)}
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for tmp in ("/tmp", "/dev/shm"):  # /dev/shm: multiprocessing locks and pools
+        args += ["--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", tmp]
+    for directory in sorted(ancestors, key=lambda p: p.count("/")):
+        args += ["--perms", "0755", "--dir", directory]
+    for root in roots:
+        args += ["--ro-bind", root, root]
+    args += ["--ro-bind", worker_file, INSIDE_WORKER, "--bind", workdir, INSIDE_WORKDIR,
+             "--chdir", "/", "--clearenv"]  # the worker enters INSIDE_WORKDIR once it is uid 65534
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    uid, gid = (SANDBOX_ID, SANDBOX_ID) if handshake else (os.getuid(), os.getgid())
+    passwd = (f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+              f"sandbox:x:{uid}:{gid}:sandbox:{INSIDE_WORKDIR}:/usr/sbin/nologin\n")
+    fds = [data_pipe(passwd.encode()), data_pipe(f"root:x:0:\nsandbox:x:{gid}:\n".encode())]
+    args += ["--perms", "0644", "--ro-bind-data", str(fds[0]), "/etc/passwd",
+             "--perms", "0644", "--ro-bind-data", str(fds[1]), "/etc/group"]
+    return args, fds
+
+
+def _ancestors(path: str) -> list[str]:
+    """``/a/b/c`` -> ``['/a', '/a/b', '/a/b/c']`` (``/`` excluded)."""
+    parts = [p for p in path.split("/") if p]
+    return ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+
+
+def args_pipe(args: list[str]) -> int:
+    """A pipe read end holding bwrap options NUL-separated (``bwrap --args FD``: keeps the host
+    paths of the binds out of the sandbox's /proc/1/cmdline)."""
+    return data_pipe(b"".join(a.encode() + b"\0" for a in args))
+
+
+def data_pipe(data: bytes) -> int:
+    """The read end of a pipe holding ``data`` (written whole, write end closed)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        if len(data) > 60_000:  # stays within the pipe buffer: the write must not block
+            raise ValueError(f"bwrap arguments too long ({len(data)} bytes)")
+        os.write(write_fd, data)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    return read_fd
+
+
+def bwrap_handshake(info_fd: int, block_fd: int, deadline: float) -> None:
+    """Map ns uid 0 -> host 0 (setup only) and 65534 -> 65534, then let bwrap go on."""
+    data = b""
+    while not data.rstrip().endswith(b"}"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([info_fd], [], [], remaining)[0]:
+            raise TimeoutError("bwrap did not report its child pid in time")
+        chunk = os.read(info_fd, 4096)
+        if not chunk:
+            raise RuntimeError("bwrap exited during setup (see its stderr)")
+        data += chunk
+    pid = int(json.loads(data)["child-pid"])
+    for name in ("uid_map", "gid_map"):
+        with open(f"/proc/{pid}/{name}", "w", encoding="ascii") as handle:
+            handle.write(f"0 0 1\n{SANDBOX_ID} {SANDBOX_ID} 1\n")
+    os.write(block_fd, b"1")
+
+
+def fallback_config(python_dirs: list[str], worker_dir: str, workdir: str,
+                    tmp_bytes: int) -> dict[str, Any]:
+    """What the fallback worker masks (tmpfs) and binds back (``keep``: path -> read-only?)."""
+    keep = {**{d: True for d in python_dirs}, worker_dir: True, workdir: False}
+    masks = [m for m in _MASKS if os.path.isdir(m) and not os.path.islink(m)]
+    venv = os.path.realpath(sys.prefix)
+    if sys.prefix != sys.base_prefix and os.path.dirname(venv) not in _NOT_MASKABLE:
+        masks.append(os.path.dirname(venv))  # the project around the venv
+    if drops_uid():  # directories uid 65534 cannot traverse would hide what it needs
+        masks += [a for path in keep for a in _ancestors(os.path.dirname(path))
+                  if a not in _NOT_MASKABLE and not os.stat(a).st_mode & stat.S_IXOTH]
+    return {"masks": _outermost(masks), "keep": keep, "tmp_bytes": tmp_bytes, "workdir": workdir,
+            "drop": drops_uid()}
+
+
+def chown_tree(root: str, from_uid: int, uid: int, gid: int) -> None:
+    """Give ``root`` and everything under it owned by ``from_uid`` to ``uid``:``gid``.
+
+    Never follows symlinks (dir fds: race-free); entries of other owners are left alone.
+    """
+    if os.lstat(root).st_uid == from_uid:
+        os.chown(root, uid, gid, follow_symlinks=False)
+    for _, dirs, files, dir_fd in os.fwalk(root, follow_symlinks=False):
+        for name in (*dirs, *files):
+            if os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_uid == from_uid:
+                os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
+
+
+# ---- inside the fallback worker -------------------------------------------------------------
+_NEWNS, _NEWUTS, _NEWIPC, _NEWUSER, _NEWPID, _NEWNET = (
+    0x00020000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
+_RDONLY, _NOSUID, _NODEV, _NOEXEC, _REMOUNT, _BIND, _REC, _PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
+_ATIME = {1024: 1024, 2048: 2048, 4096: 1 << 21}  # statvfs ST_*ATIME -> MS_*ATIME (locked flags)
+
+
+def _libc_call(libc: ctypes.CDLL, name: str, *args: object) -> None:
+    if getattr(libc, name)(*args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}{args!r}: {os.strerror(err)}")
+
+
+def enter_fallback(cfg: dict[str, Any], ctl_fds: tuple[int, int]) -> None:
+    """Confine this (single-threaded) worker; returns only in the confined grandchild.
+
+    This process stays outside as the waiter; its child is pid 1 of the new pid namespace (reaps,
+    and its death kills every process in it); the grandchild is the worker proper.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.getuid(), os.getgid()
+    flags = _NEWNS | _NEWNET | _NEWIPC | _NEWUTS | _NEWPID | (0 if cfg["drop"] else _NEWUSER)
+    _libc_call(libc, "unshare", flags)
+    if not cfg["drop"]:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                           ("gid_map", f"{gid} {gid} 1")):
+            with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:
+                handle.write(text)
+    if child := os.fork():
+        _wait_and_mirror(child, ctl_fds)
+    # PR_SET_PDEATHSIG (getppid() is 0 here, the parent being outside the pid namespace; if it
+    # died already, the host kills this process group anyway)
+    _libc_call(libc, "prctl", 1, signal.SIGKILL, 0, 0, 0)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # pid 1 then ignores it from inside the namespace
+    _mount_fallback(libc, cfg)
+    _loopback_up()
+    socket.sethostname("sandbox")
+    if worker := os.fork():
+        _wait_and_mirror(worker, ctl_fds)
+
+
+def _mount_fallback(libc: ctypes.CDLL, cfg: dict[str, Any]) -> None:
+    """Private mounts, fresh /proc, tmpfs masks, then the kept paths bound back."""
+    _libc_call(libc, "mount", None, b"/", None, _REC | _PRIVATE, None)
+    _libc_call(libc, "mount", b"proc", b"/proc", b"proc", _NOSUID | _NODEV | _NOEXEC, None)
+    fds = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in cfg["keep"]}
+    try:
+        for mask in cfg["masks"]:
+            tmp = mask in _TMP_MASKS
+            size = cfg["tmp_bytes"] if tmp else 1 << 20
+            options = f"mode={'1777' if tmp else '0755'},size={size}"
+            _libc_call(libc, "mount", b"tmpfs", mask.encode(), b"tmpfs", _NOSUID | _NODEV,
+                       options.encode())
+        for path, read_only in sorted(cfg["keep"].items()):
+            if stat.S_ISDIR(os.fstat(fds[path]).st_mode):
+                os.makedirs(path, 0o755, exist_ok=True)
+            elif not os.path.exists(path):
+                os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+            _libc_call(libc, "mount", f"/proc/self/fd/{fds[path]}".encode(), path.encode(), None,
+                       _BIND | _REC, None)
+            if read_only:
+                flag = os.statvfs(path).f_flag
+                kept = flag & (_NOSUID | _NODEV | _NOEXEC)
+                kept |= sum(v for k, v in _ATIME.items() if flag & k)
+                _libc_call(libc, "mount", None, path.encode(), None,
+                           _REMOUNT | _BIND | _RDONLY | _NOSUID | _NODEV | kept, None)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    os.chdir(cfg["workdir"])  # onto the bound copy, not the masked original
+
+
+def _loopback_up() -> None:
+    """``ip link set lo up`` in the new network namespace (SIOCGIFFLAGS / SIOCSIFFLAGS)."""
+    import fcntl
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, 0x8913, request))[1]
+        fcntl.ioctl(sock, 0x8914, struct.pack("16sH14x", b"lo", flags | 1))
+
+
+def _wait_and_mirror(child: int, ctl_fds: tuple[int, int]) -> None:
+    """Reap until ``child`` exits, then exit with its status (signal n: 128 + n); never returns."""
+    for fd in ctl_fds:
+        os.close(fd)  # only the worker proper may hold the control pipes (EOF tells the host)
+    while True:
+        pid, status = os.wait()
+        if pid == child:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
