@@ -68,6 +68,14 @@ class RubricVerdict(BaseModel):
     cached: bool = False
 
 
+class TurnGrade(BaseModel):
+    """One turn's share of a task grade (the task itself is pooled over all turns, as in VTB)."""
+
+    turn: int
+    score: float | None = None
+    passed: bool | None = None
+
+
 class TaskGrade(BaseModel):
     """A task's grade. ``score`` is met weight over judged weight; ``passed`` needs every critical
     rubric met. A task with a judge error, or with a critical rubric nobody could judge, is
@@ -80,6 +88,7 @@ class TaskGrade(BaseModel):
     graded: bool = False
     reason: str | None = None
     critical_rule: str = "weight"
+    by_turn: list[TurnGrade] = Field(default_factory=list)
 
 
 class TaskResult(BaseModel):

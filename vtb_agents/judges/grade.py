@@ -6,7 +6,7 @@ from typing import Literal
 
 from vtb_agents.judges.base import Judgement, RubricJudge
 from vtb_agents.judges.checks import run_check
-from vtb_agents.results import Episode, RubricVerdict, TaskGrade
+from vtb_agents.results import Episode, RubricVerdict, TaskGrade, TurnGrade
 from vtb_agents.tasks.model import Rubric, Task
 
 CriticalRule = Literal["weight", "flag", "either"]
@@ -39,30 +39,42 @@ def rubric_verdict(task: Task, episode: Episode, judge: RubricJudge, turn: int, 
     )
 
 
+def weighted(verdicts: list[RubricVerdict]) -> tuple[float | None, bool | None]:
+    """(met weight over judged weight, all critical rubrics met) of ``verdicts``.
+
+    Either is None when it cannot be decided: no judged weight, or a critical rubric that is
+    unjudged or errored.
+    """
+    judged = [v for v in verdicts if v.status in ("met", "not_met")]
+    total = sum(v.weight for v in judged)
+    score = sum(v.weight for v in judged if v.status == "met") / total if total > 0 else None
+    undecided = any(v.critical and v.status not in ("met", "not_met") for v in verdicts)
+    passed = None if undecided else all(v.status == "met" for v in judged if v.critical)
+    return score, passed
+
+
 def score_verdicts(verdicts: list[RubricVerdict], critical_rule: CriticalRule = "weight") -> TaskGrade:
-    """Weighted score over judged rubrics and pass/fail over critical ones (VTB_FACTS "Scoring").
+    """Weighted score over judged rubrics and pass/fail over critical ones (VTB_FACTS "Scoring"),
+    pooled over all turns, plus each turn's own share.
 
     A task with any error verdict, or with a critical rubric left unjudged, is ungraded.
     """
-    grade = TaskGrade(verdicts=verdicts, critical_rule=critical_rule)
+    turns = sorted({v.turn for v in verdicts})
+    by_turn = [TurnGrade(turn=t, **dict(zip(("score", "passed"), weighted([v for v in verdicts if v.turn == t]))))
+               for t in turns]
+    grade = TaskGrade(verdicts=verdicts, critical_rule=critical_rule, by_turn=by_turn)
     errors = [v for v in verdicts if v.status == "error"]
+    unjudged_critical = [v for v in verdicts if v.critical and v.status == "unjudged"]
+    score, passed = weighted(verdicts)
     if errors:
         grade.reason = f"{len(errors)} rubric(s) could not be judged: {errors[0].justification}"
-        return grade
-    if not verdicts:
+    elif not verdicts:
         grade.reason = "task has no rubrics"
-        return grade
-    judged = [v for v in verdicts if v.status in ("met", "not_met")]
-    unjudged_critical = [v for v in verdicts if v.critical and v.status == "unjudged"]
-    if unjudged_critical:
+    elif unjudged_critical:
         ids = ", ".join(f"turn {v.turn + 1} {v.rubric_id}" for v in unjudged_critical)
         grade.reason = f"critical rubric(s) left unjudged: {ids}"
-        return grade
-    total = sum(v.weight for v in judged)
-    if total <= 0:
+    elif score is None:
         grade.reason = "no judged rubric carries weight"
-        return grade
-    grade.score = sum(v.weight for v in judged if v.status == "met") / total
-    grade.passed = all(v.status == "met" for v in judged if v.critical)
-    grade.graded = True
+    else:
+        grade.score, grade.passed, grade.graded = score, passed, True
     return grade
