@@ -17,6 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
@@ -95,13 +96,16 @@ def golden_rewrite(last: AnyMessage, golden_answer: str) -> list[AnyMessage]:
 
 def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
-                checkpointer: Any = None, resumer: Resumer | None = None) -> Episode:
+                checkpointer: Any = None, resumer: Resumer | None = None,
+                graph: CompiledStateGraph | None = None) -> Episode:
     """Run every turn of ``task`` through its category graph and return the episode.
 
-    Errors raised by the model or graph propagate: the runner records them per task.
+    ``graph`` is that graph already compiled for ``tools`` and ``checkpointer`` (a run compiles
+    each category once); by default it is compiled here. Errors raised by the model or graph
+    propagate: the runner records them per task.
     """
     resumer = resumer or ScriptedResumer()
-    graph = graph_builder(task.category)(tools, checkpointer=checkpointer or InMemorySaver())
+    graph = graph or graph_builder(task.category)(tools, checkpointer=checkpointer or InMemorySaver())
     context = EpisodeContext(
         model=model, sandbox=sandbox, artifacts=artifacts, system_prompt=system_prompt(settings.prompt_level),
         max_tool_rounds=settings.max_tool_rounds, max_image_side=settings.max_image_side,

@@ -20,11 +20,13 @@ from typing import Any, Callable, ContextManager, Iterator, Sequence
 
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.state import CompiledStateGraph
 
 from vtb_agents import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.agents import AGENT_PREFIX, AgentFactory, episode_tools, load_agent_factory, run_agent_episode
+from vtb_agents.graphs.categories import graph_builder
 from vtb_agents.graphs.episode import EpisodeSettings, run_episode
 from vtb_agents.graphs.grading import grade_episode
 from vtb_agents.graphs.resumers import Resumer, load_resumer
@@ -109,6 +111,13 @@ class RunResources:
     models: ModelFactory | None = None
     agent: AgentFactory | None = None
     resumer: Resumer | None = None
+    graphs: dict[str, CompiledStateGraph] = field(default_factory=dict)
+
+    def graph(self, category: str) -> CompiledStateGraph:
+        """The category's graph over the run's tools and checkpointer, compiled once per run."""
+        if category not in self.graphs:
+            self.graphs[category] = graph_builder(category)(self.tools, checkpointer=self.checkpointer)
+        return self.graphs[category]
 
 
 def build_resources(config: RunConfig, judge: RubricJudge) -> RunResources:
@@ -171,7 +180,7 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
     assert resources.models is not None
     if resources.checkpointer is not None:
         resources.checkpointer.delete_thread(task.id)  # a task re-run after a crash starts afresh
-    return run_episode(task, resources.models(task), resources.tools, sandbox=sandbox, artifacts=resources.artifacts,
+    return run_episode(task, resources.models(task), resources.tools, sandbox=sandbox, graph=resources.graph(task.category), artifacts=resources.artifacts,
                        model_name=config.model, settings=config.episode, checkpointer=resources.checkpointer,
                        resumer=resources.resumer)
 

@@ -29,6 +29,8 @@ from . import isolation as iso
 from .base import DEFAULT_TIMEOUT_S, CappedText, ExecResult, WorkerPipes, open_in_dir, snapshot
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
+WARM_IMPORTS = ("PIL.Image",)
+"""Imported by each worker right after it starts, while the episode waits for the model anyway."""
 _log = logging.getLogger(__name__)
 _PASSTHROUGH_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
 _STATE_RESET = "the Python state was reset (variables and imports lost)"
@@ -129,7 +131,7 @@ class _Worker(WorkerPipes):
               handshake: tuple[int, int] | None) -> tuple[list[str], dict[str, str]]:
         """The command line and environment for this level (bwrap options go through a pipe)."""
         limits = self.limits if self.level != "process" else replace(self.limits, processes=0)
-        setup: dict[str, Any] = {"level": self.level,
+        setup: dict[str, Any] = {"level": self.level, "warm": list(WARM_IMPORTS),
                                  "drop": self.level != "process" and iso.drops_uid()}
         if self.level == "fallback":
             setup["module"] = iso.__file__

@@ -220,6 +220,16 @@ def _run_cell(code: str, namespace: dict[str, Any], cell: int) -> None:
             print(repr(value))
 
 
+def _warm(modules: list[str]) -> None:
+    """Import what nearly every vision call imports, after "ready": the parent is busy with the
+    model's first reply meanwhile, so the first code call does not pay for these imports."""
+    for name in modules:
+        try:
+            __import__(name)
+        except ImportError:
+            pass  # not installed in this interpreter: the code's own import will say so
+
+
 def main(argv: list[str]) -> int:
     """Serve run requests until the parent closes the control pipe."""
     ctl_in, ctl_out, limits = int(argv[1]), int(argv[2]), json.loads(argv[3])
@@ -238,6 +248,7 @@ def main(argv: list[str]) -> int:
     write_frame(ctl_out, {"op": "ready", "pid": os.getpid(), "uid": os.getuid(),
                           "isolation": setup.get("level", "process")})
     home = os.getcwd()
+    _warm(setup.get("warm", ()))
     while (request := read_frame(ctl_in)) is not None:
         streams.reset()
         reply: dict[str, Any] = {"id": request["id"], "ok": True, "error": None, "traceback": ""}
