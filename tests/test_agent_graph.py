@@ -22,10 +22,10 @@ def call(name: str, call_id: str, **args) -> dict:
     return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
 
 
-def run_graph(model, artifacts, max_tool_rounds=20, prompt="Look at the image."):
+def run_graph(model, artifacts, max_tool_rounds=20, prompt="Look at the image.", native=False):
     with open_sandbox("local") as sandbox:
         context = EpisodeContext(model=model, sandbox=sandbox, artifacts=artifacts, system_prompt="sys",
-                                 max_tool_rounds=max_tool_rounds)
+                                 max_tool_rounds=max_tool_rounds, native_tool_images=native)
         graph = build_agent_graph(select_tools())
         state = graph.invoke({"messages": [HumanMessage(prompt, id="turn-0")], "turn": 0, "tool_rounds": 0},
                              {"recursion_limit": recursion_limit(max_tool_rounds)}, context=context)
@@ -98,3 +98,22 @@ def test_recursion_limit_covers_the_cap(max_rounds, artifacts):
         "", tool_calls=[call("calculator", f"k{len(messages)}", expression="2")]))
     state = run_graph(model, artifacts, max_tool_rounds=max_rounds)
     assert state["tool_rounds"] == max_rounds
+
+
+def test_native_tool_images_go_inside_the_tool_results(artifacts):
+    model = ScriptedChatModel(replies=[
+        AIMessage("", tool_calls=[call("python_image_processing", "a", code=CROP.format(w=100, i=0)),
+                                  call("calculator", "b", expression="1+1")]),
+        AIMessage("done"),
+    ])
+    state = run_graph(model, artifacts, native=True)
+    kinds = [type(m).__name__ for m in state["messages"]]
+    assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "ToolMessage", "AIMessage"]
+    results = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    vision = results["a"].content
+    assert isinstance(vision, list) and json.loads(vision[0]["text"])["new_images"] == ["transformed_image_0.png"]
+    assert [b["name"] for b in vision if b.get("type") == IMAGE_REF_TYPE] == ["transformed_image_0.png"]
+    assert isinstance(results["b"].content, str)  # no image, left as it was
+    sent = [m for m in model.calls[1] if isinstance(m, ToolMessage)]
+    assert any(b.get("type") == "image" and b["base64"] for m in sent if isinstance(m.content, list)
+               for b in m.content)

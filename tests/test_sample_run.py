@@ -6,6 +6,11 @@ import json
 
 import pytest
 from langchain_core.messages import AIMessage
+from typer.testing import CliRunner
+
+from openai_server import OpenAIServer
+from scripted_vision import VisionModel
+from vtb_agents.cli import app
 
 from vtb_agents.graphs.grading import grade_episode
 from vtb_agents.graphs.episode import run_episode
@@ -72,3 +77,57 @@ def test_rule_judge_fails_a_wrong_answer(sample, task_id, artifacts):
     critical = [v for v in grade.verdicts if v.critical]
     assert critical and any(v.status == "not_met" for v in critical)
     assert all(v.justification for v in critical)
+
+
+@pytest.fixture(scope="module")
+def scripted_run(sample, tmp_path_factory):
+    """`vtb run` on the whole sample suite with a scripted vision model behind ChatOpenAI."""
+    out = tmp_path_factory.mktemp("scripted") / "run"
+    env = {"OPENAI_API_KEY": "k"}
+    openings = frozenset(t.turns[0].prompt for t in sample if t.category == "follow_up")
+    with OpenAIServer(VisionModel(ask_first=True, ask_on=openings)) as server:
+        env["OPENAI_BASE_URL"] = server.base_url
+        result = CliRunner().invoke(app, ["run", "--tasks", "sample", "--model", "openai:vision-test",
+                                          "--out", str(out), "--concurrency", "4"], env=env)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_vtb_run_drives_every_category_graph_with_a_scripted_model(scripted_run, sample):
+    results = {r.task_id: r for r in ResultsStore(scripted_run).load()[0]}
+    assert set(results) == {t.id for t in sample}
+    for task in sample:
+        episode = results[task.id].episode
+        assert episode.status == "completed" and episode.settings["graph"] == task.category
+        assert len(episode.turns) == len(task.turns)
+        assert episode.tool_calls and {c.name for c in episode.tool_calls} == {"python_image_processing"}
+        assert all(call.ok for call in episode.tool_calls)
+    follow_ups = [r.episode for r in results.values() if r.category == "follow_up"]
+    assert follow_ups and all(e.turns[0].status == "asked_user" for e in follow_ups)
+    summary = json.loads((scripted_run / "summary.json").read_text())
+    assert set(summary["by_category"]) == {"region_switch", "hybrid_tool", "follow_up", "temporal", "progressive"}
+    assert summary["apr"] == 0.0  # "Final answer: 42." answers no sample task
+    assert (scripted_run / "report.html").exists()
+
+
+def test_analysis_commands_on_a_sample_run(scripted_run, tmp_path):
+    classification = json.dumps({"category": "visual_perception", "explanation": "It misread the image."})
+    with OpenAIServer(lambda body: classification) as server:
+        errors = CliRunner().invoke(app, ["analyze", "errors", str(scripted_run), "--model", "openai:classifier"],
+                                    env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"})
+    assert errors.exit_code == 0, errors.output
+    failures = json.loads((scripted_run / "failures.json").read_text())
+    graded_failed = [r for r in ResultsStore(scripted_run).load()[0] if r.grade.graded and not r.grade.passed]
+    assert len(server.requests) == len(graded_failed) and failures["counts"]["visual_perception"] == len(graded_failed)
+    # Human labels that agree with the run on every verdict but one.
+    result = ResultsStore(scripted_run).load()[0][0]
+    verdicts = [v for v in result.grade.verdicts if v.status in ("met", "not_met")]
+    flip = {"met": "not_met", "not_met": "met"}
+    lines = [{"task_id": result.task_id, "turn": v.turn + 1, "rubric_id": v.rubric_id,
+              "label": flip[v.status] if i == 0 else v.status} for i, v in enumerate(verdicts)]
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    alignment = CliRunner().invoke(app, ["analyze", "alignment", str(scripted_run), "--labels",
+                                         str(tmp_path / "labels.jsonl"), "--json"])
+    assert alignment.exit_code == 0, alignment.output
+    report = json.loads(alignment.output)
+    assert report["n"] == len(verdicts) and report["agreement"] == pytest.approx((len(verdicts) - 1) / len(verdicts))

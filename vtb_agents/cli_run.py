@@ -140,6 +140,7 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
         sandbox: str = typer.Option("local", help="Where code runs: local or e2b."),
         judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: OUT/judge_cache.sqlite)."),
         concurrency: int = CONCURRENCY,
+        rps: Optional[float] = typer.Option(None, min=0.001, help="At most this many model requests per second."),
         task_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds a task may take (checked at each model call)."),
         tools_mode: Optional[str] = TOOLS_MODE, tools_cache: Optional[Path] = TOOLS_CACHE,
         executor: str = EXECUTOR, ray_address: Optional[str] = RAY_ADDRESS,
@@ -160,6 +161,7 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
     config = RunConfig(model=model, judge=judge, tasks=tasks, critical_rule=critical_rule,  # type: ignore[arg-type]
                        no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer, user_model=user_model,
                        sandbox=sandbox, sandbox_strict=sandbox_strict, tools_mode=mode, tools_cache=cassette,
+                       requests_per_second=rps,
                        episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, prompt_level=prompt_level,  # type: ignore[arg-type]
                                                history=history, native_tool_images=native_tool_images,  # type: ignore[arg-type]
                                                task_timeout_s=task_timeout))

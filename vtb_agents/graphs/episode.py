@@ -117,7 +117,8 @@ def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, 
         "configurable": {"thread_id": task.id},
         "recursion_limit": recursion_limit(settings.max_tool_rounds),
         "run_name": f"vtb:{task.id}",
-        "tags": [task.category, task.domain, model_name, *settings.tags],
+        "tags": [task.category, task.domain, model_name, f"prompt:{settings.prompt_level}",
+                 f"history:{settings.history}", *settings.tags],
         "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name},
     }
     episode = Episode(task_id=task.id, model=model_name, settings={

@@ -6,6 +6,7 @@ import re
 from typing import Callable
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.rate_limiters import InMemoryRateLimiter
 
 from vtb_agents.models.replay import ReplayChatModel
 from vtb_agents.tasks.model import Task
@@ -22,12 +23,13 @@ def temperature_for(model_name: str) -> float:
     return 1.0 if _REASONING.match(model_name) else 0.0
 
 
-def model_factory(spec: str) -> ModelFactory:
+def model_factory(spec: str, requests_per_second: float | None = None) -> ModelFactory:
     """A function giving the chat model for each task: a replay agent per task, or one shared model.
 
     ``provider:model`` specs go through ``langchain.chat_models.init_chat_model`` (once), so
     OPENAI_BASE_URL / OPENAI_API_KEY work as in langchain-openai and any OpenAI-compatible server
-    (vLLM, Ollama, LM Studio) is a model.
+    (vLLM, Ollama, LM Studio) is a model. ``requests_per_second`` paces all of the model's calls
+    with langchain-core's ``InMemoryRateLimiter`` (shared by every task of the process).
     """
     if spec == REPLAY:
         return lambda task: ReplayChatModel(task=task)
@@ -37,7 +39,12 @@ def model_factory(spec: str) -> ModelFactory:
                          "or 'agent:module:function'")
     from langchain.chat_models import init_chat_model
 
-    model = init_chat_model(spec, temperature=temperature_for(name))
+    options: dict[str, object] = {"temperature": temperature_for(name)}
+    if requests_per_second:
+        options["rate_limiter"] = InMemoryRateLimiter(requests_per_second=requests_per_second,
+                                                      check_every_n_seconds=0.05,
+                                                      max_bucket_size=max(1.0, requests_per_second))
+    model = init_chat_model(spec, **options)
     return lambda task: model
 
 

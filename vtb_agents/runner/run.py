@@ -49,6 +49,8 @@ RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"
 CHECKPOINT_FILE = "checkpoints.sqlite"
+PACING_KEYS = frozenset({"requests_per_second"})
+"""Settings that change how fast a run goes, not its results: a resume may change them."""
 
 
 class RunError(RuntimeError):
@@ -74,6 +76,7 @@ class RunConfig:
     user_model: str | None = None
     tools_mode: str | None = None
     tools_cache: str | None = None
+    requests_per_second: float | None = None
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     def open_sandbox(self) -> ContextManager[Sandbox]:
@@ -123,7 +126,7 @@ class RunResources:
 def build_resources(config: RunConfig, judge: RubricJudge) -> RunResources:
     """Resolve the run's model or agent and resumer; bad specs raise ValueError before any work."""
     agent = load_agent_factory(config.model) if config.model.startswith(AGENT_PREFIX) else None
-    models = None if agent else model_factory(config.model)
+    models = None if agent else model_factory(config.model, config.requests_per_second)
     user_model = None
     if config.user_model:
         if not config.user_model.partition(":")[2]:
@@ -199,10 +202,12 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
         if not resume:
             raise RunError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
         recorded = json.loads(run_file.read_text(encoding="utf-8")).get("config") if run_file.exists() else None
-        if recorded is not None and recorded != config.to_dict():
-            changed = sorted(k for k in set(recorded) | set(config.to_dict())
-                             if recorded.get(k) != config.to_dict().get(k))
-            raise RunError(f"{out}: cannot resume with different settings ({', '.join(changed)})")
+        if recorded is not None:
+            current = config.to_dict()
+            changed = sorted(k for k in set(recorded) | set(current)
+                             if k not in PACING_KEYS and recorded.get(k) != current.get(k))
+            if changed:
+                raise RunError(f"{out}: cannot resume with different settings ({', '.join(changed)})")
         done, partial_at = store.load()
         if partial_at is not None:
             store.repair(partial_at)

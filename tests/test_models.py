@@ -1,0 +1,41 @@
+"""Model specs: replay per task, one shared provider model, temperature rule, rate limiting."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.rate_limiters import InMemoryRateLimiter
+
+from openai_server import OpenAIServer
+from vtb_agents.models import ReplayChatModel, model_factory
+from vtb_agents.models.spec import temperature_for
+from vtb_agents.runner.run import RunConfig, run_suite
+from vtb_agents.tasks import load_tasks
+
+
+@pytest.mark.parametrize("name, temperature", [("gpt-4o", 0.0), ("o4-mini", 1.0), ("o3", 1.0),
+                                               ("gpt-5-thinking", 1.0), ("claude-sonnet-4", 0.0)])
+def test_temperature_is_zero_except_for_reasoning_models(name, temperature):
+    assert temperature_for(name) == temperature
+
+
+def test_replay_gets_a_model_per_task_and_providers_one_shared_model(task_root, monkeypatch):
+    task = load_tasks(task_root)[0]
+    assert isinstance(model_factory("replay")(task), ReplayChatModel)
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    factory = model_factory("openai:gpt-4o", requests_per_second=2.5)
+    model = factory(task)
+    assert model is factory(task) and model.temperature == 0.0 and model.model_name == "gpt-4o"
+    assert isinstance(model.rate_limiter, InMemoryRateLimiter) and model.rate_limiter.requests_per_second == 2.5
+    with pytest.raises(ValueError, match="'agent:module:function'"):
+        model_factory("gpt-4o")
+
+
+def test_a_rate_limited_run_completes_and_resumes_with_another_rate(task_root, tmp_path, monkeypatch):
+    tasks = load_tasks(task_root)
+    with OpenAIServer(lambda body: "The number is 42.") as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        summary = run_suite(tasks, RunConfig(model="openai:m", requests_per_second=20.0), tmp_path / "run")
+        again = run_suite(tasks, RunConfig(model="openai:m", requests_per_second=5.0), tmp_path / "run",
+                          resume=True)
+    assert summary["apr"] == 1.0 and again == summary and len(server.requests) == 1
