@@ -16,12 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import ddgs
+import ddgs.results
 import pytest
-
-pytest.importorskip("trafilatura", reason="the network tools need the 'search' extra")
-ddgs = pytest.importorskip("ddgs", reason="the network tools need the 'search' extra")
-
-import ddgs.results  # noqa: E402
 from ddgs.exceptions import DDGSException, RatelimitException  # noqa: E402
 from langchain_core.messages import ToolMessage  # noqa: E402
 from langchain_core.tools import BaseTool  # noqa: E402

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Protocol
 
 from langchain_core.messages import ToolMessage
