@@ -16,9 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from vtb_agents.analysis.failures import TaskSource, load_run, require_tasks
 from vtb_agents.results import RubricVerdict
-from vtb_agents.runner.run import RUN_FILE
+from vtb_agents.runner.finished import TaskSource, open_finished_run
 
 LABELS = ("met", "not_met")
 OBJECTIVITY = ("objective", "subjective", "unspecified")
@@ -125,13 +124,14 @@ def _find_verdict(label: HumanLabel, verdicts: list[RubricVerdict], where: str) 
 def alignment_report(run_dir: Path | str, labels_path: Path | str, *,
                      tasks: TaskSource | None = None) -> AlignmentReport:
     """Compare the human labels in ``labels_path`` with the verdicts of the run in ``run_dir``."""
-    results, by_id = load_run(run_dir, tasks)
+    finished = open_finished_run(run_dir)
+    results = finished.results
     labels = read_labels(labels_path)
     verdicts = {r.task_id: r.grade.verdicts for r in results}
     for label in labels:
         if label.task_id not in verdicts:
             raise LabelsError(f"{labels_path}: line {label.line}: unknown task id {label.task_id!r} (not in the run)")
-    require_tasks(by_id, sorted({label.task_id for label in labels}))
+    by_id = finished.tasks(tasks, needed=sorted({label.task_id for label in labels}))
     pairs: list[tuple[str, str]] = []
     groups: dict[str, list[bool]] = defaultdict(list)
     sources: dict[str, list[bool]] = defaultdict(list)
@@ -163,9 +163,8 @@ def alignment_report(run_dir: Path | str, labels_path: Path | str, *,
                                   "human": label.label, "judge": verdict.status, "source": verdict.judge,
                                   "justification": verdict.justification})
     agree = sum(a == b for a, b in pairs)
-    run = json.loads((Path(run_dir) / RUN_FILE).read_text(encoding="utf-8"))
     return AlignmentReport(
-        labels_file=str(labels_path), judge=str(run.get("config", {}).get("judge", "?")),
+        labels_file=str(labels_path), judge=str(finished.run.get("config", {}).get("judge", "?")),
         n=len(pairs), agreement=agree / len(pairs) if pairs else None, kappa=cohen_kappa(pairs),
         by_objectivity={k: _rate(sum(groups[k]), len(groups[k])) for k in OBJECTIVITY},
         by_source={k: _rate(sum(v), len(v)) for k, v in sorted(sources.items())},

@@ -9,7 +9,6 @@ errored episode, an ungraded task) and counts them separately. Output: ``RUN_DIR
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,17 +20,15 @@ from langchain_core.runnables.retry import ExponentialJitterParams
 from pydantic import BaseModel, Field
 
 from vtb_agents.results import TaskResult
-from vtb_agents.runner.run import RUN_FILE, RunError
-from vtb_agents.runner.store import ResultsStore, write_json_atomic
+from vtb_agents.runner.finished import TaskSource, open_finished_run
+from vtb_agents.runner.store import write_json_atomic
 from vtb_agents.tasks.model import Task
-from vtb_agents.tasks.sources import load_tasks
 
 FAILURES_FILE = "failures.json"
 PROMPT_VERSION = "vtb-failures-v1"
 CATEGORIES: tuple[str, ...] = ("visual_perception", "reasoning", "calculation", "other")
 ERROR = "error"
 """The category of a task the classifier could not classify."""
-TaskSource = Sequence[Task] | str | Path
 
 SYSTEM = (
     "You diagnose why an AI model failed one task of a visual question-answering benchmark. The model saw "
@@ -172,29 +169,6 @@ class FailureReport:
                 "failures": [asdict(f) for f in self.failures]}
 
 
-def load_run(run_dir: Path | str, tasks: TaskSource | None = None) -> tuple[list[TaskResult], dict[str, Task]]:
-    """The results of ``run_dir`` and its tasks by id (from ``tasks``, else the run's own task source)."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunError(f"{run_dir}: no such run directory")
-    run_file = run_dir / RUN_FILE
-    if not run_file.exists():
-        raise RunError(f"{run_dir} is not a run directory (no {RUN_FILE})")
-    results, partial_at = ResultsStore(run_dir).load()
-    if partial_at is not None:
-        raise RunError(f"{run_dir}: results.jsonl ends with a partial line: resume the run first")
-    source = tasks if tasks is not None else json.loads(run_file.read_text(encoding="utf-8"))["config"]["tasks"]
-    task_list = load_tasks(source) if isinstance(source, (str, Path)) else list(source)
-    return results, {t.id: t for t in task_list}
-
-
-def require_tasks(by_id: dict[str, Task], ids: Sequence[str]) -> None:
-    """Raise :class:`RunError` naming the ids of ``ids`` the task source does not hold."""
-    missing = sorted(set(ids) - set(by_id))
-    if missing:
-        raise RunError(f"task id(s) of the run not found in the task source: {', '.join(missing[:10])}")
-
-
 def classify_failures(run_dir: Path | str, model: str | BaseChatModel | FailureClassifier, *,
                       tasks: TaskSource | None = None, **classifier_options: Any) -> FailureReport:
     """Classify every graded, failed task of ``run_dir`` and write ``RUN_DIR/failures.json`` atomically.
@@ -202,7 +176,8 @@ def classify_failures(run_dir: Path | str, model: str | BaseChatModel | FailureC
     ``model`` is a ``provider:model`` spec, a chat model, or a ready :class:`FailureClassifier`;
     ``classifier_options`` (attempts, backoff, concurrency) go to the classifier.
     """
-    results, by_id = load_run(run_dir, tasks)
+    finished = open_finished_run(run_dir)
+    results = finished.results
     excluded: dict[str, list[str]] = {"episode_error": [], "ungraded": []}
     failed: list[TaskResult] = []
     for r in results:
@@ -212,7 +187,7 @@ def classify_failures(run_dir: Path | str, model: str | BaseChatModel | FailureC
             excluded["ungraded"].append(r.task_id)
         elif r.grade.passed is False:
             failed.append(r)
-    require_tasks(by_id, [r.task_id for r in failed])
+    by_id = finished.tasks(tasks, needed=[r.task_id for r in failed])
     classifier = model if isinstance(model, FailureClassifier) else _classifier(model, **classifier_options)
     labels = classifier.classify([(by_id[r.task_id], r) for r in failed])
     report = FailureReport(

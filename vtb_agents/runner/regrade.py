@@ -7,8 +7,6 @@ records the new judge, so that a later ``--resume`` continues with it.
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,10 +15,10 @@ from vtb_agents.graphs.grading import grade_episode
 from vtb_agents.judges import load_judge
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.results import TaskResult
-from vtb_agents.runner.run import JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE, RunError, with_cache
+from vtb_agents.runner.finished import open_finished_run
+from vtb_agents.runner.run import JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE, with_cache
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
 from vtb_agents.tasks.model import Task
-from vtb_agents.tasks.sources import load_tasks
 
 
 def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule = "weight",
@@ -28,20 +26,9 @@ def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule =
                 progress: Callable[[TaskResult, int, int], None] | None = None) -> dict[str, Any]:
     """Grade every episode of ``run_dir`` again and write new results and summary."""
     run_dir = Path(run_dir)
-    run_file = run_dir / RUN_FILE
-    if not run_file.exists():
-        raise RunError(f"{run_dir} is not a run directory (no {RUN_FILE})")
-    run = json.loads(run_file.read_text(encoding="utf-8"))
-    store = ResultsStore(run_dir)
-    results, partial_at = store.load()
-    if partial_at is not None:
-        raise RunError(f"{store.path} ends with a partial line: resume the run before regrading it")
-    if tasks is None:
-        tasks = load_tasks(run["config"]["tasks"])
-    by_id = {t.id: t for t in tasks}
-    missing = sorted(r.task_id for r in results if r.task_id not in by_id)
-    if missing:
-        raise RunError(f"tasks of this run not found in the task source: {', '.join(missing[:10])}")
+    finished = open_finished_run(run_dir)
+    results, run = finished.results, finished.run
+    by_id = finished.tasks(tasks, needed=[r.task_id for r in results])
     judge = with_cache(load_judge(judge_spec), judge_cache or run_dir / JUDGE_CACHE_FILE)
     regraded = []
     for done, result in enumerate(results, start=1):
@@ -49,15 +36,9 @@ def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule =
         regraded.append(result.model_copy(update={"grade": grade}))
         if progress:
             progress(regraded[-1], done, len(results))
-    tmp = store.path.with_name(store.path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.writelines(r.model_dump_json() + "\n" for r in regraded)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, store.path)
-    store.index_path.unlink(missing_ok=True)  # derived from the old lines: rebuilt on next use
+    ResultsStore(run_dir).rewrite(regraded)
     run["config"].update(judge=judge_spec, critical_rule=critical_rule)
-    write_json_atomic(run_file, run)
+    write_json_atomic(run_dir / RUN_FILE, run)
     summary = summarize(regraded, judge_name=judge_spec,
                         extra={"model": run["config"].get("model"), "critical_rule": critical_rule})
     write_json_atomic(run_dir / SUMMARY_FILE, summary)

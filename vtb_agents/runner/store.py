@@ -91,6 +91,16 @@ class ResultsStore:
             self._lines += 1
         self._index.add(result, self._lines)
 
+    def rewrite(self, results: list[TaskResult]) -> None:
+        """Replace every line with ``results`` atomically (a crash leaves the old file whole)."""
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.writelines(r.model_dump_json() + "\n" for r in results)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+        self.index_path.unlink(missing_ok=True)  # derived from the old lines: rebuilt on next use
+
     def index(self) -> ResultsIndex:
         """The index, rebuilt from the JSON lines first if it is out of step (say, after a crash)."""
         results, _ = self.load()
