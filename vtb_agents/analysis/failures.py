@@ -204,11 +204,8 @@ def _classifier(model: str | BaseChatModel, **options: Any) -> FailureClassifier
     if isinstance(model, str):
         if ":" not in model:
             raise ValueError(f"classifier spec {model!r} is not 'provider:model' (e.g. 'openai:o4-mini')")
-        from langchain.chat_models import init_chat_model
+        from vtb_agents.models.spec import chat_model
 
-        from vtb_agents.models.spec import temperature_for
-
-        chat = init_chat_model(model, temperature=temperature_for(model.partition(":")[2]))
-        return FailureClassifier(chat, name=model, **options)
+        return FailureClassifier(chat_model(model), name=model, **options)
     name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
     return FailureClassifier(model, name=str(name), **options)

@@ -12,18 +12,18 @@ from vtb_agents.judges.grade import rubric_verdict, score_verdicts
 def load_judge(spec: str) -> RubricJudge:
     """The judge for ``spec``: ``rule`` (deterministic checks only) or ``provider:model`` (LLM judge).
 
-    LLM judges go through ``init_chat_model`` at temperature 0, so OPENAI_BASE_URL works for
+    LLM judges go through ``init_chat_model`` (:func:`~vtb_agents.models.spec.chat_model`: temperature
+    0, or 1 for reasoning models such as the paper's o4-mini judge), so OPENAI_BASE_URL works for
     OpenAI-compatible servers.
     """
     if spec == "rule":
         return RuleJudge()
     if ":" not in spec:
         raise ValueError(f"judge spec {spec!r} is not 'rule' or 'provider:model' (e.g. 'openai:o4-mini')")
-    from langchain.chat_models import init_chat_model
-
     from vtb_agents.judges.llm import LLMJudge
+    from vtb_agents.models.spec import chat_model
 
-    return LLMJudge(init_chat_model(spec, temperature=0), name=spec)
+    return LLMJudge(chat_model(spec), name=spec)
 
 
 __all__ = ["Judgement", "RubricJudge", "RuleJudge", "load_judge", "rubric_verdict", "score_verdicts"]

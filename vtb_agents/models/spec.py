@@ -23,16 +23,13 @@ def temperature_for(model_name: str) -> float:
     return 1.0 if _REASONING.match(model_name) else 0.0
 
 
-def model_factory(spec: str, requests_per_second: float | None = None) -> ModelFactory:
-    """A function giving the chat model for each task: a replay agent per task, or one shared model.
+def chat_model(spec: str, requests_per_second: float | None = None) -> BaseChatModel:
+    """The chat model of a ``provider:model`` spec, through ``langchain.chat_models.init_chat_model``.
 
-    ``provider:model`` specs go through ``langchain.chat_models.init_chat_model`` (once), so
-    OPENAI_BASE_URL / OPENAI_API_KEY work as in langchain-openai and any OpenAI-compatible server
+    OPENAI_BASE_URL / OPENAI_API_KEY work as in langchain-openai, so any OpenAI-compatible server
     (vLLM, Ollama, LM Studio) is a model. ``requests_per_second`` paces all of the model's calls
-    with langchain-core's ``InMemoryRateLimiter`` (shared by every task of the process).
+    with langchain-core's ``InMemoryRateLimiter``.
     """
-    if spec == REPLAY:
-        return lambda task: ReplayChatModel(task=task)
     provider, _, name = spec.partition(":")
     if not provider or not name:
         raise ValueError(f"model spec {spec!r} is not 'replay', 'provider:model' (e.g. 'openai:gpt-4o') "
@@ -44,7 +41,15 @@ def model_factory(spec: str, requests_per_second: float | None = None) -> ModelF
         options["rate_limiter"] = InMemoryRateLimiter(requests_per_second=requests_per_second,
                                                       check_every_n_seconds=0.05,
                                                       max_bucket_size=max(1.0, requests_per_second))
-    model = init_chat_model(spec, **options)
+    return init_chat_model(spec, **options)
+
+
+def model_factory(spec: str, requests_per_second: float | None = None) -> ModelFactory:
+    """A function giving the chat model for each task: a replay agent per task, or one shared
+    :func:`chat_model` (built once, so its rate limiter is shared by every task of the process)."""
+    if spec == REPLAY:
+        return lambda task: ReplayChatModel(task=task)
+    model = chat_model(spec, requests_per_second)
     return lambda task: model
 
 

@@ -33,7 +33,7 @@ from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.judges.grade import CriticalRule
-from vtb_agents.models.spec import ModelFactory, model_factory
+from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
 from vtb_agents.results import Episode, TaskResult
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
@@ -127,11 +127,7 @@ def build_resources(config: RunConfig, judge: RubricJudge) -> RunResources:
     """Resolve the run's model or agent and resumer; bad specs raise ValueError before any work."""
     agent = load_agent_factory(config.model) if config.model.startswith(AGENT_PREFIX) else None
     models = None if agent else model_factory(config.model, config.requests_per_second)
-    user_model = None
-    if config.user_model:
-        if not config.user_model.partition(":")[2]:
-            raise ValueError(f"--user-model must be 'provider:model', not {config.user_model!r}")
-        user_model = model_factory(config.user_model)(None)  # type: ignore[arg-type]  # shared model
+    user_model = chat_model(config.user_model) if config.user_model else None
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool, network=config.network())
     return RunResources(judge=judge, tools=tools, models=models, agent=agent,
                         resumer=load_resumer(config.resumer, user_model))
