@@ -146,3 +146,28 @@ def test_model_calls_retry_rate_limits_and_server_errors_only(failures, status, 
         else:
             assert run()["messages"][-1].content == "fine"
     assert len(server.requests) == calls
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(many_tasks, tmp_path):
+    (tmp_path / "slow_agent.py").write_text(SLOW_AGENT)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(many_tasks), "--model",
+               "agent:slow_agent:build", "--out", str(out), "--concurrency", "2"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (results.exists() and results.read_text().strip()):
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted:" in stderr and "continue with --resume" in stderr
+    lines = results.read_text().splitlines()
+    assert 1 <= len(lines) < 8 and all(json.loads(line)["grade"]["passed"] for line in lines)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and summary["tasks"] == len(lines)
+    finished = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 0, finished.stderr
+    assert sorted(json.loads(line)["task_id"] for line in results.read_text().splitlines()) == \
+        [f"t{i}" for i in range(8)]
