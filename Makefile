@@ -7,7 +7,9 @@ DEMO_OUT ?= runs/demo
 
 .PHONY: demo test install clean sample
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every dependency to the versions the tests and the shipped sample suite were
+# made with (Pillow's font rendering and trafilatura's extraction shape the suite's files).
+$(STAMP): pyproject.toml constraints.txt
 	@# bubblewrap gives the code sandbox full isolation; without it the sandbox falls back (see README).
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
@@ -18,7 +20,7 @@ $(STAMP): pyproject.toml
 		|| echo "warning: chromium is not installed: the report rendering test will be skipped"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,hf,search,e2b,ray]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,hf,search,e2b,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -29,7 +29,7 @@ class ArtifactStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self._encoded = lru_cache(maxsize=256)(self._encode_uncached)
+        self._encoded = lru_cache(maxsize=64)(self._encode_uncached)
 
     def put(self, data: bytes) -> str:
         """Store ``data`` (idempotent) and return its reference."""
