@@ -102,3 +102,17 @@ def test_run_through_init_chat_model_and_openai_base_url(sample, tmp_path, monke
     assert summary["tool_metrics"]["by_tool"] == {"python_image_processing": 3}
     assert summary["graded"] == 2 and summary["apr"] == 0.0  # "42" is not the invoice's answer
     assert all(r["temperature"] == 0 for r in server.requests)
+
+
+def test_max_image_side_downscales_what_the_model_receives(sample, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from vtb_agents.cli import app
+
+    with OpenAIServer(lambda body: "42") as server:
+        result = CliRunner().invoke(app, ["run", "--task-id", "rs-finance-invoice", "--model", "openai:m",
+                                          "--max-image-side", "400", "--out", str(tmp_path / "run")],
+                                    env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"})
+    assert result.exit_code == 0, result.output
+    user = next(m for m in server.requests[0]["messages"] if m["role"] == "user")
+    assert [im.size for im in _images(user)] == [(400, 300)]

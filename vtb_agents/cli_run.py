@@ -137,6 +137,7 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
         resumer: str = typer.Option("scripted", help="Who answers clarifying questions: scripted, simulated, human."),
         user_model: Optional[str] = typer.Option(None, help="provider:model of the simulated user."),
         native_tool_images: bool = typer.Option(False, help="Put new images inside tool results (Anthropic, Responses API)."),
+        max_image_side: int = typer.Option(2048, min=64, help="Images sent to the model are downscaled to this longer side."),
         sandbox: str = typer.Option("local", help="Where code runs: local or e2b."),
         judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: OUT/judge_cache.sqlite)."),
         concurrency: int = CONCURRENCY,
@@ -164,7 +165,7 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
                        requests_per_second=rps,
                        episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, prompt_level=prompt_level,  # type: ignore[arg-type]
                                                history=history, native_tool_images=native_tool_images,  # type: ignore[arg-type]
-                                               task_timeout_s=task_timeout))
+                                               max_image_side=max_image_side, task_timeout_s=task_timeout))
     if langsmith_experiment:
         from vtb_agents.cli_langsmith import run_langsmith_experiment
 
