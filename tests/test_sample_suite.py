@@ -212,7 +212,7 @@ def test_critical_rubrics(tasks: list[Task]) -> None:
 
 def test_checks_everywhere_but_a_few_style_rubrics(tasks: list[Task]) -> None:
     unchecked = [(task.id, r) for task, _, r in _all_rubrics(tasks) if r.check is None]
-    assert 1 <= len(unchecked) <= 3, unchecked
+    assert len(unchecked) in (1, 2, 3), unchecked
     for task_id, rubric in unchecked:
         assert not rubric.is_critical("either"), task_id
         assert rubric.objectivity == "subjective" and rubric.categories == ["writing style / presentation"]
