@@ -188,7 +188,7 @@ class E2BSandbox:
         if self._sbx is not None:
             try:
                 self._sbx.kill()
-            except Exception:
+            except Exception:  # unreachable or already gone: E2B ends it after lifetime_s anyway
                 pass
         with self._lock:
             if self._owns_workdir:
