@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -20,7 +21,7 @@ import simpleeval
 from PIL import Image
 
 from vtb_agents.tasks.local import TASK_FILE, load_task_dir, task_dirs
-from vtb_agents.tasks.model import Check, Rubric, Task, ToolStep
+from vtb_agents.tasks.model import Check, Rubric, Task, ToolStep, Turn
 from vtb_agents.tasks.normalize import CATEGORIES, DOMAINS, SINGLE_TURN_CATEGORIES
 from vtb_agents.tasks.sample_suite import (
     CASSETTE_FILE, DEFAULT_OUT, MANAGED_FILES, NETWORK_TOOLS, build_suite, generate, network_steps,
@@ -288,49 +289,47 @@ def test_trajectory_shape(tasks: list[Task]) -> None:
     assert set(used) == TOOLS, f"every tool appears in some reference trajectory: {sorted(used)}"
 
 
-def _copy_images(task: Task, turn_images: list[int], workdir: Path) -> None:
-    for index in turn_images:
-        shutil.copyfile(task.images[index].path, workdir / f"image_{index}.png")
+def _steps_in_workdir(task: Task, tool: str, workdir: Path) -> Iterator[tuple[int, Turn, ToolStep]]:
+    """(1-based turn, turn, step) for each ``tool`` step, with the turn's images copied into
+    ``workdir`` when its turn starts (as the sandbox receives them)."""
+    for number, turn in enumerate(task.turns, 1):
+        for index in turn.images:
+            shutil.copyfile(task.images[index].path, workdir / f"image_{index}.png")
+        for step in turn.trajectory:
+            if step.tool == tool:
+                yield number, turn, step
 
 
 @pytest.mark.parametrize("task_id", _sample_ids())
 def test_interpreter_steps_run(tasks: list[Task], task_id: str, tmp_path: Path) -> None:
     """Each python_interpreter step runs on its own and prints numbers that the golden answer states."""
     task = next(t for t in tasks if t.id == task_id)
-    for number, turn in enumerate(task.turns, 1):
-        _copy_images(task, turn.images, tmp_path)
-        for step in turn.trajectory:
-            if step.tool != "python_interpreter":
-                continue
-            done = subprocess.run([sys.executable, "-c", step.args["code"]], cwd=tmp_path, timeout=60,
-                                  capture_output=True, text=True)
-            assert done.returncode == 0, f"{task_id} turn {number}:\n{done.stderr}"
-            printed = [n for n, _ in numbers_in(done.stdout)]
-            stated = [n for n, _ in numbers_in(turn.golden_answer)]
-            assert printed and any(math.isclose(p, g) for p in printed for g in stated if abs(g) >= 10), \
-                (task_id, number, done.stdout)
+    for number, turn, step in _steps_in_workdir(task, "python_interpreter", tmp_path):
+        done = subprocess.run([sys.executable, "-c", step.args["code"]], cwd=tmp_path, timeout=60,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, f"{task_id} turn {number}:\n{done.stderr}"
+        printed = [n for n, _ in numbers_in(done.stdout)]
+        stated = [n for n, _ in numbers_in(turn.golden_answer)]
+        assert printed and any(math.isclose(p, g) for p in printed for g in stated if abs(g) >= 10), \
+            (task_id, number, done.stdout)
 
 
 @pytest.mark.parametrize("task_id", _sample_ids())
 def test_vision_steps_run(tasks: list[Task], task_id: str, tmp_path: Path) -> None:
     task = next(t for t in tasks if t.id == task_id)
-    for number, turn in enumerate(task.turns, 1):
-        _copy_images(task, turn.images, tmp_path)
-        for step in turn.trajectory:
-            if step.tool != "python_image_processing":
-                continue
-            code = step.args["code"]
-            expected = list(dict.fromkeys(OUTPUT_NAME.findall(code)))
-            assert expected, (task_id, number, "a vision step must save a transformed image")
-            assert not any((tmp_path / f"transformed_image_{k}.png").exists() for k in expected)
-            _assert_focused_crops(task, code)
-            done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, timeout=60, capture_output=True,
-                                  text=True)
-            assert done.returncode == 0, f"{task_id} turn {number}:\n{done.stderr}"
-            assert done.stdout.strip(), (task_id, number, "a vision step should print something useful")
-            for k in expected:
-                with Image.open(tmp_path / f"transformed_image_{k}.png") as out:
-                    assert out.width > 0 and out.height > 0
+    for number, _turn, step in _steps_in_workdir(task, "python_image_processing", tmp_path):
+        code = step.args["code"]
+        expected = list(dict.fromkeys(OUTPUT_NAME.findall(code)))
+        assert expected, (task_id, number, "a vision step must save a transformed image")
+        assert not any((tmp_path / f"transformed_image_{k}.png").exists() for k in expected)
+        _assert_focused_crops(task, code)
+        done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, timeout=60, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, f"{task_id} turn {number}:\n{done.stderr}"
+        assert done.stdout.strip(), (task_id, number, "a vision step should print something useful")
+        for k in expected:
+            with Image.open(tmp_path / f"transformed_image_{k}.png") as out:
+                assert out.width > 0 and out.height > 0
 
 
 def _assert_focused_crops(task: Task, code: str) -> None:
