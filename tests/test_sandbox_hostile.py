@@ -299,6 +299,28 @@ def test_disk_fill_is_stopped(sb: LocalSandbox) -> None:
     assert_alive(sb)
 
 
+def test_many_files_under_the_file_cap_cannot_fill_the_disk(level: str, tmp_path: Path) -> None:
+    """The working-directory quota stops what the per-file rlimit cannot: many medium files."""
+    quota = 200 << 20
+    with LocalSandbox(tmp_path / "work", isolation=level,
+                      limits=Limits(workdir_bytes=quota)) as sb:
+        sb.put_file("image_1.png", b"task image")
+        assert sb.run("keep = 1\nopen('notes.txt', 'w').write('earlier result')").ok
+        code = ("import os\nos.makedirs('d/e', exist_ok=True)\nchunk = os.urandom(1 << 20)\n"
+                "for i in range(1000):\n"
+                "    with open(f'd/e/fill_{i}.bin', 'wb') as f:\n"
+                "        for _ in range(32):\n            f.write(chunk)\n")
+        result = sb.run(code, timeout=60)
+        assert not result.ok and result.state_lost
+        assert result.error is not None and "quota of 200 MiB" in result.error, result.error
+        assert sorted(sb.list_files()) == ["image_1.png", "notes.txt"]
+        assert not (sb.workdir / "d").exists()
+        assert sb.get_file("image_1.png") == b"task image"
+        assert_alive(sb)
+        written = sb.run("import os\nopen('ok.bin', 'wb').write(os.urandom(50 << 20))")
+        assert written.ok and written.new_files == ["ok.bin"], written.error
+
+
 def test_host_file_access_never_follows_planted_links(sb: LocalSandbox, tmp_path: Path) -> None:
     target = tmp_path / "host-target.txt"
     target.write_text("host data")

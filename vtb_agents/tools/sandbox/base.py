@@ -12,6 +12,7 @@ import collections
 import errno
 import os
 import selectors
+import shutil
 import signal
 import stat
 import subprocess
@@ -130,29 +131,77 @@ class CappedText:
         return f"{head}\n[... {cut} more characters cut]\n{tail[-self.tail_cap:]}"
 
 
-def snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    """``{relative name: (mtime_ns, size)}`` of the regular files under ``root``.
+ENTRY_BYTES = 4096
+"""What each directory entry counts towards a working-directory quota at least (its inode)."""
 
-    Never follows symlinks; entries that vanish while we look (code running in the background) are
-    simply not listed.
+
+@dataclass
+class TreeScan:
+    """One look at a working directory: its regular files, its other entries, the bytes it holds.
+
+    ``files`` maps relative names to ``(mtime_ns, size)``; ``others`` holds the relative names of
+    directories, symlinks and special files; ``used_bytes`` counts each entry at least
+    ``ENTRY_BYTES`` and a file at the larger of its size and its allocated blocks.
     """
-    files: dict[str, tuple[int, int]] = {}
+
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    others: set[str] = field(default_factory=set)
+    used_bytes: int = 0
+
+
+def scan_tree(root: Path) -> TreeScan:
+    """Walk ``root`` once, never following symlinks.
+
+    Entries that vanish while we look (code running in the background) are simply not listed.
+    """
+    found = TreeScan()
     stack = [str(root)]
     while stack:
         try:
             entries = list(os.scandir(stack.pop()))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             continue
         for entry in entries:
             try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat(follow_symlinks=False)
-                    files[os.path.relpath(entry.path, root)] = (st.st_mtime_ns, st.st_size)
+                st = entry.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
-    return files
+            name = os.path.relpath(entry.path, root)
+            if stat.S_ISREG(st.st_mode):
+                found.files[name] = (st.st_mtime_ns, st.st_size)
+            else:
+                found.others.add(name)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+            found.used_bytes += max(ENTRY_BYTES, st.st_size, st.st_blocks * 512)
+    return found
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """``{relative name: (mtime_ns, size)}`` of the regular files under ``root``."""
+    return scan_tree(root).files
+
+
+def changed_files(before: TreeScan, after: TreeScan) -> list[str]:
+    """Regular files created or modified between two scans, sorted."""
+    return sorted(k for k, v in after.files.items() if before.files.get(k) != v)
+
+
+def remove_changes(root: Path, before: TreeScan) -> None:
+    """Delete what appeared or changed under ``root`` since ``before`` (files, then new entries).
+
+    Used after a call that broke the working-directory quota; its worker is dead by then, so
+    nothing writes concurrently.
+    """
+    after = scan_tree(root)
+    for name in changed_files(before, after):
+        os.unlink(root / name)
+    for name in sorted(after.others - before.others, key=lambda n: n.count(os.sep), reverse=True):
+        path = root / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def open_in_dir(root: Path, name: str, flags: int, owner: tuple[int, int] | None = None) -> int:
@@ -225,8 +274,13 @@ class WorkerPipes:
 
     def exchange(self, request: dict[str, Any] | None, deadline: float, out: CappedText,
                  err: CappedText) -> tuple[str, dict[str, Any] | None]:
-        """Send ``request`` and wait for one reply: ("reply", frame), ("timeout"|"eof", None)."""
-        self.outbox = encode_frame(request) if request is not None else b""
+        """Send ``request`` and wait for one reply: ("reply", frame), ("timeout"|"eof", None).
+
+        ``request=None`` sends nothing new but goes on writing what an earlier call, stopped by
+        its deadline, had not sent yet, so a caller can wait for one reply in slices.
+        """
+        if request is not None:
+            self.outbox = encode_frame(request)
         captures: dict[int, CappedText | None] = {self.out_r: out, self.err_r: err}
         with selectors.DefaultSelector() as sel:
             sel.register(self.ctl_r, selectors.EVENT_READ)

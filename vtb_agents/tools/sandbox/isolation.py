@@ -24,10 +24,10 @@ The level actually achieved is ``LocalSandbox.isolation`` (runs record it):
 ``"process"`` a plain worker process in its own session, scrubbed environment, rlimits (no NPROC).
     No namespaces: the host user's files, network and processes are reachable. Debugging only.
 
-All levels keep the persistent worker, the per-call wall-clock timeout, capped output and rlimits
-on address space, CPU seconds and file size. Not contained at any level: the total size of the
-files in the working directory (RLIMIT_FSIZE caps each file), memory summed over several
-processes (RLIMIT_AS is per process), the kernel's attack surface (no seccomp filter).
+All levels keep the persistent worker, the per-call wall-clock timeout, capped output, rlimits
+on address space, CPU seconds and file size, and the working-directory quota (``Limits``). Not
+contained at any level: memory summed over several processes (RLIMIT_AS is per process), the
+kernel's attack surface (no seccomp filter).
 
 This file is also loaded by path inside the fallback worker: standard library only.
 """

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from . import isolation as iso
-from .base import DEFAULT_TIMEOUT_S, CappedText, ExecResult, WorkerPipes, open_in_dir, snapshot
+from .base import (DEFAULT_TIMEOUT_S, CappedText, ExecResult, TreeScan, WorkerPipes, changed_files,
+                   open_in_dir, remove_changes, scan_tree, snapshot)
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
 WARM_IMPORTS = ("PIL.Image",)
@@ -34,6 +35,8 @@ WARM_IMPORTS = ("PIL.Image",)
 _log = logging.getLogger(__name__)
 _PASSTHROUGH_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
 _STATE_RESET = "the Python state was reset (variables and imports lost)"
+QUOTA_POLL_S = 0.1
+"""How often the host measures the working directory while a call runs."""
 
 
 class SandboxError(RuntimeError):
@@ -48,6 +51,10 @@ class Limits:
     crash), not per call. ``processes`` (RLIMIT_NPROC, threads included) applies at the bwrap and
     fallback levels only, where the worker has its own uid or user namespace; at the "process"
     level it would count the host user's processes. ``tmp_bytes`` caps the private /tmp tmpfs.
+    ``workdir_bytes`` caps everything in the working directory together (as ``base.scan_tree``
+    counts it): the host measures it every ``QUOTA_POLL_S`` during a call, and a call that goes
+    over it is killed and what it wrote removed, so code cannot fill the host's disk with many
+    files each under ``file_size_bytes``.
     """
 
     address_space_bytes: int = 4 << 30
@@ -55,6 +62,7 @@ class Limits:
     file_size_bytes: int = 512 << 20
     processes: int = 256
     tmp_bytes: int = 256 << 20
+    workdir_bytes: int = 2 << 30
 
 
 def worker_env(home: str) -> dict[str, str]:
@@ -265,27 +273,52 @@ class LocalSandbox:
                 self._worker, state_lost = self._start(), True
             worker = self._worker
             worker.drain(None, None, to_eof=False)  # late output of the previous call
-            before = snapshot(self.workdir)
+            before = scan_tree(self.workdir)
             self._cell += 1
             start = time.monotonic()
-            status, reply = worker.exchange({"op": "run", "id": self._cell, "code": code},
-                                            start + timeout, out, err)
+            status, reply, after = self._exchange_watched(
+                worker, {"op": "run", "id": self._cell, "code": code}, start + timeout, out, err)
             if status == "reply" and reply is not None:
                 worker.drain(out, err, to_eof=False)
                 err.add(reply["traceback"])
                 ok, error = bool(reply["ok"]), reply["error"]
             else:
-                exit_status = None if status == "timeout" else worker.exit_code(1.0)
+                exit_status = None if status in ("timeout", "quota") else worker.exit_code(1.0)
                 worker.kill(out, err)
                 ok, state_lost = False, True
                 error = (f"timeout after {timeout:g} s; {_STATE_RESET}" if status == "timeout"
                          else "the sandbox was closed during this call" if self._closed
+                         else self._quota_message() if status == "quota"
                          else worker.death_message(exit_status))
+                if status == "quota":
+                    remove_changes(self.workdir, before)
+                after = scan_tree(self.workdir)
                 self._worker = None if self._closed else self._start()
             return ExecResult(ok=ok, stdout=out.text(), stderr=err.text(), error=error,
-                              new_files=sorted(k for k, v in snapshot(self.workdir).items()
-                                               if before.get(k) != v),
+                              new_files=changed_files(before, after),
                               duration_s=time.monotonic() - start, state_lost=state_lost)
+
+    def _exchange_watched(self, worker: _Worker, request: dict[str, Any], deadline: float,
+                          out: CappedText, err: CappedText
+                          ) -> tuple[str, dict[str, Any] | None, TreeScan]:
+        """``worker.exchange`` in slices of ``QUOTA_POLL_S``, measuring the working directory
+        after each: status "quota" once it holds more than ``limits.workdir_bytes``."""
+        quota = self.limits.workdir_bytes
+        sent: dict[str, Any] | None = request
+        while True:
+            until = min(deadline, time.monotonic() + QUOTA_POLL_S) if quota else deadline
+            status, reply = worker.exchange(sent, until, out, err)
+            sent = None  # sent, or the rest still waits in the worker's outbox
+            scan = scan_tree(self.workdir)
+            if quota and scan.used_bytes > quota:
+                return "quota", None, scan
+            if status != "timeout" or until >= deadline:
+                return status, reply, scan
+
+    def _quota_message(self) -> str:
+        return (f"the working directory went over its quota of {self.limits.workdir_bytes >> 20} "
+                "MiB; the call was stopped and the files it created or changed were removed; "
+                f"{_STATE_RESET}")
 
     def put_file(self, name: str, data: bytes) -> None:
         """Write ``data`` to ``name`` (relative to the working directory; never via a symlink)."""
