@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+from contextlib import nullcontext
 from typing import Any, Callable, Literal, Sequence
 
 from langchain_core.messages import AnyMessage, BaseMessage
@@ -22,6 +23,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.graphs.deadline import TaskDeadline, with_deadline
 from vtb_agents.graphs.episode import golden_rewrite, turn_message, turn_record
 from vtb_agents.graphs.materialize import materialize_messages
 from vtb_agents.results import Episode
@@ -72,16 +74,32 @@ def _returned_messages(output: Any) -> list[AnyMessage]:
 
 def run_agent_episode(task: Task, factory: AgentFactory, *, sandbox: Sandbox, artifacts: ArtifactStore,
                       model_name: str, history: Literal["golden", "model"] = "golden", max_image_side: int = 2048,
-                      tools: Sequence[BaseTool] | None = None, config: dict[str, Any] | None = None) -> Episode:
-    """Run every turn of ``task`` with the user's agent and return an episode to grade."""
+                      tools: Sequence[BaseTool] | None = None, config: dict[str, Any] | None = None,
+                      task_timeout_s: float | None = None) -> Episode:
+    """Run every turn of ``task`` with the user's agent and return an episode to grade.
+
+    ``task_timeout_s`` limits the whole episode: checked at every step of the agent (a LangChain
+    callback, see :mod:`vtb_agents.graphs.deadline`), and the sandbox closes when it passes.
+    """
     agent = factory(list(tools) if tools is not None else episode_tools(sandbox, artifacts))
     episode = Episode(task_id=task.id, model=model_name, settings={
         "agent": model_name, "history": history, "sandbox_isolation": getattr(sandbox, "isolation", "unknown")})
+    deadline = TaskDeadline(task_timeout_s) if task_timeout_s else None
+    config = with_deadline(config or {"run_name": f"vtb:{task.id}",
+                                      "tags": [task.category, task.domain, model_name]}, deadline)
+    with deadline.closing(sandbox) if deadline else nullcontext():
+        _drive_agent(task, agent, config, sandbox, artifacts, history, max_image_side, episode)
+    return episode
+
+
+def _drive_agent(task: Task, agent: Runnable, config: dict[str, Any], sandbox: Sandbox,
+                 artifacts: ArtifactStore, history: Literal["golden", "model"], max_image_side: int,
+                 episode: Episode) -> None:
+    """Feed the turns to ``agent`` and record each turn in ``episode``."""
     conversation: list[AnyMessage] = []
     for turn in range(len(task.turns)):
         opening = materialize_messages([turn_message(task, turn, sandbox, artifacts)], artifacts, max_image_side)[0]
-        returned = _returned_messages(agent.invoke({"messages": [*conversation, opening]}, config or {
-            "run_name": f"vtb:{task.id}", "tags": [task.category, task.domain, model_name]}))
+        returned = _returned_messages(agent.invoke({"messages": [*conversation, opening]}, config))
         if not any(m.id == opening.id for m in returned):
             returned = [*conversation, opening, *returned]  # agents that return only their new messages
         episode.turns.append(turn_record(returned, turn, "answered"))
@@ -90,4 +108,3 @@ def run_agent_episode(task: Task, factory: AgentFactory, *, sandbox: Sandbox, ar
             rewrite = golden_rewrite(returned[-1], task.turns[turn].golden_answer)[0]
             replaced = rewrite.id is not None
             conversation = [*returned[:-1], rewrite] if replaced else [*returned, rewrite]
-    return episode

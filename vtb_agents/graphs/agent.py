@@ -16,7 +16,6 @@ for the OpenAI API. With ``native_tool_images`` the images go inside the tool re
 
 from __future__ import annotations
 
-import time
 from typing import Any, Sequence
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
@@ -31,7 +30,7 @@ from langgraph.types import RetryPolicy, Send
 from vtb_agents.artifacts import image_ref_block
 from vtb_agents.graphs.clarify import clarify, wants_clarification
 from vtb_agents.graphs.materialize import materialize_messages
-from vtb_agents.graphs.retry import TaskTimeout, model_retry_policy
+from vtb_agents.graphs.retry import model_retry_policy
 from vtb_agents.graphs.state import AgentState, EpisodeContext, TurnInput, TurnOutput
 from vtb_agents.tools import VISION_TOOLS
 
@@ -68,8 +67,6 @@ def call_model_node(tools: Sequence[BaseTool]):
 
     def call_model(state: AgentState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
         ctx = runtime.context
-        if ctx.deadline is not None and time.monotonic() > ctx.deadline:
-            raise TaskTimeout(f"the task ran past its time limit of {ctx.task_timeout_s:g} s")
         model = ctx.model.bind_tools(tool_specs(tools, ctx.sandbox.list_files())) if tools else ctx.model
         history = materialize_messages(state["messages"], ctx.artifacts, ctx.max_image_side)
         reply = model.invoke([SystemMessage(ctx.system_prompt), *history])

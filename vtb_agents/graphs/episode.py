@@ -9,7 +9,7 @@ graph interrupts with a clarifying question, the resumer's reply opens the next 
 
 from __future__ import annotations
 
-import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
@@ -23,6 +23,7 @@ from langgraph.types import Command
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
 from vtb_agents.graphs.agent import recursion_limit
 from vtb_agents.graphs.categories import graph_builder
+from vtb_agents.graphs.deadline import TaskDeadline, with_deadline
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
 from vtb_agents.graphs.resumers import Resumer, ScriptedResumer
 from vtb_agents.graphs.state import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS, EpisodeContext
@@ -110,8 +111,6 @@ def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, 
         model=model, sandbox=sandbox, artifacts=artifacts, system_prompt=system_prompt(settings.prompt_level),
         max_tool_rounds=settings.max_tool_rounds, max_image_side=settings.max_image_side,
         code_timeout_s=settings.code_timeout_s, native_tool_images=settings.native_tool_images,
-        task_timeout_s=settings.task_timeout_s,
-        deadline=time.monotonic() + settings.task_timeout_s if settings.task_timeout_s else None,
     )
     config: dict[str, Any] = {
         "configurable": {"thread_id": task.id},
@@ -126,13 +125,23 @@ def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, 
         "history": settings.history, "tools": [t.name for t in tools], "resumer": resumer.name,
         "sandbox_isolation": getattr(sandbox, "isolation", "unknown"), "graph": graph.name,
     })
+    deadline = TaskDeadline(settings.task_timeout_s) if settings.task_timeout_s else None
+    with deadline.closing(sandbox) if deadline else nullcontext():
+        return _drive(task, graph, with_deadline(config, deadline), context, resumer, episode)
+
+
+def _drive(task: Task, graph: CompiledStateGraph, config: dict[str, Any], context: EpisodeContext,
+           resumer: Resumer, episode: Episode) -> Episode:
+    """Feed the turns through ``graph`` until the last one is answered; fill ``episode``."""
+    sandbox, artifacts = context.sandbox, context.artifacts
+    history = episode.settings["history"]
     turn, num_turns = 0, len(task.turns)
     step: Any = {"messages": [turn_message(task, 0, sandbox, artifacts)], "turn": 0, "num_turns": num_turns,
                  "tool_rounds": 0, "status": "running"}
     while True:
         state = graph.invoke(step, config, context=context)
         messages = state["messages"]
-        rewrite = golden_rewrite(messages[-1], task.turns[turn].golden_answer) if settings.history == "golden" else []
+        rewrite = golden_rewrite(messages[-1], task.turns[turn].golden_answer) if history == "golden" else []
         if state.get("__interrupt__"):  # the model asked a clarifying question
             episode.turns.append(turn_record(messages, turn, "asked_user"))
             question = state["__interrupt__"][0].value["question"]

@@ -65,6 +65,3 @@ class EpisodeContext:
     max_image_side: int = DEFAULT_MAX_IMAGE_SIDE
     code_timeout_s: float = 60.0
     native_tool_images: bool = False
-    task_timeout_s: float | None = None
-    deadline: float | None = None
-    """``time.monotonic()`` past which the next model call raises ``TaskTimeout``."""

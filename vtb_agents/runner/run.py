@@ -175,7 +175,8 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
                                                          no_vision_tool=config.no_vision_tool, shared=resources.tools)
         return run_agent_episode(task, resources.agent, sandbox=sandbox, artifacts=resources.artifacts,
                                  model_name=config.model, history=config.episode.history, tools=tools,
-                                 max_image_side=config.episode.max_image_side)
+                                 max_image_side=config.episode.max_image_side,
+                                 task_timeout_s=config.episode.task_timeout_s)
     assert resources.models is not None
     if resources.checkpointer is not None:
         resources.checkpointer.delete_thread(task.id)  # a task re-run after a crash starts afresh
