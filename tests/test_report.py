@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from conftest import write_task
 from vtb_agents.cli_report import report_cli
 from vtb_agents.report import ReportError, compare_runs, write_comparison, write_report
-from vtb_agents.report.markup import pct
+from vtb_agents.report.markup import esc, pct
 from vtb_agents.report.screenshot import find_chromium, screenshot
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
@@ -66,9 +66,11 @@ def test_report_shows_summary_numbers_and_every_task(run_dir, report):
     for name, block in summary["by_category"].items():
         assert f"<td>{name}</td><td>{block['n']}</td><td>{block['graded']}</td><td>{pct(block['apr'])}</td>" in report
     assert "critical rubric(s) left unjudged" in report  # why the ungraded task is ungraded
-    levels = {json.loads(line)["episode"]["settings"]["sandbox_isolation"]
-              for line in (run_dir / "results.jsonl").read_text().splitlines()}
+    settings = [json.loads(line)["episode"]["settings"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    levels = {s["sandbox_isolation"] for s in settings}
     assert len(levels) == 1 and f"{levels.pop()} (3 episodes)" in report  # isolation from the episodes
+    caps = {s["sandbox_memory_cap"] for s in settings}
+    assert len(caps) == 1 and f"{esc(caps.pop())} (3 episodes)" in report
     assert report.count('<details class="task"') == 3
     for task_id in ("t-pass", "t-xss", "t-ungraded"):
         assert f'id="task-{task_id}"' in report

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from vtb_agents.tools.sandbox import Limits, LocalSandbox, SandboxError
+from vtb_agents.tools.sandbox.cgroup import CgroupUnavailable, open_memory_cgroup
 from vtb_agents.tools.sandbox.isolation import python_roots
 from vtb_agents.tools.sandbox.local import choose_level
 
@@ -240,6 +241,58 @@ def test_fork_flood_is_capped(level: str, how: str, tmp_path: Path) -> None:
         while uid_processes(65534) > baseline and time.monotonic() < deadline:
             time.sleep(0.1)
         assert uid_processes(65534) <= baseline
+
+
+def _memory_cgroup_or_skip() -> None:
+    """Fail (CI, root) or skip (elsewhere) when sandboxes cannot get a memory cgroup here."""
+    try:
+        open_memory_cgroup(1 << 30).close()
+    except CgroupUnavailable as exc:
+        if os.environ.get("CI") == "true" and os.geteuid() == 0:
+            pytest.fail(f"no memory cgroup for sandboxes: {exc}")
+        pytest.skip(f"no memory cgroup for sandboxes: {exc}")
+
+
+def test_memory_spread_over_many_processes_is_capped_together(level: str, tmp_path: Path) -> None:
+    """Each process stays under RLIMIT_AS; only the sandbox's cgroup sees what they hold together."""
+    _memory_cgroup_or_skip()
+    with LocalSandbox(tmp_path / "work", isolation=level,
+                      limits=Limits(memory_bytes=512 << 20)) as sb:
+        assert sb.memory_cap == "cgroup v1, 512 MiB" or sb.memory_cap.startswith("cgroup v2")
+        code = ("import subprocess, sys\n"
+                "hog = 'x = b\"x\" * (300 << 20)\\nimport time\\ntime.sleep(2)'\n"
+                "procs = [subprocess.Popen([sys.executable, '-c', hog]) for _ in range(4)]\n"
+                "print([p.wait() for p in procs])")
+        result = sb.run(code, timeout=60)
+        if result.ok:  # the kernel's OOM killer picked some of the hogs
+            codes = ast.literal_eval(result.stdout)
+            assert -9 in codes and len(codes) == 4, codes
+        else:  # or the worker itself
+            assert result.error is not None and "SIGKILL" in result.error, result.error
+        assert_alive(sb)
+
+
+def test_processes_that_leave_the_group_die_with_the_sandbox(tmp_path: Path) -> None:
+    """At the "process" level a setsid daemon escapes the worker's process group, not its cgroup."""
+    _memory_cgroup_or_skip()
+    with LocalSandbox(tmp_path / "work", isolation="process") as sb:
+        started = sb.run("import subprocess, sys\n"
+                         "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'],"
+                         " start_new_session=True)\nprint(p.pid)")
+        assert started.ok, started.stderr
+        daemon = int(started.stdout)
+    deadline = time.monotonic() + 10
+    while _running(daemon) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(daemon)
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 def test_killing_the_parent_and_everything_fails(sb: LocalSandbox) -> None:

@@ -30,7 +30,7 @@ from vtb_agents.results import Episode
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import select_tools
 from vtb_agents.tools.python_tools import bound_code_tools
-from vtb_agents.tools.sandbox.base import Sandbox
+from vtb_agents.tools.sandbox.base import Sandbox, sandbox_settings
 
 AGENT_PREFIX = "agent:"
 AgentFactory = Callable[[list[BaseTool]], Runnable]
@@ -83,7 +83,7 @@ def run_agent_episode(task: Task, factory: AgentFactory, *, sandbox: Sandbox, ar
     """
     agent = factory(list(tools) if tools is not None else episode_tools(sandbox, artifacts))
     episode = Episode(task_id=task.id, model=model_name, settings={
-        "agent": model_name, "history": history, "sandbox_isolation": getattr(sandbox, "isolation", "unknown")})
+        "agent": model_name, "history": history, **sandbox_settings(sandbox)})
     deadline = TaskDeadline(task_timeout_s) if task_timeout_s else None
     config = with_deadline(config or {"run_name": f"vtb:{task.id}",
                                       "tags": [task.category, task.domain, model_name]}, deadline)

@@ -30,7 +30,7 @@ from vtb_agents.graphs.state import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROU
 from vtb_agents.models.replay import turn_message_id
 from vtb_agents.results import Episode, ToolCallRecord, TurnRecord, TurnStatus
 from vtb_agents.tasks.model import Task
-from vtb_agents.tools.sandbox.base import Sandbox
+from vtb_agents.tools.sandbox.base import Sandbox, sandbox_settings
 
 History = Literal["golden", "model"]
 
@@ -123,7 +123,7 @@ def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, 
     episode = Episode(task_id=task.id, model=model_name, settings={
         "max_tool_rounds": settings.max_tool_rounds, "prompt_level": settings.prompt_level,
         "history": settings.history, "tools": [t.name for t in tools], "resumer": resumer.name,
-        "sandbox_isolation": getattr(sandbox, "isolation", "unknown"), "graph": graph.name,
+        **sandbox_settings(sandbox), "graph": graph.name,
     })
     deadline = TaskDeadline(settings.task_timeout_s) if settings.task_timeout_s else None
     with deadline.closing(sandbox) if deadline else nullcontext():

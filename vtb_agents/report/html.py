@@ -44,6 +44,8 @@ def header(data: RunData) -> str:
     episode = config.get("episode") or {}
     isolation = Counter(str(r.episode.settings["sandbox_isolation"]) for r in data.results
                         if "sandbox_isolation" in r.episode.settings)
+    memory = Counter(str(r.episode.settings["sandbox_memory_cap"]) for r in data.results
+                     if "sandbox_memory_cap" in r.episode.settings)
     tools = next((r.episode.settings["tools"] for r in data.results if "tools" in r.episode.settings), None)
     model = s.get("model") or config.get("model", "?")
     kpis = [("APR", pct(s.get("apr"))), ("ARS", pct(s.get("ars"))), ("tasks", s.get("tasks")),
@@ -61,6 +63,7 @@ def header(data: RunData) -> str:
                 ("sandbox", config.get("sandbox")),
                 ("sandbox isolation", "; ".join(f"{k} ({n} episodes){': ' + ISOLATION[k] if k in ISOLATION else ''}"
                                                 for k, n in isolation.most_common()) or "-"),
+                ("sandbox memory cap", "; ".join(f"{k} ({n} episodes)" for k, n in memory.most_common()) or "-"),
                 ("tools", ", ".join(tools) if tools else "-"), ("settings", settings_text(config)),
                 ("max image side", episode.get("max_image_side")), ("code timeout (s)", episode.get("code_timeout_s")),
                 ("tags", ", ".join(episode.get("tags") or []) or "-")]

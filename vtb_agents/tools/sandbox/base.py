@@ -80,6 +80,12 @@ class Sandbox(Protocol):
         ...
 
 
+def sandbox_settings(sandbox: Sandbox) -> dict[str, str]:
+    """How ``sandbox`` confines code, for an episode's recorded settings."""
+    return {"sandbox_isolation": str(getattr(sandbox, "isolation", "unknown")),
+            "sandbox_memory_cap": str(getattr(sandbox, "memory_cap", "unknown"))}
+
+
 def relative_name(name: str) -> PurePosixPath:
     """``name`` as a path relative to a working directory; ValueError if it could escape it."""
     path = PurePosixPath(name)

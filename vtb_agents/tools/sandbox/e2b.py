@@ -47,6 +47,7 @@ class E2BSandbox:
     """A ``Sandbox`` backed by a remote E2B code interpreter (see the module docstring)."""
 
     isolation = "e2b"
+    memory_cap = "the E2B VM's own"
 
     def __init__(self, workdir: Path | None = None, *, api_key: str | None = None,
                  template: str | None = None, lifetime_s: int = LIFETIME_S,

@@ -25,9 +25,10 @@ The level actually achieved is ``LocalSandbox.isolation`` (runs record it):
     No namespaces: the host user's files, network and processes are reachable. Debugging only.
 
 All levels keep the persistent worker, the per-call wall-clock timeout, capped output, rlimits
-on address space, CPU seconds and file size, and the working-directory quota (``Limits``). Not
-contained at any level: memory summed over several processes (RLIMIT_AS is per process), the
-kernel's attack surface (no seccomp filter).
+on address space, CPU seconds and file size, and the working-directory quota (``Limits``); where
+the machine allows a cgroup (``cgroup.py``), the memory of all the worker's processes together is
+capped too, and otherwise only per process (RLIMIT_AS). Not contained at any level: the kernel's
+attack surface (no seccomp filter).
 
 This file is also loaded by path inside the fallback worker: standard library only.
 """

@@ -11,6 +11,7 @@ stdout/stderr are capped.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import isolation as iso
+from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
 from .base import (DEFAULT_TIMEOUT_S, CappedText, ExecResult, TreeScan, WorkerPipes, changed_files,
                    open_in_dir, remove_changes, scan_tree, snapshot)
 
@@ -54,7 +56,9 @@ class Limits:
     ``workdir_bytes`` caps everything in the working directory together (as ``base.scan_tree``
     counts it): the host measures it every ``QUOTA_POLL_S`` during a call, and a call that goes
     over it is killed and what it wrote removed, so code cannot fill the host's disk with many
-    files each under ``file_size_bytes``.
+    files each under ``file_size_bytes``. ``memory_bytes`` caps the memory of the worker and all
+    its processes together, through a cgroup where the machine allows one (``cgroup.py``);
+    ``LocalSandbox.memory_cap`` says whether it does.
     """
 
     address_space_bytes: int = 4 << 30
@@ -63,6 +67,7 @@ class Limits:
     processes: int = 256
     tmp_bytes: int = 256 << 20
     workdir_bytes: int = 2 << 30
+    memory_bytes: int = 4 << 30
 
 
 def worker_env(home: str) -> dict[str, str]:
@@ -92,7 +97,7 @@ class _Worker(WorkerPipes):
     """One worker process with its control pipes and its stdout/stderr pipes."""
 
     def __init__(self, level: str, python: str, workdir: Path, limits: Limits,
-                 start_timeout: float) -> None:
+                 start_timeout: float, cgroup: MemoryCgroup | None = None) -> None:
         self.level, self.limits = level, limits
         deadline = time.monotonic() + start_timeout
         ctl_in_r, self.ctl_w = os.pipe()   # parent -> worker
@@ -107,6 +112,8 @@ class _Worker(WorkerPipes):
                 handshake, child_fds = (info_r, block_w), [*child_fds, info_w, block_r]
             argv, env = self._argv(python, workdir, ctl_in_r, ctl_out_w, child_fds,
                                    (info_w, block_r) if handshake else None)
+            if cgroup is not None:
+                argv = join_command(cgroup.procs, argv)
             self.proc = subprocess.Popen(
                 argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                 pass_fds=tuple(child_fds), start_new_session=True)
@@ -180,6 +187,11 @@ class _Worker(WorkerPipes):
         return f"{what}; {_STATE_RESET}"
 
 
+@functools.lru_cache(maxsize=None)
+def _warn_once_without_cgroup(reason: str) -> None:
+    _log.warning("sandbox memory is capped per process only (no cgroup for the sandbox): %s", reason)
+
+
 def _probe(level: str, python: str, limits: Limits) -> str | None:
     """Start and stop one worker at ``level`` in a scratch directory: None, or why it failed."""
     if level == "bwrap" and shutil.which("bwrap") is None:
@@ -228,10 +240,12 @@ class LocalSandbox:
 
     ``isolation``: "auto" (default; ``None`` reads ``$VTB_SANDBOX_ISOLATION``), "bwrap", "fallback"
     or "process"; afterwards the attribute holds the level actually achieved. ``strict=True``
-    raises SandboxError unless that level is "bwrap".
+    raises SandboxError unless that level is "bwrap". ``memory_cap`` says how the memory of all
+    the worker's processes together is capped (``cgroup v1, 4096 MiB``) or why it is not.
     """
 
     isolation: str
+    memory_cap: str
 
     def __init__(self, workdir: Path | None = None, limits: Limits = Limits(),
                  python: str | None = None, start_timeout: float = 30.0,
@@ -246,17 +260,42 @@ class LocalSandbox:
         self._owner = ((iso.SANDBOX_ID, iso.SANDBOX_ID)
                        if self.isolation != "process" and iso.drops_uid() else None)
         self._lock, self._closed, self._cell = threading.Lock(), False, 0
+        self._cgroup = self._open_cgroup()
         try:
             if self._owner is not None:  # the worker's uid must be able to write there
                 iso.chown_tree(str(self.workdir), os.getuid(), *self._owner)
             self._worker: _Worker | None = self._start()
         except BaseException:
+            if self._cgroup is not None:
+                self._cgroup.close()
             if self._owns_workdir:
                 shutil.rmtree(self.workdir)
             raise
 
+    def _open_cgroup(self) -> MemoryCgroup | None:
+        """This sandbox's memory cgroup, or None (and ``memory_cap`` says why) where impossible."""
+        if not self.limits.memory_bytes:
+            self.memory_cap = "off (Limits.memory_bytes=0): per-process rlimits only"
+            return None
+        try:
+            cgroup = open_memory_cgroup(self.limits.memory_bytes)
+        except CgroupUnavailable as exc:
+            self.memory_cap = f"per-process rlimits only ({exc})"
+            _warn_once_without_cgroup(str(exc))
+            return None
+        self.memory_cap = cgroup.describe()
+        return cgroup
+
     def _start(self) -> _Worker:
-        return _Worker(self.isolation, self._python, self.workdir, self.limits, self._start_timeout)
+        return _Worker(self.isolation, self._python, self.workdir, self.limits, self._start_timeout,
+                       self._cgroup)
+
+    def _kill(self, worker: _Worker, out: CappedText | None = None,
+              err: CappedText | None = None) -> None:
+        """Kill ``worker``'s process group and anything else still in the sandbox's cgroup."""
+        worker.kill(out, err)
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
 
     def run(self, code: str, timeout: float = DEFAULT_TIMEOUT_S) -> ExecResult:
         """Execute ``code`` in the persistent interpreter (one call at a time)."""
@@ -269,7 +308,7 @@ class LocalSandbox:
             if self._worker is None or (died := self._worker.exit_code(0)) is not None:
                 if self._worker is not None:  # died between calls (a thread called os._exit...)
                     err.add(f"[sandbox: before this call, {self._worker.death_message(died)}]\n")
-                    self._worker.kill()
+                    self._kill(self._worker)
                 self._worker, state_lost = self._start(), True
             worker = self._worker
             worker.drain(None, None, to_eof=False)  # late output of the previous call
@@ -284,7 +323,7 @@ class LocalSandbox:
                 ok, error = bool(reply["ok"]), reply["error"]
             else:
                 exit_status = None if status in ("timeout", "quota") else worker.exit_code(1.0)
-                worker.kill(out, err)
+                self._kill(worker, out, err)
                 ok, state_lost = False, True
                 error = (f"timeout after {timeout:g} s; {_STATE_RESET}" if status == "timeout"
                          else "the sandbox was closed during this call" if self._closed
@@ -348,6 +387,8 @@ class LocalSandbox:
             if self._worker is not None:
                 self._worker.kill()
                 self._worker = None
+            if self._cgroup is not None:
+                self._cgroup.close()
             if self._owns_workdir:
                 shutil.rmtree(self.workdir)
             elif self._owner is not None:
