@@ -117,3 +117,22 @@ def test_native_tool_images_go_inside_the_tool_results(artifacts):
     sent = [m for m in model.calls[1] if isinstance(m, ToolMessage)]
     assert any(b.get("type") == "image" and b["base64"] for m in sent if isinstance(m.content, list)
                for b in m.content)
+
+
+def test_a_user_can_edit_the_model_turn_with_update_state_and_resume(artifacts):
+    """Routing reads state only: ``update_state(as_node="model")`` works without a runtime context."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = ScriptedChatModel(replies=[AIMessage("The answer is 42.")])
+    graph = build_agent_graph(select_tools(), checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "edited"}}
+    edited = AIMessage("", tool_calls=[call("calculator", "e1", expression="6*7")])
+    graph.update_state(config, {"messages": [HumanMessage("What is 6 x 7?", id="turn-0"), edited],
+                                "turn": 0, "tool_rounds": 0, "status": "running"}, as_node="model")
+    assert graph.get_state(config).next == ("general_tools",)
+    with open_sandbox("local") as sandbox:
+        context = EpisodeContext(model=model, sandbox=sandbox, artifacts=artifacts, system_prompt="sys")
+        state = graph.invoke(None, config, context=context)
+    result = next(m for m in state["messages"] if isinstance(m, ToolMessage))
+    assert result.tool_call_id == "e1" and json.loads(result.content)["result"] == 42
+    assert state["status"] == "answered" and state["messages"][-1].content == "The answer is 42."

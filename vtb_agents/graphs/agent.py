@@ -73,6 +73,8 @@ def call_model_node(tools: Sequence[BaseTool]):
         update: dict[str, Any] = {"messages": [reply]}
         if not getattr(reply, "tool_calls", None):
             update["status"] = "answered"
+        elif state.get("tool_rounds", 0) >= ctx.max_tool_rounds:
+            update["status"] = "tool_round_cap"  # decided here, so routing needs no runtime context
         return update
 
     return call_model
@@ -122,13 +124,17 @@ def round_cap(state: AgentState, runtime: Runtime[EpisodeContext]) -> dict[str, 
 
 
 def route_after_model(clarification: bool):
-    """Route a model reply: tool calls by kind (Send), round cap, clarification, or the end."""
+    """Route a model reply: tool calls by kind (Send), round cap, clarification, or the end.
 
-    def route(state: AgentState, runtime: Runtime[EpisodeContext]) -> list[Send] | str:
+    Reads state only (the model node decides the round cap), so ``graph.update_state(...,
+    as_node="model")`` can route without an episode's runtime context.
+    """
+
+    def route(state: AgentState) -> list[Send] | str:
         last = state["messages"][-1]
         if not (isinstance(last, AIMessage) and last.tool_calls):
             return "clarify" if clarification and wants_clarification(state) else END
-        if state.get("tool_rounds", 0) >= runtime.context.max_tool_rounds:
+        if state.get("status") == "tool_round_cap":
             return "round_cap"
         vision = [c for c in last.tool_calls if c["name"] in VISION_TOOLS]
         general = [c for c in last.tool_calls if c["name"] not in VISION_TOOLS]
