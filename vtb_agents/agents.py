@@ -15,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import importlib
-from contextlib import nullcontext
 from typing import Any, Callable, Literal, Sequence
 
 from langchain_core.messages import AnyMessage, BaseMessage
@@ -23,7 +22,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.graphs.deadline import TaskDeadline, with_deadline
+from vtb_agents.graphs.deadline import task_time_limit
 from vtb_agents.graphs.episode import golden_rewrite, turn_message, turn_record
 from vtb_agents.graphs.materialize import materialize_messages
 from vtb_agents.results import Episode
@@ -84,11 +83,9 @@ def run_agent_episode(task: Task, factory: AgentFactory, *, sandbox: Sandbox, ar
     agent = factory(list(tools) if tools is not None else episode_tools(sandbox, artifacts))
     episode = Episode(task_id=task.id, model=model_name, settings={
         "agent": model_name, "history": history, **sandbox_settings(sandbox)})
-    deadline = TaskDeadline(task_timeout_s) if task_timeout_s else None
-    config = with_deadline(config or {"run_name": f"vtb:{task.id}",
-                                      "tags": [task.category, task.domain, model_name]}, deadline)
-    with deadline.closing(sandbox) if deadline else nullcontext():
-        _drive_agent(task, agent, config, sandbox, artifacts, history, max_image_side, episode)
+    config = config or {"run_name": f"vtb:{task.id}", "tags": [task.category, task.domain, model_name]}
+    with task_time_limit(task_timeout_s, sandbox, config) as limited:
+        _drive_agent(task, agent, limited, sandbox, artifacts, history, max_image_side, episode)
     return episode
 
 

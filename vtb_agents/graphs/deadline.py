@@ -11,6 +11,8 @@ timeout bounds it.
 Example:
     >>> deadline = TaskDeadline(30.0)
     >>> # graph.invoke(inputs, {"callbacks": [deadline]})
+    >>> # or, closing the sandbox too:
+    >>> # with task_time_limit(30.0, sandbox, config) as config: graph.invoke(inputs, config)
 """
 
 from __future__ import annotations
@@ -104,3 +106,16 @@ def with_deadline(config: dict[str, Any], deadline: TaskDeadline | None) -> dict
     if not isinstance(callbacks, list):
         raise TypeError("with_deadline needs config['callbacks'] as a list of handlers")
     return {**config, "callbacks": [*callbacks, deadline]}
+
+
+@contextmanager
+def task_time_limit(seconds: float | None, sandbox: Sandbox,
+                    config: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Yield ``config`` carrying a ``TaskDeadline`` of ``seconds``, with ``sandbox`` closed at the
+    limit (see ``TaskDeadline.closing``); without a limit, ``config`` unchanged."""
+    if not seconds:
+        yield config
+        return
+    deadline = TaskDeadline(seconds)
+    with deadline.closing(sandbox):
+        yield with_deadline(config, deadline)

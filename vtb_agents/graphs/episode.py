@@ -9,7 +9,6 @@ graph interrupts with a clarifying question, the resumer's reply opens the next 
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal, Sequence
 
@@ -23,7 +22,7 @@ from langgraph.types import Command
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
 from vtb_agents.graphs.agent import recursion_limit
 from vtb_agents.graphs.categories import graph_builder
-from vtb_agents.graphs.deadline import TaskDeadline, with_deadline
+from vtb_agents.graphs.deadline import task_time_limit
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
 from vtb_agents.graphs.resumers import Resumer, ScriptedResumer
 from vtb_agents.graphs.state import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS, EpisodeContext
@@ -125,9 +124,8 @@ def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, 
         "history": settings.history, "tools": [t.name for t in tools], "resumer": resumer.name,
         **sandbox_settings(sandbox), "graph": graph.name,
     })
-    deadline = TaskDeadline(settings.task_timeout_s) if settings.task_timeout_s else None
-    with deadline.closing(sandbox) if deadline else nullcontext():
-        return _drive(task, graph, with_deadline(config, deadline), context, resumer, episode)
+    with task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
+        return _drive(task, graph, limited, context, resumer, episode)
 
 
 def _drive(task: Task, graph: CompiledStateGraph, config: dict[str, Any], context: EpisodeContext,

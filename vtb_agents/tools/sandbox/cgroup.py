@@ -13,6 +13,7 @@ left the worker's process group (``setsid`` daemons). Elsewhere (no root, no del
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import signal
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 CGROUP_FS = Path("/sys/fs/cgroup")
 PREFIX = "vtb-sandbox-"
 _REMOVE_WAIT_S = 5.0
+_log = logging.getLogger(__name__)
 
 
 class CgroupUnavailable(RuntimeError):
@@ -142,7 +144,11 @@ def remove_orphans(parent: Path) -> list[str]:
     for path in parent.glob(f"{PREFIX}*-*"):
         owner = path.name[len(PREFIX):].split("-", 1)[0]
         if owner.isdigit() and not _alive(int(owner)):
-            MemoryCgroup(path, "orphan", 0).close()
+            try:
+                MemoryCgroup(path, "orphan", 0).close()
+            except OSError as exc:  # not ours to fail a new sandbox over: say so and go on
+                _log.warning("could not remove the orphaned sandbox cgroup %s: %s", path, exc)
+                continue
             removed.append(path.name)
     return removed
 

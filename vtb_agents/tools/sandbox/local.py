@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from . import isolation as iso
-from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
 from .base import (DEFAULT_TIMEOUT_S, CappedText, ExecResult, TreeScan, WorkerPipes, changed_files,
                    open_in_dir, remove_changes, scan_tree, snapshot)
+from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
 WARM_IMPORTS = ("PIL.Image",)
@@ -260,8 +260,9 @@ class LocalSandbox:
         self._owner = ((iso.SANDBOX_ID, iso.SANDBOX_ID)
                        if self.isolation != "process" and iso.drops_uid() else None)
         self._lock, self._closed, self._cell = threading.Lock(), False, 0
-        self._cgroup = self._open_cgroup()
+        self._cgroup: MemoryCgroup | None = None
         try:
+            self._cgroup = self._open_cgroup()
             if self._owner is not None:  # the worker's uid must be able to write there
                 iso.chown_tree(str(self.workdir), os.getuid(), *self._owner)
             self._worker: _Worker | None = self._start()
