@@ -117,7 +117,7 @@ def run(rounds: int, starts: int) -> dict[str, object]:
             (folder / "image_0.png").write_bytes(image)
         bwrap = LocalSandbox(dirs["b"], isolation="bwrap")
         fallback = LocalSandbox(dirs["c"], isolation="fallback")
-        memory_cap = bwrap.memory_cap
+        memory_cap, syscall_filter = bwrap.memory_cap, bwrap.syscall_filter
         try:
             methods = {"a": InProcess(dirs["a"]), "b": sandbox_call(bwrap),
                        "c": sandbox_call(fallback), "d": fresh_process(dirs["d"])}
@@ -140,7 +140,7 @@ def run(rounds: int, starts: int) -> dict[str, object]:
             "png_bytes": len(image), "first": {m: v * 1000 for m, v in first.items()}, "rounds": rounds,
             "starts": {lv: (statistics.median(s) * 1000, statistics.median(f) * 1000)
                        for lv, (s, f) in start_times.items()}, "n_starts": starts,
-            "memory_cap": memory_cap}
+            "memory_cap": memory_cap, "syscall_filter": syscall_filter}
 
 
 def machine() -> str:
@@ -176,8 +176,9 @@ def report(results: dict) -> str:
     for level, (start, first_call) in starts.items():
         lines.append(f"| {level} | {start:.0f} ms | {first_call:.0f} ms |")
     lines += ["", "Targets: persistent isolated sandbox within 1.25x of in-process exec (warm); start "
-              "under 300 ms.", "", f"Sandboxes measured with their memory cap: {results['memory_cap']} "
-              "(a cgroup per sandbox, joined before the worker starts).", "",
+              "under 300 ms.", "", f"Sandboxes measured with all their confinement: memory cap {results['memory_cap']} "
+              f"(a cgroup per sandbox, joined before the worker starts), {results['syscall_filter']}, "
+              "working-directory quota polled every 0.1 s.", "",
               f"Machine: {machine()}.", "",
               "Reproduce: `.venv/bin/python bench/sandbox_latency.py` (about a minute; rewrites this "
               "section).", ""]

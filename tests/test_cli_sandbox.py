@@ -35,6 +35,8 @@ def test_exec_places_images_and_reports_json(tmp_path, monkeypatch):
     assert payload["images"] == [{"name": "transformed_image_0.png", "size": [80, 60]}]
     assert Image.open(tmp_path / "wd" / "image_1.png").format == "PNG"  # converted like a task image
     assert payload["isolation"] in ("bwrap", "fallback", "process")
+    assert payload["memory_cap"].startswith(("cgroup v", "per-process rlimits only ("))
+    assert payload["syscall_filter"].startswith(("seccomp: ", "none (no system-call table"))
 
 
 def test_exec_failing_code_exits_1_with_the_error(tmp_path):

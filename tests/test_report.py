@@ -69,8 +69,9 @@ def test_report_shows_summary_numbers_and_every_task(run_dir, report):
     settings = [json.loads(line)["episode"]["settings"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
     levels = {s["sandbox_isolation"] for s in settings}
     assert len(levels) == 1 and f"{levels.pop()} (3 episodes)" in report  # isolation from the episodes
-    caps = {s["sandbox_memory_cap"] for s in settings}
-    assert len(caps) == 1 and f"{esc(caps.pop())} (3 episodes)" in report
+    for key in ("sandbox_memory_cap", "sandbox_syscall_filter"):
+        values = {s[key] for s in settings}
+        assert len(values) == 1 and f"{esc(values.pop())} (3 episodes)" in report
     assert report.count('<details class="task"') == 3
     for task_id in ("t-pass", "t-xss", "t-ungraded"):
         assert f'id="task-{task_id}"' in report

@@ -295,6 +295,40 @@ def _running(pid: int) -> bool:
         return False
 
 
+def test_kernel_attack_surface_calls_are_denied_and_ordinary_work_goes_on(sb: LocalSandbox) -> None:
+    """seccomp: new namespaces, ptrace, keyrings, eBPF and the x32 ABI fail; threads, subprocesses
+    and multiprocessing (plain clone) still work."""
+    code = (
+        "import ctypes, errno, json\nlibc = ctypes.CDLL(None, use_errno=True)\nout = {}\n"
+        "calls = {'unshare(NEWUSER)': lambda: libc.unshare(0x10000000),\n"
+        "         'ptrace': lambda: libc.ptrace(0, 0, 0, 0),\n"
+        "         'keyctl': lambda: libc.syscall(250, 0, 0, 0, 0),\n"
+        "         'bpf': lambda: libc.syscall(321, 0, 0, 0),\n"
+        "         'clone(NEWNET)': lambda: libc.syscall(56, 0x40000000 | 17, 0, 0, 0, 0),\n"
+        "         'clone3': lambda: libc.syscall(435, 0, 0),\n"
+        "         'x32 getpid': lambda: libc.syscall(0x40000000 | 39)}\n"
+        "for name, call in calls.items():\n"
+        "    out[name] = [call(), errno.errorcode.get(ctypes.get_errno())]\n"
+        "import multiprocessing, subprocess, threading\n"
+        "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+        "out['subprocess'] = subprocess.run(['echo', 'child'], capture_output=True, text=True).stdout\n"
+        "with multiprocessing.Pool(2) as pool:\n    out['pool'] = pool.map(abs, [-1, -2])\n"
+        "print(json.dumps(out))"
+    )
+    if sys.platform != "linux" or os.uname().machine != "x86_64":
+        pytest.skip("the probe uses x86_64 system call numbers")
+    assert sb.syscall_filter.startswith("seccomp:")
+    result = sb.run(code, timeout=60)
+    assert result.ok, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "thread"
+    seen = json.loads(lines[-1])
+    assert seen.pop("clone3") == [-1, "ENOSYS"]  # the C library falls back to clone
+    assert seen.pop("subprocess") == "child\n" and seen.pop("pool") == [1, 2]
+    assert seen == {name: [-1, "EPERM"] for name in seen}, seen
+    assert_alive(sb)
+
+
 def test_killing_the_parent_and_everything_fails(sb: LocalSandbox) -> None:
     canaries = [subprocess.Popen(["sleep", "60"])]
     if os.geteuid() == 0:

@@ -13,6 +13,7 @@ from vtb_agents.artifacts import ArtifactStore, to_png
 from vtb_agents.cli_common import check_choice, fail, out
 from vtb_agents.tools.python_tools import MAX_CODE_CHARS, collect_images
 from vtb_agents.tools.sandbox import SandboxError, open_sandbox
+from vtb_agents.tools.sandbox.base import sandbox_settings
 
 sandbox_app = typer.Typer(help="Run code in the sandbox the model's tools use.", no_args_is_help=True)
 
@@ -45,10 +46,13 @@ def sandbox_exec(code_file: Path = typer.Option(..., "--code-file", help="Python
                 box.put_file(f"image_{index}.png", data)
             result = box.run(code, timeout=timeout)
             images = collect_images(box, ArtifactStore(Path(scratch)), result.new_files)
-            isolation = box.isolation
+            confinement = sandbox_settings(box)
     except (SandboxError, ValueError) as exc:
         fail(str(exc))
+    isolation = confinement["sandbox_isolation"]
     payload = {**result.to_dict(), "isolation": isolation,
+               "memory_cap": confinement["sandbox_memory_cap"],
+               "syscall_filter": confinement["sandbox_syscall_filter"],
                "images": [{"name": i["name"], "size": i["size"]} for i in images]}
     if as_json:
         print(json.dumps(payload, ensure_ascii=False))

@@ -38,14 +38,16 @@ def _reason_group(reason: str | None) -> str:
     return re.sub(r"^\d+ ", "", (reason or "no reason recorded").split(":")[0])
 
 
+def _setting_counts(data: RunData, key: str) -> Counter[str]:
+    """How many episodes recorded each value of the episode setting ``key``."""
+    return Counter(str(r.episode.settings[key]) for r in data.results if key in r.episode.settings)
+
+
 def header(data: RunData) -> str:
     """Title, headline numbers, run settings and counts, and why tasks are ungraded."""
     s, config = data.summary, data.config
     episode = config.get("episode") or {}
-    isolation = Counter(str(r.episode.settings["sandbox_isolation"]) for r in data.results
-                        if "sandbox_isolation" in r.episode.settings)
-    memory = Counter(str(r.episode.settings["sandbox_memory_cap"]) for r in data.results
-                     if "sandbox_memory_cap" in r.episode.settings)
+    isolation = _setting_counts(data, "sandbox_isolation")
     tools = next((r.episode.settings["tools"] for r in data.results if "tools" in r.episode.settings), None)
     model = s.get("model") or config.get("model", "?")
     kpis = [("APR", pct(s.get("apr"))), ("ARS", pct(s.get("ars"))), ("tasks", s.get("tasks")),
@@ -63,7 +65,9 @@ def header(data: RunData) -> str:
                 ("sandbox", config.get("sandbox")),
                 ("sandbox isolation", "; ".join(f"{k} ({n} episodes){': ' + ISOLATION[k] if k in ISOLATION else ''}"
                                                 for k, n in isolation.most_common()) or "-"),
-                ("sandbox memory cap", "; ".join(f"{k} ({n} episodes)" for k, n in memory.most_common()) or "-"),
+                *((label, "; ".join(f"{k} ({n} episodes)" for k, n in _setting_counts(data, key).most_common()) or "-")
+                  for label, key in (("sandbox memory cap", "sandbox_memory_cap"),
+                                     ("sandbox syscall filter", "sandbox_syscall_filter"))),
                 ("tools", ", ".join(tools) if tools else "-"), ("settings", settings_text(config)),
                 ("max image side", episode.get("max_image_side")), ("code timeout (s)", episode.get("code_timeout_s")),
                 ("tags", ", ".join(episode.get("tags") or []) or "-")]

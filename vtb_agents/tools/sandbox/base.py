@@ -83,7 +83,8 @@ class Sandbox(Protocol):
 def sandbox_settings(sandbox: Sandbox) -> dict[str, str]:
     """How ``sandbox`` confines code, for an episode's recorded settings."""
     return {"sandbox_isolation": str(getattr(sandbox, "isolation", "unknown")),
-            "sandbox_memory_cap": str(getattr(sandbox, "memory_cap", "unknown"))}
+            "sandbox_memory_cap": str(getattr(sandbox, "memory_cap", "unknown")),
+            "sandbox_syscall_filter": str(getattr(sandbox, "syscall_filter", "unknown"))}
 
 
 def relative_name(name: str) -> PurePosixPath:

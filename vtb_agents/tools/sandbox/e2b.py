@@ -48,6 +48,7 @@ class E2BSandbox:
 
     isolation = "e2b"
     memory_cap = "the E2B VM's own"
+    syscall_filter = "the E2B VM's own"
 
     def __init__(self, workdir: Path | None = None, *, api_key: str | None = None,
                  template: str | None = None, lifetime_s: int = LIFETIME_S,

@@ -27,8 +27,9 @@ The level actually achieved is ``LocalSandbox.isolation`` (runs record it):
 All levels keep the persistent worker, the per-call wall-clock timeout, capped output, rlimits
 on address space, CPU seconds and file size, and the working-directory quota (``Limits``); where
 the machine allows a cgroup (``cgroup.py``), the memory of all the worker's processes together is
-capped too, and otherwise only per process (RLIMIT_AS). Not contained at any level: the kernel's
-attack surface (no seccomp filter).
+capped too, and otherwise only per process (RLIMIT_AS); a seccomp filter (``seccomp.py``) denies
+the system calls that lead into the kernel's riskier parts or out of a sandbox (x86_64 and
+aarch64).
 
 This file is also loaded by path inside the fallback worker: standard library only.
 """

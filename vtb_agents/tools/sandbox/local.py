@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import isolation as iso
+from . import seccomp
 from .base import (DEFAULT_TIMEOUT_S, CappedText, ExecResult, TreeScan, WorkerPipes, changed_files,
                    open_in_dir, remove_changes, scan_tree, snapshot)
 from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
@@ -97,8 +98,9 @@ class _Worker(WorkerPipes):
     """One worker process with its control pipes and its stdout/stderr pipes."""
 
     def __init__(self, level: str, python: str, workdir: Path, limits: Limits,
-                 start_timeout: float, cgroup: MemoryCgroup | None = None) -> None:
-        self.level, self.limits = level, limits
+                 start_timeout: float, cgroup: MemoryCgroup | None = None,
+                 seccomp_program: bytes | None = None) -> None:
+        self.level, self.limits, self.seccomp_program = level, limits, seccomp_program
         deadline = time.monotonic() + start_timeout
         ctl_in_r, self.ctl_w = os.pipe()   # parent -> worker
         self.ctl_r, ctl_out_w = os.pipe()  # worker -> parent
@@ -137,7 +139,8 @@ class _Worker(WorkerPipes):
         finally:
             self._close_fds(*(handshake or ()))
         if status != "reply" or frame is None or frame.get("op") != "ready" \
-                or frame.get("isolation") != level:
+                or frame.get("isolation") != level \
+                or frame.get("seccomp") != (seccomp_program is not None):
             self.kill(out, err)
             raise SandboxError(f"the sandbox worker did not start at isolation level {level!r} "
                                f"({status}): {err.text()[-4000:]}")
@@ -148,6 +151,8 @@ class _Worker(WorkerPipes):
         limits = self.limits if self.level != "process" else replace(self.limits, processes=0)
         setup: dict[str, Any] = {"level": self.level, "warm": list(WARM_IMPORTS),
                                  "drop": self.level != "process" and iso.drops_uid()}
+        if self.seccomp_program is not None:
+            setup["seccomp"] = self.seccomp_program.hex()
         if self.level == "fallback":
             setup["module"] = iso.__file__
             setup["fallback"] = iso.fallback_config(iso.python_roots(python),
@@ -241,11 +246,13 @@ class LocalSandbox:
     ``isolation``: "auto" (default; ``None`` reads ``$VTB_SANDBOX_ISOLATION``), "bwrap", "fallback"
     or "process"; afterwards the attribute holds the level actually achieved. ``strict=True``
     raises SandboxError unless that level is "bwrap". ``memory_cap`` says how the memory of all
-    the worker's processes together is capped (``cgroup v1, 4096 MiB``) or why it is not.
+    the worker's processes together is capped (``cgroup v1, 4096 MiB``) or why it is not;
+    ``syscall_filter`` which seccomp filter the worker runs under (``seccomp.py``).
     """
 
     isolation: str
     memory_cap: str
+    syscall_filter: str
 
     def __init__(self, workdir: Path | None = None, limits: Limits = Limits(),
                  python: str | None = None, start_timeout: float = 30.0,
@@ -261,6 +268,8 @@ class LocalSandbox:
                        if self.isolation != "process" and iso.drops_uid() else None)
         self._lock, self._closed, self._cell = threading.Lock(), False, 0
         self._cgroup: MemoryCgroup | None = None
+        self._seccomp = seccomp.filter_program()
+        self.syscall_filter = seccomp.describe(self._seccomp)
         try:
             self._cgroup = self._open_cgroup()
             if self._owner is not None:  # the worker's uid must be able to write there
@@ -289,7 +298,7 @@ class LocalSandbox:
 
     def _start(self) -> _Worker:
         return _Worker(self.isolation, self._python, self.workdir, self.limits, self._start_timeout,
-                       self._cgroup)
+                       self._cgroup, self._seccomp)
 
     def _kill(self, worker: _Worker, out: CappedText | None = None,
               err: CappedText | None = None) -> None:

@@ -4,7 +4,8 @@ Started as ``python -I -B worker.py CTL_IN CTL_OUT LIMITS_JSON [SETUP_JSON]`` (s
 only, because ``-I`` keeps this file's package off ``sys.path``). SETUP_JSON says how the worker
 confines itself before serving (see isolation.py): ``level``; ``fallback`` (config for
 ``isolation.enter_fallback``, loaded by path from ``module``); ``drop`` (switch to uid/gid 65534
-once the rlimits are set); ``chdir`` (the working directory, entered after the switch).
+once the rlimits are set); ``chdir`` (the working directory, entered after the switch);
+``seccomp`` (hex of a filter program from seccomp.py, installed last).
 
 Control messages travel on two dedicated pipes (``CTL_IN``: requests from the parent,
 ``CTL_OUT``: results), as 4-byte big-endian length + UTF-8 JSON frames. fd 1 and 2 are pipes the
@@ -145,6 +146,28 @@ def _drop_privileges() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 1) failed")
 
 
+def _install_seccomp(program_hex: str) -> None:
+    """Install the host-built seccomp filter (seccomp.py) on this process and all it will start.
+
+    ``PR_SET_NO_NEW_PRIVS`` first, which the kernel requires of an unprivileged filter and which
+    also keeps set-uid programs from regaining privileges.
+    """
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    program = bytes.fromhex(program_hex)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    libc = ctypes.CDLL(None, use_errno=True)
+    ulong = ctypes.c_ulong
+    if libc.prctl(38, ulong(1), ulong(0), ulong(0), ulong(0)) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if libc.prctl(22, ulong(2), ctypes.byref(fprog), ulong(0), ulong(0)) != 0:  # SECCOMP filter
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP) failed")
+
+
 def _clip(text: str, limit: int) -> str:
     """``text`` made JSON/UTF-8 safe and cut to ``limit`` characters."""
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -242,11 +265,14 @@ def main(argv: list[str]) -> int:
         _drop_privileges()
     if setup.get("chdir"):
         os.chdir(setup["chdir"])
+    if setup.get("seccomp"):
+        _install_seccomp(setup["seccomp"])
     sys.dont_write_bytecode = True
     streams = _Streams()
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     write_frame(ctl_out, {"op": "ready", "pid": os.getpid(), "uid": os.getuid(),
-                          "isolation": setup.get("level", "process")})
+                          "isolation": setup.get("level", "process"),
+                          "seccomp": bool(setup.get("seccomp"))})
     home = os.getcwd()
     _warm(setup.get("warm", ()))
     while (request := read_frame(ctl_in)) is not None:
