@@ -27,7 +27,6 @@ import json
 import re
 import threading
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
@@ -36,6 +35,8 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import zstandard
 from PIL import Image
+
+from servers import Request
 
 API_KEY = "lsv2_pt_test-key"
 TENANT_ID = str(uuid.uuid4())
@@ -92,26 +93,12 @@ def parse_multipart(body: bytes, content_type: str) -> list[tuple[str, dict[str,
     return parts
 
 
-@dataclass
-class Call:
-    """One request as received (body decompressed)."""
-
-    method: str
-    path: str
-    query: dict[str, list[str]]
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
 class LangSmithStandIn:
     """The stand-in; use as a context manager. ``url`` and ``API_KEY`` configure a client."""
 
     def __init__(self, *, zstd: bool = True) -> None:
         self.zstd = zstd
-        self.calls: list[Call] = []
+        self.calls: list[Request] = []
         self.errors: list[str] = []
         self.ingested: list[bytes] = []  # every run/feedback ingestion body, decompressed
         self.runs: dict[str, dict[str, Any]] = {}
@@ -173,7 +160,7 @@ class LangSmithStandIn:
 
     # ---------------------------------------------------------------- handlers: (status, JSON or bytes)
 
-    def info(self, call: Call) -> tuple[int, Any]:
+    def info(self, call: Request) -> tuple[int, Any]:
         return 200, {"version": "0.12.33", "license_expiration_time": None,
                      "batch_ingest_config": {"use_multipart_endpoint": True, "size_limit": 100,
                                              "size_limit_bytes": 20_971_520, "scale_up_nthreads_limit": 16,
@@ -188,7 +175,7 @@ class LangSmithStandIn:
             assert body.get("trace_id") and body.get("dotted_order"), f"run {run_id} without trace_id/dotted_order"
         run.update({k: v for k, v in body.items() if v is not None or k not in run})
 
-    def runs_multipart(self, call: Call) -> tuple[int, Any]:
+    def runs_multipart(self, call: Request) -> tuple[int, Any]:
         self.ingested.append(call.body)
         for name, headers, data in parse_multipart(call.body, call.headers["content-type"]):
             kind, _, rest = name.partition(".")
@@ -207,7 +194,7 @@ class LangSmithStandIn:
                 raise AssertionError(f"unknown multipart part {name!r}")
         return 202, {}
 
-    def runs_batch(self, call: Call) -> tuple[int, Any]:
+    def runs_batch(self, call: Request) -> tuple[int, Any]:
         self.ingested.append(call.body)
         body = call.json()
         for operation in ("post", "patch"):
@@ -215,13 +202,13 @@ class LangSmithStandIn:
                 self._ingest_op(operation, str(run["id"]), run)
         return 202, {}
 
-    def run_create(self, call: Call) -> tuple[int, Any]:
+    def run_create(self, call: Request) -> tuple[int, Any]:
         self.ingested.append(call.body)
         run = call.json()
         self.runs.setdefault(str(run["id"]), {}).update(run)
         return 202, {}
 
-    def run_update(self, call: Call, run_id: str) -> tuple[int, Any]:
+    def run_update(self, call: Request, run_id: str) -> tuple[int, Any]:
         self.ingested.append(call.body)
         self.runs.setdefault(run_id, {"id": run_id}).update(call.json())
         return 202, {}
@@ -231,7 +218,7 @@ class LangSmithStandIn:
                 "start_time": body.get("start_time") or now(), "end_time": None, "extra": body.get("extra"),
                 "description": body.get("description"), "reference_dataset_id": body.get("reference_dataset_id")}
 
-    def session_create(self, call: Call) -> tuple[int, Any]:
+    def session_create(self, call: Request) -> tuple[int, Any]:
         body = call.json()
         taken = [s for s in self.sessions.values() if s["name"] == body["name"]]
         if taken:
@@ -242,22 +229,22 @@ class LangSmithStandIn:
         self.sessions[session["id"]] = session
         return 200, session
 
-    def session_list(self, call: Call) -> tuple[int, Any]:
+    def session_list(self, call: Request) -> tuple[int, Any]:
         name = (call.query.get("name") or [None])[0]
         return 200, [s for s in self.sessions.values() if name is None or s["name"] == name]
 
-    def session_read(self, call: Call, session_id: str) -> tuple[int, Any]:
+    def session_read(self, call: Request, session_id: str) -> tuple[int, Any]:
         session = self.sessions.get(session_id)
         return (200, session) if session else (404, {"detail": "Session not found"})
 
-    def session_update(self, call: Call, session_id: str) -> tuple[int, Any]:
+    def session_update(self, call: Request, session_id: str) -> tuple[int, Any]:
         session = self.sessions.get(session_id)
         if session is None:
             return 404, {"detail": "Session not found"}
         session.update({k: v for k, v in call.json().items() if v is not None})
         return 200, session
 
-    def dataset_create(self, call: Call) -> tuple[int, Any]:
+    def dataset_create(self, call: Request) -> tuple[int, Any]:
         body = call.json()
         assert body.get("data_type") in ("kv", "llm", "chat"), body
         if any(d["name"] == body["name"] for d in self.datasets.values()):
@@ -272,19 +259,19 @@ class LangSmithStandIn:
         count = sum(e["dataset_id"] == dataset["id"] for e in self.examples.values())
         return {**dataset, "example_count": count}
 
-    def dataset_list(self, call: Call) -> tuple[int, Any]:
+    def dataset_list(self, call: Request) -> tuple[int, Any]:
         name = (call.query.get("name") or [None])[0]
         return 200, [self._dataset_view(d) for d in self.datasets.values() if name is None or d["name"] == name]
 
-    def dataset_read(self, call: Call, dataset_id: str) -> tuple[int, Any]:
+    def dataset_read(self, call: Request, dataset_id: str) -> tuple[int, Any]:
         dataset = self.datasets.get(dataset_id)
         return (200, self._dataset_view(dataset)) if dataset else (404, {"detail": "Dataset not found"})
 
-    def dataset_delete(self, call: Call, dataset_id: str) -> tuple[int, Any]:
+    def dataset_delete(self, call: Request, dataset_id: str) -> tuple[int, Any]:
         self.datasets.pop(dataset_id, None)
         return 200, {}
 
-    def examples_upload(self, call: Call, dataset_id: str) -> tuple[int, Any]:
+    def examples_upload(self, call: Request, dataset_id: str) -> tuple[int, Any]:
         if dataset_id not in self.datasets:
             return 404, {"detail": "Dataset not found"}
         created: dict[str, dict[str, Any]] = {}
@@ -308,7 +295,7 @@ class LangSmithStandIn:
             self.examples[example["id"]] = example
         return 201, {"example_ids": list(created), "count": len(created), "as_of": now()}
 
-    def example_list(self, call: Call) -> tuple[int, Any]:
+    def example_list(self, call: Request) -> tuple[int, Any]:
         dataset = (call.query.get("dataset") or [None])[0]
         ids = set(call.query.get("id") or [])
         offset = int((call.query.get("offset") or ["0"])[0])
@@ -325,18 +312,18 @@ class LangSmithStandIn:
             page.append(view)
         return 200, page
 
-    def attachment_read(self, call: Call, example_id: str, name: str) -> tuple[int, Any]:
+    def attachment_read(self, call: Request, example_id: str, name: str) -> tuple[int, Any]:
         found = self.attachments.get((example_id, name))
         return (200, found[1]) if found else (404, {"detail": "Attachment not found"})
 
-    def feedback_create(self, call: Call) -> tuple[int, Any]:
+    def feedback_create(self, call: Request) -> tuple[int, Any]:
         body = call.json()
         self.feedback.append(body)
         return 200, body
 
     # ---------------------------------------------------------------- HTTP plumbing
 
-    def _dispatch(self, call: Call) -> tuple[int, Any]:
+    def _dispatch(self, call: Request) -> tuple[int, Any]:
         with self.lock:
             self.calls.append(call)
             if call.headers.get("x-api-key") != API_KEY and not call.path.startswith("/attachments/"):
@@ -374,8 +361,8 @@ class LangSmithStandIn:
 
             def _serve(self) -> None:
                 parts = urlsplit(self.path)
-                call = Call(self.command, parts.path, parse_qs(parts.query),
-                            {k.lower(): v for k, v in self.headers.items()}, self._body())
+                call = Request(self.command, parts.path, parse_qs(parts.query),
+                               {k.lower(): v for k, v in self.headers.items()}, self._body())
                 status, payload = server._dispatch(call)
                 body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
