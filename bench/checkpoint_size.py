@@ -21,7 +21,7 @@ from PIL import Image
 
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.graphs.agent import build_agent_graph, recursion_limit
-from vtb_agents.graphs.materialize import materialize_messages
+from vtb_agents.strategies.observe import materialize_messages
 from vtb_agents.graphs.state import EpisodeContext
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks import load_tasks

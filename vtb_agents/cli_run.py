@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from vtb_agents.cli_common import check_choice, err, fail, load_or_fail, out
-from vtb_agents.graphs.episode import EpisodeSettings
+from vtb_agents.episodes.driver import EpisodeSettings
 from vtb_agents.results import TaskResult
 from vtb_agents.tasks.errors import TaskLoadError
 from vtb_agents.tasks.model import Task
@@ -27,6 +27,8 @@ run_cli = typer.Typer(add_completion=False)
 
 TASKS = typer.Option("sample", help="Task source: 'sample', a folder, parquet, 'hf:...'.")
 MODEL = typer.Option("replay", help="'replay', 'provider:model' (init_chat_model) or 'agent:module:function'.")
+STRATEGY = typer.Option("react", help="Turn policy: react, zoom, marks, plan, reflect (see 'vtb strategies'), "
+                                      "or 'module:function' for your own.")
 JUDGE = typer.Option("rule", help="'rule' (deterministic checks only) or 'provider:model' (LLM judge).")
 RESUME = typer.Option(False, help="Continue the run in --out, skipping finished tasks.")
 CONCURRENCY = typer.Option(1, min=1, help="Tasks run at once.")
@@ -125,7 +127,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
 
 
 @run_cli.command("run")
-def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
+def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: str = STRATEGY,
         out_dir: Path = typer.Option(Path("runs/latest"), "--out", help="Run directory."),
         resume: bool = RESUME, max_tool_rounds: int = MAX_ROUNDS,
         prompt_level: str = typer.Option("high", help="System prompt strength: low, mid, high."),
@@ -159,7 +161,8 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
     check_choice("--resumer", resumer, ("scripted", "simulated", "human"))
     mode, cassette = network_options(tools_mode, tools_cache)
     selected = select_tasks(tasks, category, task_id, limit)
-    config = RunConfig(model=model, judge=judge, tasks=tasks, critical_rule=critical_rule,  # type: ignore[arg-type]
+    config = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy,
+                       critical_rule=critical_rule,  # type: ignore[arg-type]
                        no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer, user_model=user_model,
                        sandbox=sandbox, sandbox_strict=sandbox_strict, tools_mode=mode, tools_cache=cassette,
                        requests_per_second=rps,
@@ -192,7 +195,7 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
 
 
 @run_cli.command("ablate")
-def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
+def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: str = STRATEGY,
            out_dir: Path = typer.Option(Path("runs/ablation"), "--out", help="Folder for one run per setting."),
            settings: list[str] = typer.Option([], "--setting", help="Only these settings (repeatable)."),
            resume: bool = RESUME, concurrency: int = CONCURRENCY, limit: Optional[int] = LIMIT,
@@ -212,7 +215,8 @@ def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
     check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
     mode, cassette = network_options(tools_mode, tools_cache)
     selected = select_tasks(tasks, category, task_id, limit)
-    base = RunConfig(model=model, judge=judge, tasks=tasks, critical_rule=critical_rule,  # type: ignore[arg-type]
+    base = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy,
+                     critical_rule=critical_rule,  # type: ignore[arg-type]
                      tools_mode=mode, tools_cache=cassette,
                      episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, history=history))  # type: ignore[arg-type]
     with progress_bar(len(selected) * len(chosen)) as (on_result, stop):
@@ -257,3 +261,14 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     j = summary["judge"]
     out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
               f"{j['checks']} check(s), {j['unjudged']} unjudged")
+
+
+@run_cli.command("strategies")
+def strategies() -> None:
+    """List the built-in strategies (turn policies) for --strategy, one line each."""
+    from vtb_agents.strategies import BUILTIN
+
+    table = Table("strategy", "what it does", "after", title="strategies (--strategy NAME, or module:function)")
+    for strategy in BUILTIN.values():
+        table.add_row(strategy.name, strategy.summary, strategy.source)
+    out.print(table)

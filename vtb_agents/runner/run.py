@@ -25,15 +25,16 @@ from langgraph.graph.state import CompiledStateGraph
 from vtb_agents import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.agents import AGENT_PREFIX, AgentFactory, episode_tools, load_agent_factory, run_agent_episode
-from vtb_agents.graphs.categories import graph_builder
-from vtb_agents.graphs.episode import EpisodeSettings, run_episode
+from vtb_agents.episodes.driver import EpisodeSettings, run_episode
+from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.grading import grade_episode
 from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
+from vtb_agents.strategies import DEFAULT_STRATEGY, Strategy, load_strategy
+from vtb_agents.strategies.agent import AGENT_PREFIX
 from vtb_agents.results import Episode, TaskResult
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
@@ -61,10 +62,12 @@ class RunError(RuntimeError):
 class RunConfig:
     """What a run is: recorded in ``run.json`` and compared on resume.
 
-    ``model`` is ``replay``, ``provider:model`` or ``agent:module:function`` (a user's agent).
+    ``model`` is ``replay``, ``provider:model`` or ``agent:module:function`` (a user's agent, which
+    is then the strategy); ``strategy`` names the turn policy (:mod:`vtb_agents.strategies`).
     """
 
     model: str
+    strategy: str = DEFAULT_STRATEGY
     judge: str = "rule"
     tasks: str = "sample"
     sandbox: str = "local"
@@ -95,6 +98,11 @@ class RunConfig:
             mode, cache = ("replay", str(SAMPLE_CASSETTE)) if sample else ("live", cache)
         return NetworkSettings(mode=mode, cache_path=Path(cache) if cache else None)  # type: ignore[arg-type]
 
+    @property
+    def strategy_spec(self) -> str:
+        """The strategy that answers turns: the user's agent for ``agent:`` models, else ``strategy``."""
+        return self.model if self.model.startswith(AGENT_PREFIX) else self.strategy
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists)."""
         return json.loads(json.dumps(asdict(self)))
@@ -105,31 +113,34 @@ ProgressFn = Callable[[TaskResult, int, int], None]
 
 @dataclass
 class RunResources:
-    """What every task of a run shares: judge, artifact store, checkpointer, model or agent, resumer."""
+    """What every task of a run shares: judge, artifact store, checkpointer, strategy, model, resumer."""
 
     judge: RubricJudge
+    strategy: Strategy
     tools: list[BaseTool] = field(default_factory=list)
     artifacts: ArtifactStore | None = None  # set once the run directory exists
     checkpointer: SqliteSaver | None = None
     models: ModelFactory | None = None
-    agent: AgentFactory | None = None
     resumer: Resumer | None = None
     graphs: dict[str, CompiledStateGraph] = field(default_factory=dict)
 
     def graph(self, category: str) -> CompiledStateGraph:
-        """The category's graph over the run's tools and checkpointer, compiled once per run."""
+        """The category's graph around the run's strategy, with its checkpointer, compiled once per run."""
         if category not in self.graphs:
-            self.graphs[category] = graph_builder(category)(self.tools, checkpointer=self.checkpointer)
+            self.graphs[category] = build_category_graph(category, self.strategy, checkpointer=self.checkpointer)
         return self.graphs[category]
 
 
 def build_resources(config: RunConfig, judge: RubricJudge) -> RunResources:
-    """Resolve the run's model or agent and resumer; bad specs raise ValueError before any work."""
-    agent = load_agent_factory(config.model) if config.model.startswith(AGENT_PREFIX) else None
-    models = None if agent else model_factory(config.model, config.requests_per_second)
+    """Resolve the run's strategy, model and resumer; bad specs raise ValueError before any work."""
+    if config.model.startswith(AGENT_PREFIX) and config.strategy != DEFAULT_STRATEGY:
+        raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
+                         f"it cannot be combined with --strategy {config.strategy}")
+    strategy = load_strategy(config.strategy_spec)
+    models = model_factory(config.model, config.requests_per_second) if strategy.needs_model else None
     user_model = chat_model(config.user_model) if config.user_model else None
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool, network=config.network())
-    return RunResources(judge=judge, tools=tools, models=models, agent=agent,
+    return RunResources(judge=judge, strategy=strategy, tools=tools, models=models,
                         resumer=load_resumer(config.resumer, user_model))
 
 
@@ -166,23 +177,15 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
 
 
 def episode_for_task(task: Task, config: RunConfig, resources: RunResources, sandbox: Sandbox) -> Episode:
-    """Run ``task``'s episode in ``sandbox`` with the run's model or agent (errors propagate)."""
+    """Run ``task``'s episode in ``sandbox`` with the run's strategy (errors propagate)."""
     if resources.artifacts is None:
         raise RunError("run resources have no artifact store: open the run directory first")
-    if resources.agent is not None:
-        tools = [] if config.no_tools else episode_tools(sandbox, resources.artifacts,
-                                                         timeout_s=config.episode.code_timeout_s,
-                                                         no_vision_tool=config.no_vision_tool, shared=resources.tools)
-        return run_agent_episode(task, resources.agent, sandbox=sandbox, artifacts=resources.artifacts,
-                                 model_name=config.model, history=config.episode.history, tools=tools,
-                                 max_image_side=config.episode.max_image_side,
-                                 task_timeout_s=config.episode.task_timeout_s)
-    assert resources.models is not None
     if resources.checkpointer is not None:
         resources.checkpointer.delete_thread(task.id)  # a task re-run after a crash starts afresh
-    return run_episode(task, resources.models(task), resources.tools, sandbox=sandbox, graph=resources.graph(task.category), artifacts=resources.artifacts,
-                       model_name=config.model, settings=config.episode, checkpointer=resources.checkpointer,
-                       resumer=resources.resumer)
+    model = resources.models(task) if resources.models is not None else None
+    return run_episode(task, model, resources.tools, sandbox=sandbox, graph=resources.graph(task.category),
+                       artifacts=resources.artifacts, model_name=config.model, settings=config.episode,
+                       checkpointer=resources.checkpointer, resumer=resources.resumer, strategy=resources.strategy)
 
 
 def with_cache(judge: RubricJudge, cache_path: Path) -> RubricJudge:

@@ -1,0 +1,41 @@
+"""``react``: the default strategy, the benchmark's own loop.
+
+The model reasons and calls tools, sees their results (and the images they saved) and repeats
+until it answers or reaches the tool-round cap, where it is asked once more, without tools, for
+its final answer. This is ReAct (Yao et al., 2023, arXiv 2210.03629) as VisualToolBench's reference
+harness runs it (at most 20 tool rounds per turn).
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import RetryPolicy
+
+from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnInput, TurnOutput, TurnState
+from vtb_agents.strategies.loop import add_tool_loop
+
+
+def turn_graph_builder() -> StateGraph:
+    """An empty turn graph with the strategy contract's state, input, output and context."""
+    return StateGraph(TurnState, context_schema=EpisodeContext, input_schema=TurnInput, output_schema=TurnOutput)
+
+
+def build_react_graph(*, retry_policy: RetryPolicy | None = None, name: str = "react") -> CompiledStateGraph:
+    """Compile the model/tool loop as a turn graph.
+
+    Example:
+        >>> graph = build_react_graph()
+        >>> sorted(graph.get_graph().nodes)  # doctest: +NORMALIZE_WHITESPACE
+        ['__end__', '__start__', 'general_tools', 'model', 'observe', 'round_cap', 'vision_tools']
+    """
+    builder = turn_graph_builder()
+    builder.add_edge(START, add_tool_loop(builder, retry_policy=retry_policy))
+    return builder.compile(name=name)
+
+
+react = Strategy(
+    name="react", build=build_react_graph,
+    summary="reason and call tools until the answer (the benchmark's own loop; default)",
+    source="ReAct (Yao et al., 2023, arXiv 2210.03629); VisualToolBench's reference harness",
+)
