@@ -19,7 +19,7 @@ from PIL import Image
 
 from conftest import write_task
 from langsmith_server import API_KEY, LangSmithStandIn, block_git, long_base64_runs, noise_png
-from vtb_agents.graphs.episode import run_episode
+from vtb_agents.episodes.driver import run_episode
 from vtb_agents.models import ReplayChatModel
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks.local import load_task_dir

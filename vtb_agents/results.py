@@ -101,6 +101,7 @@ class TaskResult(BaseModel):
     domain_raw: str
     turncase: str
     model: str
+    strategy: str = "react"
     episode: Episode
     grade: TaskGrade
     duration_s: float

@@ -131,12 +131,13 @@ class RunResources:
         return self.graphs[category]
 
 
-def build_resources(config: RunConfig, judge: RubricJudge) -> RunResources:
-    """Resolve the run's strategy, model and resumer; bad specs raise ValueError before any work."""
+def build_resources(config: RunConfig, judge: RubricJudge, strategy: Strategy | None = None) -> RunResources:
+    """Resolve the run's strategy (``strategy`` overrides the spec, for objects from Python), model
+    and resumer; bad specs raise ValueError before any work."""
     if config.model.startswith(AGENT_PREFIX) and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
                          f"it cannot be combined with --strategy {config.strategy}")
-    strategy = load_strategy(config.strategy_spec)
+    strategy = strategy or load_strategy(config.strategy_spec)
     models = model_factory(config.model, config.requests_per_second) if strategy.needs_model else None
     user_model = chat_model(config.user_model) if config.user_model else None
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool, network=config.network())
@@ -170,7 +171,8 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
                           settings={"traceback": traceback.format_exc(limit=8)})
     return TaskResult(
         task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
-        domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, episode=episode,
+        domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, strategy=config.strategy_spec,
+        episode=episode,
         grade=grade_episode(task, episode, resources.judge, config.critical_rule),
         duration_s=round(time.perf_counter() - started, 4),
     )
@@ -219,12 +221,14 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
 
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
-              executor: Executor | RemoteExecutor | None = None, stop: threading.Event | None = None
-              ) -> dict[str, Any]:
+              executor: Executor | RemoteExecutor | None = None, stop: threading.Event | None = None,
+              strategy: Strategy | None = None) -> dict[str, Any]:
     """Run every task not yet in ``out``, append each result as it finishes, write ``summary.json``.
 
     ``executor`` spreads the tasks (default: one at a time here); setting ``stop`` finishes the
     running tasks and writes the summary of what is done (``summary["complete"]`` is then False).
+    ``strategy`` is a strategy object from Python (``config.strategy`` records its name); other
+    runs resolve ``config.strategy``.
     """
     out = Path(out)
     tracing = install_tracing_from_env()  # LANGSMITH_TRACING=true: every trace goes through an image-safe client
@@ -232,7 +236,9 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
-    resources = build_resources(config, load_judge(config.judge))
+    if strategy is not None and isinstance(executor, RemoteExecutor):
+        raise RunError("a strategy object from Python cannot reach remote workers: name it as 'module:function'")
+    resources = build_resources(config, load_judge(config.judge), strategy)
     done = prepare_run_dir(out, config, resume=resume)  # bad specs have failed before this point
     resources.judge = with_cache(resources.judge, judge_cache or out / JUDGE_CACHE_FILE)
     resources.artifacts = ArtifactStore(out / "artifacts")
@@ -257,7 +263,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     wanted = set(ids)
     kept = [r for r in results if r.task_id in wanted]
     summary = summarize(kept, judge_name=config.judge,
-                        extra={"model": config.model, "critical_rule": config.critical_rule,
+                        extra={"model": config.model, "strategy": config.strategy_spec,
+                               "critical_rule": config.critical_rule,
                                "complete": len(kept) == len(wanted)})
     write_json_atomic(out / SUMMARY_FILE, summary)
     if tracing is not None:
