@@ -50,8 +50,10 @@ def test_the_transformed_image_follows_every_vision_call(model, tmp_path):
     with OpenAIServer(VisionModel()) as server:
         done = run_cli(tmp_path / "run", server, "--model", model)
     assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    turns = sum(len(line["episode"]["turns"]) for line in lines)
     followups = vision_followups(server.requests)
-    assert len(followups) == 5  # one vision call per turn: 1 + 2 + 2 turns
+    assert turns >= 5 and len(followups) == turns  # the scripted model makes one vision call per turn
     for after in followups:
         assert [m["role"] for m in after] == ["tool", "user"]
         assert json.loads(after[0]["content"])["new_images"][0].startswith("transformed_image_")
@@ -61,7 +63,6 @@ def test_the_transformed_image_follows_every_vision_call(model, tmp_path):
         systems = [m for m in body["messages"] if m["role"] == "system"]
         assert [_texts(m) for m in systems] == [[system_prompt("high")]]
     run = json.loads((tmp_path / "run" / "run.json").read_text())["config"]
-    lines = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     expected = model if model.startswith("agent:") else "react"
     assert {line["strategy"] for line in lines} == {expected}
     assert all(line["episode"]["settings"]["strategy"] == expected for line in lines)

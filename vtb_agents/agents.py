@@ -16,15 +16,18 @@ from vtb_agents.results import Episode
 from vtb_agents.strategies.agent import AGENT_PREFIX, AgentFactory, agent_strategy, load_agent_factory
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import bind_episode_tools, select_tools
-from vtb_agents.tools.python_tools import DEFAULT_CODE_TIMEOUT_S
+from vtb_agents.tools.python_tools import CODE_TOOL_NAMES, DEFAULT_CODE_TIMEOUT_S
 from vtb_agents.tools.sandbox.base import Sandbox
 
 
 def episode_tools(sandbox: Sandbox, artifacts: ArtifactStore, *, timeout_s: float = DEFAULT_CODE_TIMEOUT_S,
                   no_vision_tool: bool = False, shared: Sequence[BaseTool] | None = None) -> list[BaseTool]:
-    """The VTB tools bound to one task's sandbox, ready for any LangChain agent."""
-    tools = select_tools(no_vision_tool=no_vision_tool) if shared is None else list(shared)
-    return bind_episode_tools(tools, sandbox, artifacts, timeout_s)
+    """The VTB tools bound to one task's sandbox, ready for any LangChain agent: both code tools
+    (not the vision tool with ``no_vision_tool``) and the ``shared`` tools (default: the others)."""
+    shared = select_tools() if shared is None else list(shared)
+    code = [t for t in select_tools(no_vision_tool=no_vision_tool) if t.name in CODE_TOOL_NAMES]
+    return bind_episode_tools([*code, *(t for t in shared if t.name not in CODE_TOOL_NAMES)], sandbox, artifacts,
+                              timeout_s)
 
 
 def run_agent_episode(task: Task, factory: AgentFactory, *, sandbox: Sandbox, artifacts: ArtifactStore,

@@ -12,13 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import START
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
-from vtb_agents.strategies.loop import add_tool_loop
-from vtb_agents.strategies.react import turn_graph_builder
+from vtb_agents.strategies.react import build_step_then_loop
 from vtb_agents.strategies.views import make_views, turn_images, views_message
 
 GRID = 4
@@ -79,11 +77,7 @@ def mark_images(state: TurnState, runtime: Runtime[EpisodeContext], config: Runn
 
 def build_marks_graph() -> CompiledStateGraph:
     """mark -> tool loop."""
-    builder = turn_graph_builder()
-    builder.add_node("mark", mark_images)
-    builder.add_edge(START, "mark")
-    builder.add_edge("mark", add_tool_loop(builder))
-    return builder.compile(name="marks")
+    return build_step_then_loop("mark", mark_images, name="marks")
 
 
 marks = Strategy(name="marks", build=build_marks_graph,

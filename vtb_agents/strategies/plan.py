@@ -11,14 +11,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import START
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from vtb_agents.graphs.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
-from vtb_agents.strategies.loop import add_tool_loop, call_model
-from vtb_agents.strategies.react import turn_graph_builder
+from vtb_agents.strategies.loop import call_model
+from vtb_agents.strategies.react import build_step_then_loop
 
 PLAN_INSTRUCTION = (
     "Do not answer yet and do not call tools. Write a short numbered plan (at most 6 steps): which "
@@ -36,11 +35,7 @@ def write_plan(state: TurnState, runtime: Runtime[EpisodeContext], config: Runna
 
 def build_plan_graph() -> CompiledStateGraph:
     """plan -> tool loop."""
-    builder = turn_graph_builder()
-    builder.add_node("plan", write_plan, retry_policy=model_retry_policy())
-    builder.add_edge(START, "plan")
-    builder.add_edge("plan", add_tool_loop(builder))
-    return builder.compile(name="plan")
+    return build_step_then_loop("plan", write_plan, name="plan", retry_policy=model_retry_policy())
 
 
 plan = Strategy(name="plan", build=build_plan_graph,

@@ -8,6 +8,8 @@ harness runs it (at most 20 tool rounds per turn).
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from langgraph.graph import START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
@@ -31,6 +33,19 @@ def build_react_graph(*, retry_policy: RetryPolicy | None = None, name: str = "r
     """
     builder = turn_graph_builder()
     builder.add_edge(START, add_tool_loop(builder, retry_policy=retry_policy))
+    return builder.compile(name=name)
+
+
+def build_step_then_loop(step_name: str, step: Callable[..., Any], *, name: str,
+                         retry_policy: RetryPolicy | None = None) -> CompiledStateGraph:
+    """A turn graph with one step of a strategy's own (``step_name``) before the tool loop.
+
+    ``retry_policy`` suits steps that call the model (a retry re-runs the whole step).
+    """
+    builder = turn_graph_builder()
+    builder.add_node(step_name, step, retry_policy=retry_policy)
+    builder.add_edge(START, step_name)
+    builder.add_edge(step_name, add_tool_loop(builder))
     return builder.compile(name=name)
 
 

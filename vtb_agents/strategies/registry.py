@@ -3,6 +3,7 @@ your own, or ``agent:module:function`` for your own LangChain agent behind the a
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 
 from vtb_agents.strategies.agent import AGENT_PREFIX, agent_strategy, load_agent_factory
@@ -38,7 +39,7 @@ def load_strategy(spec: str) -> Strategy:
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"strategy {spec!r}: cannot load it: {exc}") from exc
     if isinstance(target, Strategy):
-        return target
+        return dataclasses.replace(target, name=spec)  # the spec is what reproduces the run
     if callable(target):
         return Strategy(name=spec, summary=(target.__doc__ or "").strip().splitlines()[0] if target.__doc__ else spec,
                         build=target, source="user code")

@@ -18,15 +18,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import START
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
 from vtb_agents.graphs.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
-from vtb_agents.strategies.loop import add_tool_loop, call_model
-from vtb_agents.strategies.react import turn_graph_builder
+from vtb_agents.strategies.loop import call_model
+from vtb_agents.strategies.react import build_step_then_loop
 from vtb_agents.strategies.views import make_views, turn_images, views_message
 
 MAX_DEPTH = 2
@@ -165,11 +164,7 @@ def zoom_search(state: TurnState, runtime: Runtime[EpisodeContext], config: Runn
 
 def build_zoom_graph() -> CompiledStateGraph:
     """zoom search -> tool loop."""
-    builder = turn_graph_builder()
-    builder.add_node("zoom", zoom_search, retry_policy=model_retry_policy())
-    builder.add_edge(START, "zoom")
-    builder.add_edge("zoom", add_tool_loop(builder))
-    return builder.compile(name="zoom")
+    return build_step_then_loop("zoom", zoom_search, name="zoom", retry_policy=model_retry_policy())
 
 
 zoom = Strategy(name="zoom", build=build_zoom_graph,
