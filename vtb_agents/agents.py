@@ -23,6 +23,7 @@ from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.graphs.deadline import task_time_limit
+from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.episode import golden_rewrite, turn_message, turn_record
 from vtb_agents.graphs.materialize import materialize_messages
 from vtb_agents.results import Episode
@@ -84,7 +85,7 @@ def run_agent_episode(task: Task, factory: AgentFactory, *, sandbox: Sandbox, ar
     episode = Episode(task_id=task.id, model=model_name, settings={
         "agent": model_name, "history": history, **sandbox_settings(sandbox)})
     config = config or {"run_name": f"vtb:{task.id}", "tags": [task.category, task.domain, model_name]}
-    with task_time_limit(task_timeout_s, sandbox, config) as limited:
+    with keeping_partial(episode), task_time_limit(task_timeout_s, sandbox, config) as limited:
         _drive_agent(task, agent, limited, sandbox, artifacts, history, max_image_side, episode)
     return episode
 
