@@ -28,7 +28,7 @@ from vtb_agents.graphs.episode import golden_rewrite, turn_message, turn_record
 from vtb_agents.graphs.materialize import materialize_messages
 from vtb_agents.results import Episode
 from vtb_agents.tasks.model import Task
-from vtb_agents.tools import select_tools
+from vtb_agents.tools import guard_tools, select_tools
 from vtb_agents.tools.python_tools import bound_code_tools
 from vtb_agents.tools.sandbox.base import Sandbox, sandbox_settings
 
@@ -44,8 +44,8 @@ def episode_tools(sandbox: Sandbox, artifacts: ArtifactStore, *, timeout_s: floa
     :func:`~vtb_agents.tools.select_tools` builds them with live network settings.
     """
     code_names = {"python_image_processing", "python_interpreter"}
-    code_tools = [t for t in bound_code_tools(sandbox, artifacts, timeout_s)
-                  if not (no_vision_tool and t.name == "python_image_processing")]
+    code_tools = guard_tools([t for t in bound_code_tools(sandbox, artifacts, timeout_s)
+                              if not (no_vision_tool and t.name == "python_image_processing")])
     others = select_tools() if shared is None else shared
     return code_tools + [t for t in others if t.name not in code_names]
 

@@ -22,6 +22,8 @@ __all__ = ["BACKOFF_INITIAL_S", "BACKOFF_MAX_S", "MalformedResponse", "TaskTimeo
 class TaskTimeout(TimeoutError):
     """A task ran past its time limit; raised at the next model call, never retried."""
 
+    passes_tool_guard = True  # ends the episode: a tool call never turns it into a message
+
 
 def should_retry(exc: Exception) -> bool:
     """True for 408, 429, 5xx, connection errors, timeouts and malformed 200 responses of a provider call."""
