@@ -24,6 +24,7 @@ from langgraph.types import Command
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.deadline import task_time_limit
+from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
 from vtb_agents.graphs.resumers import Resumer, ScriptedResumer
 from vtb_agents.models.replay import turn_message_id
@@ -134,7 +135,7 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
         "history": settings.history, "tools": [t.name for t in tools], "resumer": resumer.name,
         **sandbox_settings(sandbox), "graph": graph.name,
     })
-    with task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
+    with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
         return _drive(task, graph, limited, context, resumer, episode)
 
 

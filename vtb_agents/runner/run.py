@@ -11,7 +11,6 @@ import json
 import sqlite3
 import threading
 import time
-import traceback
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -33,11 +32,13 @@ from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
+from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
+from vtb_agents.results import Episode, TaskResult, task_outcome
 from vtb_agents.strategies import DEFAULT_STRATEGY, Strategy, load_strategy
 from vtb_agents.strategies.agent import AGENT_PREFIX
-from vtb_agents.results import Episode, TaskResult
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
-from vtb_agents.runner.store import ResultsStore, write_json_atomic
+from vtb_agents.runner.outcomes import failed_episode
+from vtb_agents.runner.store import ResultsStore, latest_results, write_json_atomic
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
 from vtb_agents.tools import select_tools
@@ -50,8 +51,10 @@ RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"
 CHECKPOINT_FILE = "checkpoints.sqlite"
-PACING_KEYS = frozenset({"requests_per_second"})
+PACING_KEYS = frozenset({"requests_per_second", "request_timeout_s"})
 """Settings that change how fast a run goes, not its results: a resume may change them."""
+EXIT_INCOMPLETE = 3
+"""Exit status of ``vtb run`` / ``vtb grade`` while infrastructure failures leave tasks ungraded."""
 
 
 class RunError(RuntimeError):
@@ -80,6 +83,7 @@ class RunConfig:
     tools_mode: str | None = None
     tools_cache: str | None = None
     requests_per_second: float | None = None
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     def open_sandbox(self) -> ContextManager[Sandbox]:
@@ -138,8 +142,9 @@ def build_resources(config: RunConfig, judge: RubricJudge, strategy: Strategy | 
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
                          f"it cannot be combined with --strategy {config.strategy}")
     strategy = strategy or load_strategy(config.strategy_spec)
-    models = model_factory(config.model, config.requests_per_second) if strategy.needs_model else None
-    user_model = chat_model(config.user_model) if config.user_model else None
+    models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s)
+              if strategy.needs_model else None)
+    user_model = chat_model(config.user_model, request_timeout_s=config.request_timeout_s) if config.user_model else None
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool, network=config.network())
     return RunResources(judge=judge, strategy=strategy, tools=tools, models=models,
                         resumer=load_resumer(config.resumer, user_model))
@@ -160,21 +165,25 @@ def checkpoints(out: Path) -> Iterator[SqliteSaver]:
 
 
 def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResult:
-    """Run and grade one task. Model, tool or graph failures become an errored episode, not a crash."""
+    """Run and grade one task; its ``outcome`` says how it ended (README "Outcomes").
+
+    A failure is recorded, never raised: the model's own (task timeout, step limit) keeps the
+    turns finished before it and is graded, unanswered turns failing their rubrics; an
+    infrastructure failure (provider, sandbox, storage, harness) leaves the task ungraded.
+    """
     started = time.perf_counter()
     try:
         with config.open_sandbox() as sandbox:
             episode = episode_for_task(task, config, resources, sandbox)
+        episode.outcome = episode.ended
     except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
-        episode = Episode(task_id=task.id, model=config.model, status="error",
-                          error=f"{type(exc).__name__}: {exc}",
-                          settings={"traceback": traceback.format_exc(limit=8)})
+        episode = failed_episode(task.id, config.model, exc)
+    grade = grade_episode(task, episode, resources.judge, config.critical_rule)
     return TaskResult(
         task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, strategy=config.strategy_spec,
-        episode=episode,
-        grade=grade_episode(task, episode, resources.judge, config.critical_rule),
-        duration_s=round(time.perf_counter() - started, 4),
+        episode=episode, grade=grade, duration_s=round(time.perf_counter() - started, 4),
+        outcome=task_outcome(episode, grade),
     )
 
 
@@ -222,11 +231,14 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
               executor: Executor | RemoteExecutor | None = None, stop: threading.Event | None = None,
-              strategy: Strategy | None = None) -> dict[str, Any]:
+              strategy: Strategy | None = None, retry_errors: bool = False) -> dict[str, Any]:
     """Run every task not yet in ``out``, append each result as it finishes, write ``summary.json``.
 
     ``executor`` spreads the tasks (default: one at a time here); setting ``stop`` finishes the
-    running tasks and writes the summary of what is done (``summary["complete"]`` is then False).
+    running tasks and writes the summary of what is done. ``retry_errors`` (with ``resume``) runs
+    again the tasks an infrastructure failure left ungraded, and only those; their new lines
+    supersede the old ones (``results.jsonl`` is read last line per task wins). The summary's
+    ``complete`` is False while any task is missing or ungraded by an infrastructure failure.
     ``strategy`` is a strategy object from Python (``config.strategy`` records its name); other
     runs resolve ``config.strategy``.
     """
@@ -238,11 +250,11 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
     if strategy is not None and isinstance(executor, RemoteExecutor):
         raise RunError("a strategy object from Python cannot reach remote workers: name it as 'module:function'")
-    resources = build_resources(config, load_judge(config.judge), strategy)
+    resources = build_resources(config, load_judge(config.judge, config.request_timeout_s), strategy)
     done = prepare_run_dir(out, config, resume=resume)  # bad specs have failed before this point
     resources.judge = with_cache(resources.judge, judge_cache or out / JUDGE_CACHE_FILE)
     resources.artifacts = ArtifactStore(out / "artifacts")
-    finished = {r.task_id for r in done}
+    finished = {r.task_id for r in done if not (retry_errors and r.infrastructure_failed)}
     store = ResultsStore(out)
     results = list(done)
 
@@ -261,11 +273,11 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
             (executor or LocalExecutor()).run(todo, lambda task: run_task(task, config, resources), sink,
                                               stop or threading.Event())
     wanted = set(ids)
+    results = latest_results(results)  # a retried task's new result replaces the old one
     kept = [r for r in results if r.task_id in wanted]
-    summary = summarize(kept, judge_name=config.judge,
+    summary = summarize(kept, judge_name=config.judge, expected=len(wanted),
                         extra={"model": config.model, "strategy": config.strategy_spec,
-                               "critical_rule": config.critical_rule,
-                               "complete": len(kept) == len(wanted)})
+                               "critical_rule": config.critical_rule})
     write_json_atomic(out / SUMMARY_FILE, summary)
     if tracing is not None:
         tracing.flush()

@@ -1,7 +1,9 @@
 """The results store of a run directory: ``results.jsonl``, one task per line, flushed as tasks finish,
 and ``results.sqlite``, an index of it (task id, line, outcome) for queries over large runs.
 
-A crash can at worst leave a partial last line; :meth:`ResultsStore.load` reports it and
+A task's result can be superseded: ``vtb run --resume --retry-errors`` appends a new line for a task
+an infrastructure failure left ungraded, and every reader takes the last line per task id
+(:func:`latest_results`), so the file stays append-only. A crash can at worst leave a partial last line; :meth:`ResultsStore.load` reports it and
 :meth:`ResultsStore.repair` cuts it off so that the task is simply run again on resume. The JSON
 lines are the record; the index is derived, and rebuilt from them whenever it is out of step.
 """
@@ -51,11 +53,11 @@ class ResultsIndex:
         """How many tasks are indexed."""
         return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
-    def rebuild(self, results: list[TaskResult]) -> None:
-        """Index exactly ``results`` (the lines of the JSON file, in order)."""
+    def rebuild(self, numbered: list[tuple[int, TaskResult]]) -> None:
+        """Index exactly ``numbered`` ((line, result) pairs of the JSON file, in order; later lines win)."""
         with self._db:
             self._db.execute("DELETE FROM results")
-        for line, result in enumerate(results, start=1):
+        for line, result in numbered:
             self.add(result, line)
 
     def query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
@@ -103,26 +105,32 @@ class ResultsStore:
 
     def index(self) -> ResultsIndex:
         """The index, rebuilt from the JSON lines first if it is out of step (say, after a crash)."""
-        results, _ = self.load()
+        numbered, _ = self._read()
         index = ResultsIndex(self.index_path)
-        if index.count() != len(results):
-            index.rebuild(results)
+        if index.count() != len({result.task_id for _, result in numbered}):
+            index.rebuild(numbered)
         return index
 
     def load(self) -> tuple[list[TaskResult], int | None]:
-        """All complete results, and the byte offset of a partial last line (None if there is none).
+        """The latest complete result of each task (see :func:`latest_results`), and the byte offset
+        of a partial last line (None if there is none).
 
         A malformed line anywhere but at the end is an error: it is not what a crash leaves.
         """
+        numbered, partial_at = self._read()
+        return latest_results([result for _, result in numbered]), partial_at
+
+    def _read(self) -> tuple[list[tuple[int, TaskResult]], int | None]:
+        """Every complete line as (line number, result), and the offset of a partial last line."""
         if not self.path.exists():
             return [], None
         data = self.path.read_bytes()
-        results: list[TaskResult] = []
+        results: list[tuple[int, TaskResult]] = []
         offset = 0
         for number, raw in enumerate(data.splitlines(keepends=True), start=1):
             is_last = offset + len(raw) == len(data)
             try:
-                results.append(TaskResult.model_validate_json(raw))
+                results.append((number, TaskResult.model_validate_json(raw)))
             except (ValidationError, ValueError) as exc:
                 if is_last and not raw.endswith(b"\n"):
                     return results, offset
@@ -136,6 +144,12 @@ class ResultsStore:
             handle.truncate(offset)
             handle.flush()
             os.fsync(handle.fileno())
+
+
+def latest_results(results: list[TaskResult]) -> list[TaskResult]:
+    """The last result of each task id, in the order those last results were written."""
+    last = {result.task_id: index for index, result in enumerate(results)}
+    return [result for index, result in enumerate(results) if last[result.task_id] == index]
 
 
 def write_json_atomic(path: Path, data: object) -> None:

@@ -20,16 +20,15 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMe
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 from typing_extensions import TypedDict
 
-from vtb_agents.graphs.retry import TaskTimeout, model_retry_policy
+from vtb_agents.graphs.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, TurnState
 from vtb_agents.strategies.observe import observation_message, round_messages, with_native_images
-from vtb_agents.tools import VISION_TOOLS
+from vtb_agents.tools import VISION_TOOLS, guard_tool
 from vtb_agents.tools.python_tools import VISION_TOOL_NAME
 
 ROUND_CAP_MESSAGE = ("Not run: the limit of {cap} tool rounds for this turn is reached. "
@@ -78,19 +77,14 @@ def model_node(state: TurnState, runtime: Runtime[EpisodeContext], config: Runna
 
 
 def execute_tool_call(ctx: EpisodeContext, call: dict[str, Any], config: RunnableConfig | None = None) -> ToolMessage:
-    """Run one tool call with the episode's tools; every failure becomes an error ToolMessage."""
+    """Run one tool call with the episode's tools; every failure becomes an error ToolMessage
+    (tools are guarded, :mod:`vtb_agents.tools.guard`; a call to an unknown tool is answered here)."""
     tool = ctx.tool(call["name"])
     if tool is None:
         names = ", ".join(t.name for t in ctx.tools) or "none"
         return ToolMessage(f"Error: {call['name']} is not a valid tool, try one of [{names}].",
                            tool_call_id=call["id"], name=call["name"], status="error")
-    try:
-        output = tool.invoke({**call, "type": "tool_call"}, config)
-    except (GraphBubbleUp, TaskTimeout):
-        raise
-    except Exception as exc:  # the model's call failed, not the episode: the model reads why
-        return ToolMessage(f"Error: {type(exc).__name__}: {exc}", tool_call_id=call["id"], name=call["name"],
-                           status="error")
+    output = guard_tool(tool).invoke({**call, "type": "tool_call"}, config)
     message = output if isinstance(output, ToolMessage) else ToolMessage(
         str(output), tool_call_id=call["id"], name=call["name"])
     if isinstance(message.artifact, dict) and message.artifact.get("ok") is False:
