@@ -34,8 +34,10 @@ from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
-from vtb_agents.results import Episode, TaskResult
+from vtb_agents.results import Episode, TaskGrade, TaskResult
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
+from vtb_agents.runner.lock import run_dir_lock
+from vtb_agents.runner.saving import ResultSaver, storage_cause
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
@@ -154,14 +156,21 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
         with config.open_sandbox() as sandbox:
             episode = episode_for_task(task, config, resources, sandbox)
     except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
+        if storage_cause(exc) is not None:
+            raise  # a full disk is the run's problem, not the task's: the run stops (runner/saving.py)
         episode = Episode(task_id=task.id, model=config.model, status="error",
                           error=f"{type(exc).__name__}: {exc}",
                           settings={"traceback": traceback.format_exc(limit=8)})
+    try:
+        grade = grade_episode(task, episode, resources.judge, config.critical_rule)
+    except Exception as exc:  # a grading failure is this task's, never the run's
+        if storage_cause(exc) is not None:
+            raise
+        grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}", critical_rule=config.critical_rule)
     return TaskResult(
         task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, episode=episode,
-        grade=grade_episode(task, episode, resources.judge, config.critical_rule),
-        duration_s=round(time.perf_counter() - started, 4),
+        grade=grade, duration_s=round(time.perf_counter() - started, 4),
     )
 
 
@@ -205,10 +214,7 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
                              if k not in PACING_KEYS and recorded.get(k) != current.get(k))
             if changed:
                 raise RunError(f"{out}: cannot resume with different settings ({', '.join(changed)})")
-        done, partial_at = store.load()
-        if partial_at is not None:
-            store.repair(partial_at)
-        return done
+        return store.load_for_resume()  # torn lines moved to results.jsonl.corrupt, duplicates dropped
     write_json_atomic(run_file, {"config": config.to_dict(), "vtb_agents": __version__,
                                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return []
@@ -230,33 +236,42 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     if duplicates:
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
     resources = build_resources(config, load_judge(config.judge))
-    done = prepare_run_dir(out, config, resume=resume)  # bad specs have failed before this point
-    resources.judge = with_cache(resources.judge, judge_cache or out / JUDGE_CACHE_FILE)
-    resources.artifacts = ArtifactStore(out / "artifacts")
-    finished = {r.task_id for r in done}
-    store = ResultsStore(out)
-    results = list(done)
+    out.mkdir(parents=True, exist_ok=True)
+    stop = stop or threading.Event()
+    with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run
+        done = prepare_run_dir(out, config, resume=resume)  # bad specs have failed before this point
+        resources.judge = with_cache(resources.judge, judge_cache or out / JUDGE_CACHE_FILE)
+        resources.artifacts = ArtifactStore(out / "artifacts")
+        finished = {r.task_id for r in done}
+        results = list(done)
 
-    def sink(result: TaskResult) -> None:
-        store.append(result)
-        results.append(result)
-        if progress:
-            progress(result, len(results), len(tasks))
+        def saved(result: TaskResult) -> None:
+            results.append(result)
+            if progress:
+                progress(result, len(results), len(tasks))
 
-    with checkpoints(out) as saver:
-        resources.checkpointer = saver
-        todo = [t for t in tasks if t.id not in finished]
-        if isinstance(executor, RemoteExecutor):  # workers in other processes rebuild their own resources
-            executor.run_remote(todo, config, out, judge_cache or out / JUDGE_CACHE_FILE, sink, stop or threading.Event())
-        else:
-            (executor or LocalExecutor()).run(todo, lambda task: run_task(task, config, resources), sink,
-                                              stop or threading.Event())
-    wanted = set(ids)
-    kept = [r for r in results if r.task_id in wanted]
-    summary = summarize(kept, judge_name=config.judge,
-                        extra={"model": config.model, "critical_rule": config.critical_rule,
-                               "complete": len(kept) == len(wanted)})
-    write_json_atomic(out / SUMMARY_FILE, summary)
+        sink = ResultSaver(ResultsStore(out), stop, saved)  # a disk error stops the run, loses nothing saved
+        with checkpoints(out) as saver:
+            resources.checkpointer = saver
+            todo = [t for t in tasks if t.id not in finished]
+            try:
+                if isinstance(executor, RemoteExecutor):  # workers in other processes rebuild their own resources
+                    executor.run_remote(todo, config, out, judge_cache or out / JUDGE_CACHE_FILE, sink, stop)
+                else:
+                    (executor or LocalExecutor()).run(todo, sink.guard(lambda task: run_task(task, config, resources)),
+                                                      sink, stop)
+            except Exception as exc:
+                if not sink.absorbs(exc):
+                    raise
+        failure = sink.finish(out, already=len(done))
+        if failure:
+            raise RunError(failure)
+        wanted = set(ids)
+        kept = [r for r in results if r.task_id in wanted]
+        summary = summarize(kept, judge_name=config.judge,
+                            extra={"model": config.model, "critical_rule": config.critical_rule,
+                                   "complete": len(kept) == len(wanted)})
+        write_json_atomic(out / SUMMARY_FILE, summary)
     if tracing is not None:
         tracing.flush()
     return summary

@@ -1,16 +1,22 @@
 """The results store of a run directory: ``results.jsonl``, one task per line, flushed as tasks finish,
 and ``results.sqlite``, an index of it (task id, line, outcome) for queries over large runs.
 
-A crash can at worst leave a partial last line; :meth:`ResultsStore.load` reports it and
-:meth:`ResultsStore.repair` cuts it off so that the task is simply run again on resume. The JSON
-lines are the record; the index is derived, and rebuilt from them whenever it is out of step.
+An append that fails (disk full) is cut back to the last complete line, so a failed write never
+leaves half a record. A crash can still leave a partial last line, and a results file written by
+an older version may hold a torn line in the middle: :meth:`ResultsStore.load_for_resume` moves
+such bytes to ``results.jsonl.corrupt`` (never silently dropped) and keeps every whole record, so
+the affected task simply runs again. Loading keeps the first record of each task id (a second is
+what two writers on one directory leave) and says so. The JSON lines are the record; the index is
+derived, and rebuilt from them whenever it is out of step.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -19,10 +25,17 @@ from vtb_agents.results import TaskResult
 
 RESULTS_FILE = "results.jsonl"
 INDEX_FILE = "results.sqlite"
+CORRUPT_SUFFIX = ".corrupt"
+_RECORD_START = b'{"task_id":'
+_log = logging.getLogger(__name__)
 
 
 class ResultsError(ValueError):
     """A results file that cannot be read back (names the file and line)."""
+
+
+class StorageError(OSError):
+    """A result that could not be written (disk full, read-only, I/O error); nothing half-written stays."""
 
 
 class ResultsIndex:
@@ -77,12 +90,38 @@ class ResultsStore:
         self._index: ResultsIndex | None = None
 
     def append(self, result: TaskResult) -> None:
-        """Write one result and make it durable before returning, then index it."""
-        line = result.model_dump_json() + "\n"
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        """Write one result and make it durable before returning, then index it.
+
+        A failed write (disk full...) is cut back to where the line began and raised as
+        :class:`StorageError`; the index, being derived, only logs its own failures.
+        """
+        self._append_line((result.model_dump_json() + "\n").encode("utf-8"))
+        try:
+            self._index_appended(result)
+        except sqlite3.Error as exc:  # rebuilt from the JSON lines when next used (its count is off)
+            _log.warning("results index %s not updated (%s): it is rebuilt when next used", self.index_path, exc)
+            self._index = None
+
+    def _append_line(self, line: bytes) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            start = os.fstat(fd).st_size
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError as exc:
+                note = ""
+                try:
+                    os.ftruncate(fd, start)
+                except OSError as cut:
+                    note = f"; the partial line could not be cut ({cut.strerror}): resuming repairs it"
+                raise StorageError(exc.errno, f"{exc.strerror}{note}", str(self.path)) from exc
+        finally:
+            os.close(fd)
+
+    def _index_appended(self, result: TaskResult) -> None:
         if self._index is None:  # first append of this store: count the lines already there
             with self.path.open("rb") as handle:
                 self._lines = sum(1 for _ in handle)
@@ -93,13 +132,7 @@ class ResultsStore:
 
     def rewrite(self, results: list[TaskResult]) -> None:
         """Replace every line with ``results`` atomically (a crash leaves the old file whole)."""
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
-            handle.writelines(r.model_dump_json() + "\n" for r in results)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
-        self.index_path.unlink(missing_ok=True)  # derived from the old lines: rebuilt on next use
+        self._rewrite_lines([(r.model_dump_json() + "\n").encode("utf-8") for r in results])
 
     def index(self) -> ResultsIndex:
         """The index, rebuilt from the JSON lines first if it is out of step (say, after a crash)."""
@@ -110,9 +143,11 @@ class ResultsStore:
         return index
 
     def load(self) -> tuple[list[TaskResult], int | None]:
-        """All complete results, and the byte offset of a partial last line (None if there is none).
+        """All complete results (the first per task id), and the byte offset of a partial last
+        line (None if there is none).
 
-        A malformed line anywhere but at the end is an error: it is not what a crash leaves.
+        A malformed line anywhere but at the end is a :class:`ResultsError` saying that resuming
+        the run repairs it.
         """
         if not self.path.exists():
             return [], None
@@ -125,21 +160,85 @@ class ResultsStore:
                 results.append(TaskResult.model_validate_json(raw))
             except (ValidationError, ValueError) as exc:
                 if is_last and not raw.endswith(b"\n"):
-                    return results, offset
-                raise ResultsError(f"{self.path}: line {number} is not a valid result: {exc}") from None
+                    return self._first_per_task(results), offset
+                raise ResultsError(f"{self.path}: line {number} is not a valid result ({exc.__class__.__name__}); "
+                                   "`vtb run --resume` with the run's options repairs the file") from None
             offset += len(raw)
-        return results, None
+        return self._first_per_task(results), None
 
-    def repair(self, offset: int) -> None:
-        """Cut a partial last line at ``offset`` (what an interrupted append leaves)."""
-        with self.path.open("r+b") as handle:
-            handle.truncate(offset)
+    def _first_per_task(self, results: list[TaskResult]) -> list[TaskResult]:
+        kept: dict[str, TaskResult] = {}
+        for result in results:
+            kept.setdefault(result.task_id, result)
+        if len(kept) < len(results):
+            extra = sorted(i for i, n in Counter(r.task_id for r in results).items() if n > 1)
+            _log.warning("%s: %d duplicate line(s) for task(s) %s ignored (the first record of each is used)",
+                         self.path, len(results) - len(kept), ", ".join(extra[:10]))
+        return list(kept.values())
+
+    def load_for_resume(self) -> list[TaskResult]:
+        """The complete results, after repairing the file: a partial last line or a torn line in
+        the middle (what a failed write or a crash leaves) is moved to ``results.jsonl.corrupt``
+        and the file rewritten with every whole record (a record glued after torn bytes is kept)."""
+        if not self.path.exists():
+            return []
+        data = self.path.read_bytes()
+        records: list[bytes] = []
+        torn: list[bytes] = []
+        for raw in data.splitlines(keepends=True):
+            record, junk = _split_torn(raw)
+            records += [record] if record is not None else []
+            torn += [junk] if junk else []
+        if torn:
+            corrupt = self.path.with_name(self.path.name + CORRUPT_SUFFIX)
+            with corrupt.open("ab") as handle:
+                handle.writelines(junk if junk.endswith(b"\n") else junk + b"\n" for junk in torn)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self._rewrite_lines([r if r.endswith(b"\n") else r + b"\n" for r in records])
+            _log.warning("%s: %d torn line(s) moved to %s; their tasks run again", self.path, len(torn), corrupt)
+        results, _ = self.load()
+        return results
+
+    def _rewrite_lines(self, lines: list[bytes]) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with tmp.open("wb") as handle:
+            handle.writelines(lines)
             handle.flush()
             os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+        self.index_path.unlink(missing_ok=True)  # derived from the old lines: rebuilt on next use
+
+
+def _split_torn(raw: bytes) -> tuple[bytes | None, bytes]:
+    """(whole record or None, torn bytes) of one line: a valid line is all record; otherwise the
+    longest valid record at its end (glued on after a partial write) is recovered if there is one."""
+    if _valid(raw):
+        return raw, b""
+    start = raw.find(_RECORD_START, 1)
+    while start > 0:
+        if _valid(raw[start:]):
+            return raw[start:], raw[:start]
+        start = raw.find(_RECORD_START, start + 1)
+    return None, raw
+
+
+def _valid(raw: bytes) -> bool:
+    if not raw.endswith(b"\n"):
+        return False
+    try:
+        TaskResult.model_validate_json(raw)
+    except (ValidationError, ValueError):
+        return False
+    return True
 
 
 def write_json_atomic(path: Path, data: object) -> None:
-    """Write ``data`` as indented JSON to ``path`` via a temporary file and rename."""
+    """Write ``data`` as indented JSON to ``path`` via a temporary file and rename (the temporary
+    file is removed if writing fails, say on a full disk)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
