@@ -31,7 +31,7 @@ def unexpected_error_line(exc: BaseException) -> str:
     folder, disk full, permission) or input nested too deeply for Python."""
     if isinstance(exc, RecursionError):
         return f"input nested too deeply to process ({exc})"
-    return f"cannot read or write files: {exc}"
+    return f"cannot read or write files: {exc}" if isinstance(exc, OSError) else f"storage failed: {exc}"
 
 
 def load_or_fail(spec: str) -> list[Task]:

@@ -239,11 +239,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     out.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run
-        done = prepare_run_dir(out, config, resume=resume)  # bad specs have failed before this point
-        resources.judge = with_cache(resources.judge, judge_cache or out / JUDGE_CACHE_FILE)
-        resources.artifacts = ArtifactStore(out / "artifacts")
-        finished = {r.task_id for r in done}
-        results = list(done)
+        results: list[TaskResult] = []
 
         def saved(result: TaskResult) -> None:
             results.append(result)
@@ -251,19 +247,25 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
                 progress(result, len(results), len(tasks))
 
         sink = ResultSaver(ResultsStore(out), stop, saved)  # a disk error stops the run, loses nothing saved
-        with checkpoints(out) as saver:
-            resources.checkpointer = saver
-            todo = [t for t in tasks if t.id not in finished]
-            try:
+        try:
+            done = prepare_run_dir(out, config, resume=resume)  # bad specs have failed before this point
+            results.extend(done)
+            resources.judge = with_cache(resources.judge, judge_cache or out / JUDGE_CACHE_FILE)
+            resources.artifacts = ArtifactStore(out / "artifacts")
+            finished = {r.task_id for r in done}
+            with checkpoints(out) as saver:
+                resources.checkpointer = saver
+                todo = [t for t in tasks if t.id not in finished]
                 if isinstance(executor, RemoteExecutor):  # workers in other processes rebuild their own resources
                     executor.run_remote(todo, config, out, judge_cache or out / JUDGE_CACHE_FILE, sink, stop)
                 else:
-                    (executor or LocalExecutor()).run(todo, sink.guard(lambda task: run_task(task, config, resources)),
-                                                      sink, stop)
-            except Exception as exc:
-                if not sink.absorbs(exc):
-                    raise
-        failure = sink.finish(out, already=len(done))
+                    (executor or LocalExecutor()).run(
+                        todo, sink.guard(lambda task: run_task(task, config, resources)), sink, stop)
+        except Exception as exc:
+            if (cause := storage_cause(exc)) is None:
+                raise
+            sink.failed(cause)
+        failure = sink.finish(out, already=len(results) - sink.saved)
         if failure:
             raise RunError(failure)
         wanted = set(ids)

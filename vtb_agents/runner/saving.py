@@ -10,6 +10,7 @@ with one line: ``cannot write results: disk full (...)`` and how to resume.
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -22,21 +23,21 @@ from vtb_agents.runner.store import ResultsStore, StorageError
 STORAGE_ERRNOS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file too large",
                   errno.EROFS: "read-only file system", errno.EIO: "I/O error"}
 """Errors of the disk itself (not of one bad file), with the words the message uses."""
-_SQLITE_FULL = ("database or disk is full", "disk i/o error")
+_SQLITE_ERRORS = {"database or disk is full": errno.ENOSPC, "disk i/o error": errno.EIO}
 T = TypeVar("T")
 
 
 def storage_cause(exc: BaseException) -> OSError | None:
     """The disk error behind ``exc`` (itself, its cause or context), or None if it is not one.
-    SQLite's "database or disk is full" counts as ENOSPC."""
+    SQLite's "database or disk is full" counts as ENOSPC, its "disk I/O error" as EIO."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, OSError) and current.errno in STORAGE_ERRNOS:
             return current
-        if isinstance(current, sqlite3.OperationalError) and str(current).lower() in _SQLITE_FULL:
-            return OSError(errno.ENOSPC, f"SQLite: {current}")
+        if isinstance(current, sqlite3.OperationalError) and str(current).lower() in _SQLITE_ERRORS:
+            return OSError(_SQLITE_ERRORS[str(current).lower()], f"SQLite: {current}")
         current = current.__cause__ or current.__context__
     return None
 
@@ -44,9 +45,18 @@ def storage_cause(exc: BaseException) -> OSError | None:
 def storage_message(error: OSError, out: Path, saved: int, unsaved: int) -> str:
     """The one line a run ends with after a storage error."""
     what = STORAGE_ERRNOS.get(error.errno or 0, "storage error")
+    if error.errno == errno.EIO and _no_space_left(out):  # SQLite says "I/O error" when the disk is full
+        what = "disk full"
     lost = f"; {unsaved} finished task(s) could not be saved and will run again" if unsaved else ""
     return (f"cannot write results: {what} ({error.strerror or error}) in {out}; {saved} task(s) saved{lost}; "
             f"free space and continue with `vtb run --resume --out {out}` (same options)")
+
+
+def _no_space_left(folder: Path) -> bool:
+    try:
+        return os.statvfs(folder).f_bavail == 0
+    except OSError:
+        return False
 
 
 class ResultSaver:
@@ -88,10 +98,6 @@ class ResultSaver:
                     self.failed(cause)
                 raise
         return guarded
-
-    def absorbs(self, exc: BaseException) -> bool:
-        """Whether ``exc`` (raised by the executor) is the storage failure already recorded."""
-        return self.error is not None and storage_cause(exc) is not None
 
     def finish(self, out: Path, already: int = 0) -> str | None:
         """After the executor: retry the results kept in memory; the one-line failure message if
