@@ -6,18 +6,16 @@ Images the code writes become artifacts; the graph shows them to the model after
 
 from __future__ import annotations
 
-import io
 import json
-from pathlib import PurePosixPath
 from typing import Annotated, Any, Protocol
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from langgraph.prebuilt import ToolRuntime
-from PIL import Image
 from pydantic import BaseModel, Field
 
-from vtb_agents.artifacts import IMAGE_SUFFIXES, ArtifactStore
+from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.tools.images import collect_images, with_refusals
 from vtb_agents.tools.sandbox.base import ExecResult, Sandbox
 
 MAX_CODE_CHARS = 5_000
@@ -70,27 +68,12 @@ def observation_text(result: ExecResult, images: list[str]) -> str:
     return json.dumps(payload, ensure_ascii=False)
 
 
-def collect_images(sandbox: Sandbox, artifacts: ArtifactStore, names: list[str]) -> list[dict[str, Any]]:
-    """Store every decodable image among ``names`` and return ``{"name", "ref", "size"}`` records."""
-    found = []
-    for name in names:
-        if PurePosixPath(name).suffix.lower() not in IMAGE_SUFFIXES:
-            continue
-        data = sandbox.get_file(name)
-        try:
-            with Image.open(io.BytesIO(data)) as image:
-                size = list(image.size)
-        except (OSError, ValueError, Image.DecompressionBombError):
-            continue  # not a readable image: it stays listed as a plain new file
-        found.append({"name": name, "ref": artifacts.put(data), "size": size})
-    return found
-
-
 def run_code_call(name: str, code: str, *, sandbox: Sandbox, artifacts: ArtifactStore, timeout_s: float,
                   tool_call_id: str) -> ToolMessage:
     """Run one code call in ``sandbox`` and answer it: text for the model, new images as artifact."""
     result = sandbox.run(code, timeout=timeout_s)
-    images = collect_images(sandbox, artifacts, result.new_files)
+    collected = collect_images(sandbox, artifacts, result.new_files)  # images over the pixel limit are refused
+    result, images = with_refusals(result, collected.refused), collected.images
     return ToolMessage(
         content=observation_text(result, [image["name"] for image in images]),
         tool_call_id=tool_call_id,
