@@ -71,6 +71,7 @@ class RunConfig:
     tasks: str = "sample"
     sandbox: str = "local"
     sandbox_strict: bool = False
+    sandbox_network: bool = False
     critical_rule: CriticalRule = "weight"
     no_tools: bool = False
     no_vision_tool: bool = False
@@ -82,8 +83,10 @@ class RunConfig:
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     def open_sandbox(self) -> ContextManager[Sandbox]:
-        """A sandbox of the run's kind; ``sandbox_strict`` refuses anything short of full isolation."""
-        return open_sandbox(self.sandbox, **({"strict": True} if self.sandbox_strict else {}))
+        """A sandbox of the run's kind; ``sandbox_strict`` refuses anything short of full isolation,
+        ``sandbox_network`` lets an E2B sandbox reach the internet (off by default)."""
+        options = {"strict": True} if self.sandbox_strict else {}
+        return open_sandbox(self.sandbox, **options, **({"network": True} if self.sandbox_network else {}))
 
     def network(self) -> NetworkSettings:
         """Settings of the network tools: live, or recording to / replaying from ``tools_cache``.
@@ -209,9 +212,9 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
             raise RunError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
         recorded = json.loads(run_file.read_text(encoding="utf-8")).get("config") if run_file.exists() else None
         if recorded is not None:
-            current = config.to_dict()
-            changed = sorted(k for k in set(recorded) | set(current)
-                             if k not in PACING_KEYS and recorded.get(k) != current.get(k))
+            current, defaults = config.to_dict(), RunConfig(model=config.model).to_dict()
+            changed = sorted(k for k in set(recorded) | set(current)  # settings newer than the run: defaults
+                             if k not in PACING_KEYS and recorded.get(k, defaults.get(k)) != current.get(k))
             if changed:
                 raise RunError(f"{out}: cannot resume with different settings ({', '.join(changed)})")
         return store.load_for_resume()  # torn lines moved to results.jsonl.corrupt, duplicates dropped

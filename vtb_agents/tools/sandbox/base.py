@@ -85,7 +85,8 @@ def sandbox_settings(sandbox: Sandbox) -> dict[str, str]:
     """How ``sandbox`` confines code, for an episode's recorded settings."""
     return {"sandbox_isolation": str(getattr(sandbox, "isolation", "unknown")),
             "sandbox_memory_cap": str(getattr(sandbox, "memory_cap", "unknown")),
-            "sandbox_syscall_filter": str(getattr(sandbox, "syscall_filter", "unknown"))}
+            "sandbox_syscall_filter": str(getattr(sandbox, "syscall_filter", "unknown")),
+            "sandbox_network": str(getattr(sandbox, "network", "unknown"))}
 
 
 class CappedText:
