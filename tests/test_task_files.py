@@ -17,6 +17,7 @@ from PIL import Image
 from conftest import write_task
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tasks.errors import TaskLoadError
+from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.local import load_task_dir
 from vtb_agents.tasks.parquet import SCHEMA, iter_parquet, task_to_row
 
@@ -181,3 +182,34 @@ def test_a_load_error_reads_error_once(crafted):
     result = vtb("tasks", "list", str(crafted))
     assert result.returncode == 2
     assert one_error_line(result).startswith("error: task 'evil'")
+
+
+def test_a_grading_error_is_the_tasks_own_and_the_run_goes_on(tmp_path):
+    from vtb_agents.runner.run import RunConfig, run_suite
+
+    root = tmp_path / "tasks"
+    write_task(root, "broken")
+    write_task(root, "fine")
+    tasks = load_tasks(root)
+    tasks[0].turns[0].rubrics[0].check.pattern = "(unclosed"  # what validation refuses, given in code
+    tasks[0].turns[0].rubrics[0].check.type = "regex"
+    summary = run_suite(tasks, RunConfig(model="replay"), tmp_path / "run")
+    assert summary["complete"] and summary["tasks"] == 2
+    lines = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    broken = next(line for line in lines if line["task_id"] == "broken")
+    assert broken["grade"]["graded"] is False and broken["grade"]["reason"].startswith("grading failed: ")
+    assert next(line for line in lines if line["task_id"] == "fine")["grade"]["passed"] is True
+
+
+def test_dataset_image_paths_are_read_only_inside_the_dataset_folder(tmp_path):
+    from vtb_agents.tasks.parquet import rows_to_tasks
+
+    folder = write_task(tmp_path / "data", "t")
+    row = task_to_row(load_tasks(folder)[0])
+    inside = [{"bytes": None, "path": str(folder / "image_0.png")}]
+    task = next(rows_to_tasks([{**row, "images": inside, "images_by_turn": [inside]}], "ds", image_root=folder))
+    assert isinstance(task, Task) and task.images[0].read_bytes() == (folder / "image_0.png").read_bytes()
+    for path in ("/etc/passwd", "../elsewhere.png"):
+        outside = [{"bytes": None, "path": path}]
+        error = next(rows_to_tasks([{**row, "images": outside, "images_by_turn": [outside]}], "ds", image_root=folder))
+        assert isinstance(error, TaskLoadError) and "is refused" in str(error) and "field 'images'" in str(error)
