@@ -75,13 +75,17 @@ def test_index_behind_the_json_lines_is_rebuilt(three_tasks, tmp_path):
         [(t, "region_switch", 1, "completed") for t in ("a", "b", "c")]
 
 
-def test_a_corrupt_line_in_the_middle_is_an_error_naming_the_line(three_tasks, tmp_path):
+def test_a_corrupt_line_in_the_middle_names_the_line_and_resume_repairs_it(three_tasks, tmp_path):
     out = tmp_path / "run"
     run_suite(three_tasks[:2], RunConfig(model="replay"), out)
     lines = (out / "results.jsonl").read_text().splitlines()
     (out / "results.jsonl").write_text(lines[0] + "\n{oops}\n" + lines[1] + "\n")
-    with pytest.raises(ValueError, match="results.jsonl: line 2 is not a valid result"):
-        run_suite(three_tasks, RunConfig(model="replay"), out, resume=True)
+    with pytest.raises(ValueError, match="results.jsonl: line 2 is not a valid result.*--resume"):
+        ResultsStore(out).load()
+    summary = run_suite(three_tasks, RunConfig(model="replay"), out, resume=True)
+    assert summary["tasks"] == 3 and summary["complete"]
+    assert (out / "results.jsonl.corrupt").read_text() == "{oops}\n"
+    assert [r.task_id for r in ResultsStore(out).load()[0]] == ["a", "b", "c"]
 
 
 def test_bad_model_spec_is_refused_before_the_run_directory_is_touched(three_tasks, tmp_path):

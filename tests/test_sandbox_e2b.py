@@ -30,7 +30,9 @@ from e2b_code_interpreter import Sandbox as RealSandbox
 from e2b_code_interpreter.exceptions import format_execution_timeout_error
 from PIL import Image
 
-from vtb_agents.tools.sandbox import Sandbox, SandboxError
+from test_task_files import one_error_line, vtb
+from vtb_agents.tools.sandbox import Sandbox, SandboxError, open_sandbox
+from vtb_agents.tools.sandbox.base import sandbox_settings
 from vtb_agents.tools.sandbox.e2b import E2BSandbox
 
 pytestmark = pytest.mark.timeout(60)
@@ -273,3 +275,21 @@ def test_calls_match_the_real_sdk(remote: Path) -> None:
     assert seen == {"FakeSandbox.create", "FakeSandbox.create_code_context", "FakeSandbox.run_code",
                     "FakeSandbox.restart_code_context", "FakeSandbox.kill", "FakeFiles.make_dir",
                     "FakeFiles.write", "FakeFiles.read", "FakeFiles.list"}
+
+
+def test_the_vm_has_no_internet_unless_asked_and_the_episode_records_it(remote: Path) -> None:
+    CALLS.clear()
+    with E2BSandbox(api_key="k", remote_dir=str(remote), sdk=FakeSandbox) as sandbox:
+        assert sandbox_settings(sandbox)["sandbox_network"] == "none"
+    with E2BSandbox(api_key="k", remote_dir=str(remote), sdk=FakeSandbox, network=True) as sandbox:
+        assert sandbox_settings(sandbox)["sandbox_network"] == "internet"
+    creates = [kwargs for qualname, _, kwargs in CALLS if qualname == "FakeSandbox.create"]
+    assert [c["allow_internet_access"] for c in creates] == [False, True]
+
+
+def test_sandbox_network_needs_the_e2b_sandbox() -> None:
+    with pytest.raises(ValueError, match="local sandbox never has network access"):
+        with open_sandbox("local", network=True):
+            pass
+    result = vtb("run", "--sandbox-network", "--out", "unused")
+    assert result.returncode == 2 and "--sandbox-network needs --sandbox e2b" in one_error_line(result)

@@ -7,19 +7,33 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.table import Table
 
-from vtb_agents.cli_common import err, fail, load_or_fail, out
+from vtb_agents.runner.saving import storage_cause
+from vtb_agents.cli_common import err, fail, load_or_fail, out, print_error, unexpected_error_line
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import iter_source
 
 app = typer.Typer(help="VisualToolBench on LangGraph.", no_args_is_help=True, add_completion=False)
 tasks_app = typer.Typer(help="Import, export, validate and inspect tasks.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
+DEBUG_ENV = "VTB_DEBUG"
+
+
+@app.callback()
+def main_options(debug: bool = typer.Option(False, "--debug", help="Show a traceback for unexpected errors "
+                                            "(also VTB_DEBUG=1)."))  -> None:
+    """VisualToolBench on LangGraph."""
+    if debug:
+        os.environ[DEBUG_ENV] = "1"
+
+
 def task_row(task: Task) -> dict[str, Any]:
     """The one-line description of a task that ``vtb tasks list`` prints."""
     return {"id": task.id, "category": task.category, "domain": task.domain, "turns": len(task.turns),
@@ -67,7 +81,8 @@ def tasks_validate(path: str = typer.Argument(..., help="Task source to check.")
         if as_json:
             print(json.dumps(problem.__dict__))
         else:
-            (err if problem.severity == "error" else out).print(str(problem), highlight=False, soft_wrap=True)
+            (err if problem.severity == "error" else out).print(str(problem), highlight=False, soft_wrap=True,
+                                                                markup=False)
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
     if not as_json:
@@ -87,7 +102,7 @@ def tasks_import(src: str = typer.Argument(..., help="Parquet file/folder or 'hf
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     for error in report.errors:
-        err.print(str(error), highlight=False, soft_wrap=True)
+        err.print(str(error), highlight=False, soft_wrap=True, markup=False)
     out.print(f"wrote {report.written} task(s) to {out_dir}; {len(report.errors)} failed")
     if report.errors:
         raise typer.Exit(1)
@@ -121,8 +136,15 @@ _mount_subcommands()
 
 
 def main() -> None:
-    """Entry point for ``python -m vtb_agents.cli``."""
-    app()
+    """Entry point of ``vtb``: file system errors and too-deep input end as one line, not a
+    traceback (``--debug`` or ``VTB_DEBUG=1`` shows it)."""
+    try:
+        app()
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV) or not isinstance(exc, (OSError, RecursionError)) and storage_cause(exc) is None:
+            raise
+        print_error(f"{unexpected_error_line(exc)} (--debug shows the traceback)")
+        sys.exit(2)
 
 
 if __name__ == "__main__":

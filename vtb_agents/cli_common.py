@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from vtb_agents.tasks.errors import TaskLoadError
 from vtb_agents.tasks.model import Task
@@ -15,8 +16,22 @@ err = Console(stderr=True)
 
 def fail(message: str, code: int = 2) -> None:
     """Print ``message`` as an error and exit with ``code``."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    print_error(message)
     raise typer.Exit(code)
+
+
+def print_error(message: str) -> None:
+    """Print ``message`` as one ``error:`` line on stderr (its own leading ``error: `` dropped)."""
+    message = message.removeprefix("error: ")  # a task error's own text starts with its severity
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True, markup=True)
+
+
+def unexpected_error_line(exc: BaseException) -> str:
+    """The one line shown for an error no command handled itself: a file system error (read-only
+    folder, disk full, permission) or input nested too deeply for Python."""
+    if isinstance(exc, RecursionError):
+        return f"input nested too deeply to process ({exc})"
+    return f"cannot read or write files: {exc}" if isinstance(exc, OSError) else f"storage failed: {exc}"
 
 
 def load_or_fail(spec: str) -> list[Task]:

@@ -157,6 +157,8 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: st
         retry_errors: bool = typer.Option(False, "--retry-errors", help="With --resume: run again the tasks that "
                                           "infrastructure failures (provider, sandbox, storage) left ungraded."),
         sandbox_strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run code without full isolation (bwrap)."),
+        sandbox_network: bool = typer.Option(False, "--sandbox-network",
+                                             help="Let the E2B sandbox reach the internet (off by default; recorded in the results)."),
         langsmith_experiment: Optional[str] = typer.Option(
             None, help="Run as LangSmith experiment NAME-<suffix>: tasks pushed as a dataset, rubric feedback in LangSmith."),
         langsmith_dataset: Optional[str] = typer.Option(None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
@@ -168,6 +170,8 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: st
     check_choice("--history", history, ("golden", "model"))
     check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
     check_choice("--resumer", resumer, ("scripted", "simulated", "human"))
+    if sandbox_network and sandbox != "e2b":
+        fail("--sandbox-network needs --sandbox e2b (the local sandbox never has network access)")
     mode, cassette = network_options(tools_mode, tools_cache)
     if retry_errors and not resume:
         fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
@@ -175,7 +179,8 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: st
     config = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy,
                        critical_rule=critical_rule,  # type: ignore[arg-type]
                        no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer, user_model=user_model,
-                       sandbox=sandbox, sandbox_strict=sandbox_strict, tools_mode=mode, tools_cache=cassette,
+                       sandbox=sandbox, sandbox_strict=sandbox_strict, sandbox_network=sandbox_network,
+                       tools_mode=mode, tools_cache=cassette,
                        requests_per_second=rps, request_timeout_s=request_timeout,
                        episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, prompt_level=prompt_level,  # type: ignore[arg-type]
                                                history=history, native_tool_images=native_tool_images,  # type: ignore[arg-type]

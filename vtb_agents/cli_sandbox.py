@@ -11,7 +11,8 @@ import typer
 
 from vtb_agents.artifacts import ArtifactStore, to_png
 from vtb_agents.cli_common import check_choice, fail, out
-from vtb_agents.tools.python_tools import MAX_CODE_CHARS, collect_images
+from vtb_agents.tools.images import collect_images, with_refusals
+from vtb_agents.tools.python_tools import MAX_CODE_CHARS
 from vtb_agents.tools.sandbox import SandboxError, open_sandbox
 from vtb_agents.tools.sandbox.base import sandbox_settings
 
@@ -45,7 +46,8 @@ def sandbox_exec(code_file: Path = typer.Option(..., "--code-file", help="Python
             for index, data in enumerate(pngs):
                 box.put_file(f"image_{index}.png", data)
             result = box.run(code, timeout=timeout)
-            images = collect_images(box, ArtifactStore(Path(scratch)), result.new_files)
+            collected = collect_images(box, ArtifactStore(Path(scratch)), result.new_files)
+            result, images = with_refusals(result, collected.refused), collected.images
             confinement = sandbox_settings(box)
     except (SandboxError, ValueError) as exc:
         fail(str(exc))

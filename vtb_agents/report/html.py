@@ -16,8 +16,9 @@ from vtb_agents.report.compare import Comparison, run_row, settings_text
 from vtb_agents.report.images import ReportImages
 from vtb_agents.report.markup import badge, esc, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
-from vtb_agents.report.rundir import RunData, load_run
+from vtb_agents.report.rundir import ReportError, RunData, load_run
 from vtb_agents.report.task_html import anchor, outcome, task_section
+from vtb_agents.runner.lock import RunDirBusy, run_dir_lock
 from vtb_agents.tasks.model import Task
 
 REPORT_FILE = "report.html"
@@ -145,9 +146,18 @@ def write_report(run_dir: Path | str, *, tasks: Sequence[Task] | str | Path | No
 
     ``tasks`` (tasks or a task source) defaults to the source recorded in ``run.json``; ``expand``
     opens every task section (for printing or screenshots). Raises ``ReportError`` for a missing
-    or unfinished run directory.
+    or unfinished run directory, or one another process is writing (the run directory's lock).
     """
-    data = load_run(run_dir, tasks)
+    if not Path(run_dir).is_dir():
+        raise ReportError(f"{run_dir}: no such run directory")
+    try:
+        with run_dir_lock(Path(run_dir), "vtb report"):
+            return _write_report(load_run(run_dir, tasks), expand)
+    except RunDirBusy as exc:
+        raise ReportError(str(exc)) from None
+
+
+def _write_report(data: RunData, expand: bool) -> Path:
     images = ReportImages(data.path)
     body = (header(data) + scores(data) + tool_use(data.summary) + judge_section(data.summary)
             + tasks_part(data, images, expand=expand))

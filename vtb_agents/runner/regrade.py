@@ -18,7 +18,8 @@ from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 from vtb_agents.results import TaskResult, task_outcome
 from vtb_agents.runner.finished import open_finished_run
-from vtb_agents.runner.run import JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE, with_cache
+from vtb_agents.runner.lock import run_dir_lock
+from vtb_agents.runner.run import JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE, RunError, with_cache
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
 from vtb_agents.tasks.model import Task
 
@@ -29,20 +30,23 @@ def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule =
                 request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> dict[str, Any]:
     """Grade every episode of ``run_dir`` again and write new results and summary."""
     run_dir = Path(run_dir)
-    finished = open_finished_run(run_dir)
-    results, run = finished.results, finished.run
-    by_id = finished.tasks(tasks, needed=[r.task_id for r in results])
-    judge = with_cache(load_judge(judge_spec, request_timeout_s), judge_cache or run_dir / JUDGE_CACHE_FILE)
-    regraded = []
-    for done, result in enumerate(results, start=1):
-        grade = grade_episode(by_id[result.task_id], result.episode, judge, critical_rule)
-        regraded.append(result.model_copy(update={"grade": grade, "outcome": task_outcome(result.episode, grade)}))
-        if progress:
-            progress(regraded[-1], done, len(results))
-    ResultsStore(run_dir).rewrite(regraded)
-    run["config"].update(judge=judge_spec, critical_rule=critical_rule)
-    write_json_atomic(run_dir / RUN_FILE, run)
-    summary = summarize(regraded, judge_name=judge_spec,
-                        extra={"model": run["config"].get("model"), "critical_rule": critical_rule})
-    write_json_atomic(run_dir / SUMMARY_FILE, summary)
-    return summary
+    if not run_dir.is_dir():
+        raise RunError(f"{run_dir}: no such run directory")
+    with run_dir_lock(run_dir, "vtb grade"):  # nobody appends while the file is read and rewritten
+        finished = open_finished_run(run_dir)
+        results, run = finished.results, finished.run
+        by_id = finished.tasks(tasks, needed=[r.task_id for r in results])
+        judge = with_cache(load_judge(judge_spec, request_timeout_s), judge_cache or run_dir / JUDGE_CACHE_FILE)
+        regraded = []
+        for done, result in enumerate(results, start=1):
+            grade = grade_episode(by_id[result.task_id], result.episode, judge, critical_rule)
+            regraded.append(result.model_copy(update={"grade": grade, "outcome": task_outcome(result.episode, grade)}))
+            if progress:
+                progress(regraded[-1], done, len(results))
+        ResultsStore(run_dir).rewrite(regraded)
+        run["config"].update(judge=judge_spec, critical_rule=critical_rule)
+        write_json_atomic(run_dir / RUN_FILE, run)
+        summary = summarize(regraded, judge_name=judge_spec,
+                            extra={"model": run["config"].get("model"), "critical_rule": critical_rule})
+        write_json_atomic(run_dir / SUMMARY_FILE, summary)
+        return summary

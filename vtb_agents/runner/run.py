@@ -33,12 +33,14 @@ from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
-from vtb_agents.results import Episode, TaskResult, task_outcome
+from vtb_agents.results import Episode, TaskGrade, TaskResult, task_outcome
+from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
+from vtb_agents.runner.lock import run_dir_lock
+from vtb_agents.runner.outcomes import failed_episode
+from vtb_agents.runner.saving import ResultSaver, storage_cause
+from vtb_agents.runner.store import ResultsStore, latest_results, write_json_atomic
 from vtb_agents.strategies import DEFAULT_STRATEGY, Strategy, load_strategy
 from vtb_agents.strategies.agent import AGENT_PREFIX
-from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
-from vtb_agents.runner.outcomes import failed_episode
-from vtb_agents.runner.store import ResultsStore, latest_results, write_json_atomic
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
 from vtb_agents.tools import select_tools
@@ -75,6 +77,7 @@ class RunConfig:
     tasks: str = "sample"
     sandbox: str = "local"
     sandbox_strict: bool = False
+    sandbox_network: bool = False
     critical_rule: CriticalRule = "weight"
     no_tools: bool = False
     no_vision_tool: bool = False
@@ -87,8 +90,10 @@ class RunConfig:
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     def open_sandbox(self) -> ContextManager[Sandbox]:
-        """A sandbox of the run's kind; ``sandbox_strict`` refuses anything short of full isolation."""
-        return open_sandbox(self.sandbox, **({"strict": True} if self.sandbox_strict else {}))
+        """A sandbox of the run's kind; ``sandbox_strict`` refuses anything short of full isolation,
+        ``sandbox_network`` lets an E2B sandbox reach the internet (off by default)."""
+        options = {"strict": True} if self.sandbox_strict else {}
+        return open_sandbox(self.sandbox, **options, **({"network": True} if self.sandbox_network else {}))
 
     def network(self) -> NetworkSettings:
         """Settings of the network tools: live, or recording to / replaying from ``tools_cache``.
@@ -177,8 +182,15 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
             episode = episode_for_task(task, config, resources, sandbox)
         episode.outcome = episode.ended
     except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
+        if storage_cause(exc) is not None:
+            raise  # a full disk is the run's problem, not the task's: the run stops (runner/saving.py)
         episode = failed_episode(task.id, config.model, exc)
-    grade = grade_episode(task, episode, resources.judge, config.critical_rule)
+    try:
+        grade = grade_episode(task, episode, resources.judge, config.critical_rule)
+    except Exception as exc:  # a grading failure is this task's, never the run's
+        if storage_cause(exc) is not None:
+            raise
+        grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}", critical_rule=config.critical_rule)
     return TaskResult(
         task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, strategy=config.strategy_spec,
@@ -214,15 +226,12 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
             raise RunError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
         recorded = json.loads(run_file.read_text(encoding="utf-8")).get("config") if run_file.exists() else None
         if recorded is not None:
-            current = config.to_dict()
-            changed = sorted(k for k in set(recorded) | set(current)
-                             if k not in PACING_KEYS and recorded.get(k) != current.get(k))
+            current, defaults = config.to_dict(), RunConfig(model=config.model).to_dict()
+            changed = sorted(k for k in set(recorded) | set(current)  # settings newer than the run: defaults
+                             if k not in PACING_KEYS and recorded.get(k, defaults.get(k)) != current.get(k))
             if changed:
                 raise RunError(f"{out}: cannot resume with different settings ({', '.join(changed)})")
-        done, partial_at = store.load()
-        if partial_at is not None:
-            store.repair(partial_at)
-        return done
+        return store.load_for_resume()  # torn lines moved to results.jsonl.corrupt, duplicates dropped
     write_json_atomic(run_file, {"config": config.to_dict(), "vtb_agents": __version__,
                                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return []
@@ -237,7 +246,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     ``executor`` spreads the tasks (default: one at a time here); setting ``stop`` finishes the
     running tasks and writes the summary of what is done. ``retry_errors`` (with ``resume``) runs
     again the tasks an infrastructure failure left ungraded, and only those; their new lines
-    supersede the old ones (``results.jsonl`` is read last line per task wins). The summary's
+    supersede the old ones (:func:`~vtb_agents.runner.store.latest_results`). The summary's
     ``complete`` is False while any task is missing or ungraded by an infrastructure failure.
     ``strategy`` is a strategy object from Python (``config.strategy`` records its name); other
     runs resolve ``config.strategy``.
@@ -251,34 +260,45 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     if strategy is not None and isinstance(executor, RemoteExecutor):
         raise RunError("a strategy object from Python cannot reach remote workers: name it as 'module:function'")
     resources = build_resources(config, load_judge(config.judge, config.request_timeout_s), strategy)
-    done = prepare_run_dir(out, config, resume=resume)  # bad specs have failed before this point
-    resources.judge = with_cache(resources.judge, judge_cache or out / JUDGE_CACHE_FILE)
-    resources.artifacts = ArtifactStore(out / "artifacts")
-    finished = {r.task_id for r in done if not (retry_errors and r.infrastructure_failed)}
-    store = ResultsStore(out)
-    results = list(done)
+    out.mkdir(parents=True, exist_ok=True)
+    stop = stop or threading.Event()
+    with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run
+        results: list[TaskResult] = []
 
-    def sink(result: TaskResult) -> None:
-        store.append(result)
-        results.append(result)
-        if progress:
-            progress(result, len(results), len(tasks))
+        def saved(result: TaskResult) -> None:
+            results.append(result)
+            if progress:
+                progress(result, len(results), len(tasks))
 
-    with checkpoints(out) as saver:
-        resources.checkpointer = saver
-        todo = [t for t in tasks if t.id not in finished]
-        if isinstance(executor, RemoteExecutor):  # workers in other processes rebuild their own resources
-            executor.run_remote(todo, config, out, judge_cache or out / JUDGE_CACHE_FILE, sink, stop or threading.Event())
-        else:
-            (executor or LocalExecutor()).run(todo, lambda task: run_task(task, config, resources), sink,
-                                              stop or threading.Event())
-    wanted = set(ids)
-    results = latest_results(results)  # a retried task's new result replaces the old one
-    kept = [r for r in results if r.task_id in wanted]
-    summary = summarize(kept, judge_name=config.judge, expected=len(wanted),
-                        extra={"model": config.model, "strategy": config.strategy_spec,
-                               "critical_rule": config.critical_rule})
-    write_json_atomic(out / SUMMARY_FILE, summary)
+        sink = ResultSaver(ResultsStore(out), stop, saved)  # a disk error stops the run, loses nothing saved
+        try:
+            done = prepare_run_dir(out, config, resume=resume)  # bad specs have failed before this point
+            results.extend(done)
+            resources.judge = with_cache(resources.judge, judge_cache or out / JUDGE_CACHE_FILE)
+            resources.artifacts = ArtifactStore(out / "artifacts")
+            finished = {r.task_id for r in done if not (retry_errors and r.infrastructure_failed)}
+            with checkpoints(out) as saver:
+                resources.checkpointer = saver
+                todo = [t for t in tasks if t.id not in finished]
+                if isinstance(executor, RemoteExecutor):  # workers in other processes rebuild their own resources
+                    executor.run_remote(todo, config, out, judge_cache or out / JUDGE_CACHE_FILE, sink, stop)
+                else:
+                    (executor or LocalExecutor()).run(
+                        todo, sink.guard(lambda task: run_task(task, config, resources)), sink, stop)
+        except Exception as exc:
+            if (cause := storage_cause(exc)) is None:
+                raise
+            sink.failed(cause)
+        failure = sink.finish(out, already=len(results) - sink.saved)
+        if failure:
+            raise RunError(failure)
+        wanted = set(ids)
+        results = latest_results(results)  # a retried task's new result replaces the old one
+        kept = [r for r in results if r.task_id in wanted]
+        summary = summarize(kept, judge_name=config.judge, expected=len(wanted),
+                            extra={"model": config.model, "strategy": config.strategy_spec,
+                                   "critical_rule": config.critical_rule})
+        write_json_atomic(out / SUMMARY_FILE, summary)
     if tracing is not None:
         tracing.flush()
     return summary

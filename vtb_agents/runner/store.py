@@ -1,16 +1,22 @@
 """The results store of a run directory: ``results.jsonl``, one task per line, flushed as tasks finish,
 and ``results.sqlite``, an index of it (task id, line, outcome) for queries over large runs.
 
-A task's result can be superseded: ``vtb run --resume --retry-errors`` appends a new line for a task
-an infrastructure failure left ungraded, and every reader takes the last line per task id
-(:func:`latest_results`), so the file stays append-only. A crash can at worst leave a partial last line; :meth:`ResultsStore.load` reports it and
-:meth:`ResultsStore.repair` cuts it off so that the task is simply run again on resume. The JSON
-lines are the record; the index is derived, and rebuilt from them whenever it is out of step.
+An append that fails (disk full) is cut back to the last complete line, so a failed write never
+leaves half a record. A crash can still leave a partial last line, and a results file written by
+an older version may hold a torn line in the middle: :meth:`ResultsStore.load_for_resume` moves
+such bytes to ``results.jsonl.corrupt`` (never silently dropped) and keeps every whole record, so
+the affected task simply runs again. A task's result can be superseded: ``vtb run --resume
+--retry-errors`` appends a new line for a task an infrastructure failure left ungraded, and that
+later line replaces it (:func:`latest_results`), so the file stays append-only. Any other second
+line for a task (what two writers on one directory would leave) is ignored, and loading says so:
+the first record of each task id is kept. The JSON lines are the record; the index is derived, and
+rebuilt from them whenever it is out of step.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 from pathlib import Path
@@ -21,10 +27,17 @@ from vtb_agents.results import TaskResult
 
 RESULTS_FILE = "results.jsonl"
 INDEX_FILE = "results.sqlite"
+CORRUPT_SUFFIX = ".corrupt"
+_RECORD_START = b'{"task_id":'
+_log = logging.getLogger(__name__)
 
 
 class ResultsError(ValueError):
     """A results file that cannot be read back (names the file and line)."""
+
+
+class StorageError(OSError):
+    """A result that could not be written (disk full, read-only, I/O error); nothing half-written stays."""
 
 
 class ResultsIndex:
@@ -53,11 +66,11 @@ class ResultsIndex:
         """How many tasks are indexed."""
         return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
-    def rebuild(self, numbered: list[tuple[int, TaskResult]]) -> None:
-        """Index exactly ``numbered`` ((line, result) pairs of the JSON file, in order; later lines win)."""
+    def rebuild(self, results: list[TaskResult]) -> None:
+        """Index exactly ``results`` (the lines of the JSON file, in order)."""
         with self._db:
             self._db.execute("DELETE FROM results")
-        for line, result in numbered:
+        for line, result in enumerate(results, start=1):
             self.add(result, line)
 
     def query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
@@ -79,12 +92,38 @@ class ResultsStore:
         self._index: ResultsIndex | None = None
 
     def append(self, result: TaskResult) -> None:
-        """Write one result and make it durable before returning, then index it."""
-        line = result.model_dump_json() + "\n"
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        """Write one result and make it durable before returning, then index it.
+
+        A failed write (disk full...) is cut back to where the line began and raised as
+        :class:`StorageError`; the index, being derived, only logs its own failures.
+        """
+        self._append_line((result.model_dump_json() + "\n").encode("utf-8"))
+        try:
+            self._index_appended(result)
+        except sqlite3.Error as exc:  # rebuilt from the JSON lines when next used (its count is off)
+            _log.warning("results index %s not updated (%s): it is rebuilt when next used", self.index_path, exc)
+            self._index = None
+
+    def _append_line(self, line: bytes) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            start = os.fstat(fd).st_size
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except OSError as exc:
+                note = ""
+                try:
+                    os.ftruncate(fd, start)
+                except OSError as cut:
+                    note = f"; the partial line could not be cut ({cut.strerror}): resuming repairs it"
+                raise StorageError(exc.errno, f"{exc.strerror}{note}", str(self.path)) from exc
+        finally:
+            os.close(fd)
+
+    def _index_appended(self, result: TaskResult) -> None:
         if self._index is None:  # first append of this store: count the lines already there
             with self.path.open("rb") as handle:
                 self._lines = sum(1 for _ in handle)
@@ -95,65 +134,121 @@ class ResultsStore:
 
     def rewrite(self, results: list[TaskResult]) -> None:
         """Replace every line with ``results`` atomically (a crash leaves the old file whole)."""
+        self._rewrite_lines([(r.model_dump_json() + "\n").encode("utf-8") for r in results])
+
+    def index(self) -> ResultsIndex:
+        """The index, rebuilt from the JSON lines first if it is out of step (say, after a crash)."""
+        results, _ = self.load()
+        index = ResultsIndex(self.index_path)
+        if index.count() != len(results):
+            index.rebuild(results)
+        return index
+
+    def load(self) -> tuple[list[TaskResult], int | None]:
+        """The complete result of each task (see :func:`latest_results`), and the byte offset of a
+        partial last line (None if there is none).
+
+        A malformed line anywhere but at the end is a :class:`ResultsError` saying that resuming
+        the run repairs it.
+        """
+        if not self.path.exists():
+            return [], None
+        data = self.path.read_bytes()
+        results: list[TaskResult] = []
+        offset = 0
+        for number, raw in enumerate(data.splitlines(keepends=True), start=1):
+            is_last = offset + len(raw) == len(data)
+            try:
+                results.append(TaskResult.model_validate_json(raw))
+            except (ValidationError, ValueError) as exc:
+                if is_last and not raw.endswith(b"\n"):
+                    return latest_results(results, source=self.path), offset
+                raise ResultsError(f"{self.path}: line {number} is not a valid result ({exc.__class__.__name__}); "
+                                   "`vtb run --resume` with the run's options repairs the file") from None
+            offset += len(raw)
+        return latest_results(results, source=self.path), None
+
+    def load_for_resume(self) -> list[TaskResult]:
+        """The complete results, after repairing the file: a partial last line or a torn line in
+        the middle (what a failed write or a crash leaves) is moved to ``results.jsonl.corrupt``
+        and the file rewritten with every whole record (a record glued after torn bytes is kept)."""
+        if not self.path.exists():
+            return []
+        data = self.path.read_bytes()
+        records: list[bytes] = []
+        torn: list[bytes] = []
+        for raw in data.splitlines(keepends=True):
+            record, junk = _split_torn(raw)
+            records += [record] if record is not None else []
+            torn += [junk] if junk else []
+        if torn:
+            corrupt = self.path.with_name(self.path.name + CORRUPT_SUFFIX)
+            with corrupt.open("ab") as handle:
+                handle.writelines(junk if junk.endswith(b"\n") else junk + b"\n" for junk in torn)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self._rewrite_lines([r if r.endswith(b"\n") else r + b"\n" for r in records])
+            _log.warning("%s: %d torn line(s) moved to %s; their tasks run again", self.path, len(torn), corrupt)
+        results, _ = self.load()
+        return results
+
+    def _rewrite_lines(self, lines: list[bytes]) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as handle:
-            handle.writelines(r.model_dump_json() + "\n" for r in results)
+        with tmp.open("wb") as handle:
+            handle.writelines(lines)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
         self.index_path.unlink(missing_ok=True)  # derived from the old lines: rebuilt on next use
 
-    def index(self) -> ResultsIndex:
-        """The index, rebuilt from the JSON lines first if it is out of step (say, after a crash)."""
-        numbered, _ = self._read()
-        index = ResultsIndex(self.index_path)
-        if index.count() != len({result.task_id for _, result in numbered}):
-            index.rebuild(numbered)
-        return index
 
-    def load(self) -> tuple[list[TaskResult], int | None]:
-        """The latest complete result of each task (see :func:`latest_results`), and the byte offset
-        of a partial last line (None if there is none).
-
-        A malformed line anywhere but at the end is an error: it is not what a crash leaves.
-        """
-        numbered, partial_at = self._read()
-        return latest_results([result for _, result in numbered]), partial_at
-
-    def _read(self) -> tuple[list[tuple[int, TaskResult]], int | None]:
-        """Every complete line as (line number, result), and the offset of a partial last line."""
-        if not self.path.exists():
-            return [], None
-        data = self.path.read_bytes()
-        results: list[tuple[int, TaskResult]] = []
-        offset = 0
-        for number, raw in enumerate(data.splitlines(keepends=True), start=1):
-            is_last = offset + len(raw) == len(data)
-            try:
-                results.append((number, TaskResult.model_validate_json(raw)))
-            except (ValidationError, ValueError) as exc:
-                if is_last and not raw.endswith(b"\n"):
-                    return results, offset
-                raise ResultsError(f"{self.path}: line {number} is not a valid result: {exc}") from None
-            offset += len(raw)
-        return results, None
-
-    def repair(self, offset: int) -> None:
-        """Cut a partial last line at ``offset`` (what an interrupted append leaves)."""
-        with self.path.open("r+b") as handle:
-            handle.truncate(offset)
-            handle.flush()
-            os.fsync(handle.fileno())
+def latest_results(results: list[TaskResult], source: Path | str = "results") -> list[TaskResult]:
+    """One result per task id, in the order first written: the first record, unless a later one
+    retries it after an infrastructure failure (``--retry-errors``), which then replaces it.
+    Other duplicates are ignored with a warning naming ``source``."""
+    kept: dict[str, TaskResult] = {}
+    ignored: list[str] = []
+    for result in results:
+        first = kept.get(result.task_id)
+        if first is None or first.infrastructure_failed:
+            kept[result.task_id] = result
+        else:
+            ignored.append(result.task_id)
+    if ignored:
+        _log.warning("%s: %d duplicate line(s) for task(s) %s ignored (the first record of each is used)",
+                     source, len(ignored), ", ".join(sorted(set(ignored))[:10]))
+    return list(kept.values())
 
 
-def latest_results(results: list[TaskResult]) -> list[TaskResult]:
-    """The last result of each task id, in the order those last results were written."""
-    last = {result.task_id: index for index, result in enumerate(results)}
-    return [result for index, result in enumerate(results) if last[result.task_id] == index]
+def _split_torn(raw: bytes) -> tuple[bytes | None, bytes]:
+    """(whole record or None, torn bytes) of one line: a valid line is all record; otherwise the
+    longest valid record at its end (glued on after a partial write) is recovered if there is one."""
+    if _valid(raw):
+        return raw, b""
+    start = raw.find(_RECORD_START, 1)
+    while start > 0:
+        if _valid(raw[start:]):
+            return raw[start:], raw[:start]
+        start = raw.find(_RECORD_START, start + 1)
+    return None, raw
+
+
+def _valid(raw: bytes) -> bool:
+    if not raw.endswith(b"\n"):
+        return False
+    try:
+        TaskResult.model_validate_json(raw)
+    except (ValidationError, ValueError):
+        return False
+    return True
 
 
 def write_json_atomic(path: Path, data: object) -> None:
-    """Write ``data`` as indented JSON to ``path`` via a temporary file and rename."""
+    """Write ``data`` as indented JSON to ``path`` via a temporary file and rename (the temporary
+    file is removed if writing fails, say on a full disk)."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -85,11 +85,8 @@ def execute_tool_call(ctx: EpisodeContext, call: dict[str, Any], config: Runnabl
         return ToolMessage(f"Error: {call['name']} is not a valid tool, try one of [{names}].",
                            tool_call_id=call["id"], name=call["name"], status="error")
     output = guard_tool(tool).invoke({**call, "type": "tool_call"}, config)
-    message = output if isinstance(output, ToolMessage) else ToolMessage(
-        str(output), tool_call_id=call["id"], name=call["name"])
-    if isinstance(message.artifact, dict) and message.artifact.get("ok") is False:
-        message = message.model_copy(update={"status": "error"})
-    return message
+    return output if isinstance(output, ToolMessage) else ToolMessage(str(output), tool_call_id=call["id"],
+                                                                      name=call["name"])
 
 
 class ToolBatch(TypedDict):

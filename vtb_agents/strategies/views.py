@@ -14,7 +14,7 @@ from vtb_agents.artifacts import IMAGE_REF_TYPE
 from vtb_agents.models.replay import TURN_MESSAGE_PREFIX
 from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.strategies.observe import image_blocks
-from vtb_agents.tools.python_tools import collect_images
+from vtb_agents.tools.images import collect_images
 
 
 class ViewError(RuntimeError):
@@ -35,7 +35,7 @@ def make_views(ctx: EpisodeContext, code: str) -> list[dict[str, Any]]:
     result = ctx.sandbox.run(code, timeout=ctx.code_timeout_s)
     if not result.ok:
         raise ViewError(f"preparing views failed: {result.error or result.stderr}".strip())
-    return collect_images(ctx.sandbox, ctx.artifacts, result.new_files)
+    return collect_images(ctx.sandbox, ctx.artifacts, result.new_files).images
 
 
 def views_message(text: str, views: list[dict[str, Any]]) -> HumanMessage:

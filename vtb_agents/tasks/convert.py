@@ -1,8 +1,9 @@
 """Convert between dataset rows and local task directories (``vtb tasks import`` / ``export``).
 
 Why: runs and the sample suite use task directories; the public dataset is parquet. Import
-writes every loaded task and reports every failed row (never silently dropped); export is
-the inverse, in the dataset's current schema.
+writes every loaded task that passes validation and reports every failed row or task (never
+silently dropped; a task with validation errors is not written at all, and nothing is ever
+written outside the output folder); export is the inverse, in the dataset's current schema.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from vtb_agents.tasks.errors import TaskLoadError
 from vtb_agents.tasks.local import safe_dirname, write_task_dir
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.parquet import write_parquet
+from vtb_agents.tasks.validate import validate_task
 
 
 @dataclass
@@ -31,7 +33,7 @@ class ImportReport:
 
 
 def import_tasks(tasks: Iterable[Task | TaskLoadError], out: Path) -> ImportReport:
-    """Write each Task as a task directory under ``out``; collect load and write errors.
+    """Write each valid Task as a task directory under ``out``; collect load, validation and write errors.
 
     Two tasks whose ids map to the same folder name would overwrite each other: the second
     is reported as an error on field ``id`` instead.
@@ -50,6 +52,10 @@ def import_tasks(tasks: Iterable[Task | TaskLoadError], out: Path) -> ImportRepo
             report.errors.append(TaskLoadError(
                 item.id, "id", f"folder {name!r} already written for task {folders[name]!r}",
                 source=source))
+            continue
+        invalid = [p for p in validate_task(item) if p.severity == "error"]
+        if invalid:
+            report.errors.extend(TaskLoadError.from_problem(p) for p in invalid)
             continue
         try:
             write_task_dir(item, out)

@@ -33,3 +33,8 @@ class TaskLoadError(ValueError):
                  source: str | None = None) -> None:
         self.problem = Problem("error", task_id, field, message, turn=turn, source=source)
         super().__init__(str(self.problem))
+
+    @classmethod
+    def from_problem(cls, problem: Problem) -> TaskLoadError:
+        """The error for a validation ``problem`` (e.g. a task that import refuses to write)."""
+        return cls(problem.task_id, problem.field, problem.message, turn=problem.turn, source=problem.source)

@@ -28,14 +28,17 @@ def iter_hf(spec: str, split: str | None = None, *,
 
     ``spec`` is a ``save_to_disk`` directory, a local directory or parquet file of data files,
     or a dataset name already in the local HF cache (``cache_dir`` or the default cache).
-    ``split`` defaults to ``test`` if present, else ``train``. Loading errors (missing package,
+    ``split`` defaults to ``test`` if present, else ``train``. Images stored by path only are read
+    from inside the local dataset folder, never from elsewhere on the host. Loading errors (missing package,
     dataset not available locally, unknown split) are raised here, before iteration.
     """
     datasets = _import_datasets()
     dataset, name = _select_split(datasets, _load(datasets, spec, cache_dir), split, spec)
     batches = dataset.with_format("arrow").iter(batch_size=BATCH_ROWS)
     rows = (row for table in batches for row in table.to_pylist())
-    return rows_to_tasks(rows, f"{spec}[{name}]", read_image_paths=True)
+    local = Path(spec).expanduser()
+    root = local if local.is_dir() else local.parent if local.is_file() else None
+    return rows_to_tasks(rows, f"{spec}[{name}]", image_root=root)
 
 
 def _import_datasets() -> ModuleType:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from vtb_agents.safefs import UnsafePath, check_in_dir, read_in_dir, write_in_dir
+from vtb_agents.tasks import jsontext
 from vtb_agents.tasks.errors import TaskLoadError
 from vtb_agents.tasks.model import Task
 
@@ -31,14 +33,18 @@ def describe_validation_error(error: ValidationError) -> tuple[str, int | None, 
 
 
 def load_task_dir(folder: Path) -> Task:
-    """Load one task folder; image paths are resolved but not opened (validation opens them)."""
+    """Load one task folder. Image files must be regular files inside it, named without ``..``
+    and reached without symlinks (refused here, naming ``images[i].file``); they are checked but
+    not read (validation reads them, and every later read goes through the same checks)."""
     folder = Path(folder)
     source = folder / TASK_FILE
     try:
-        data = json.loads(source.read_text(encoding="utf-8"))
+        data = jsontext.loads(read_in_dir(folder, TASK_FILE).decode("utf-8"))
     except FileNotFoundError:
         raise TaskLoadError(folder.name, TASK_FILE, "missing task file", source=str(source)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnsafePath as exc:
+        raise TaskLoadError(folder.name, TASK_FILE, exc.reason, source=str(source)) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise TaskLoadError(folder.name, TASK_FILE, f"unreadable JSON: {exc}", source=str(source)) from None
     task_id = str(data.get("id", folder.name)) if isinstance(data, dict) else folder.name
     try:
@@ -46,23 +52,30 @@ def load_task_dir(folder: Path) -> Task:
     except ValidationError as exc:
         field, turn, message = describe_validation_error(exc)
         raise TaskLoadError(task_id, field, message, turn=turn, source=str(source)) from None
-    for image in task.images:
-        image.path = folder / image.file
+    for index, image in enumerate(task.images):
+        try:
+            check_in_dir(folder, image.file)
+        except UnsafePath as exc:
+            raise TaskLoadError(task_id, f"images[{index}].file", exc.reason, source=str(source)) from None
+        except OSError:
+            pass  # missing or unreadable: validation reports it with the task's other problems
+        image.folder, image.path = folder, folder / image.file
     task.metadata.setdefault("source", str(folder))
     return task
 
 
 def write_task_dir(task: Task, root: Path) -> Path:
-    """Write ``task`` as ``root/<task id>/`` (task.json plus image files) and return the folder."""
-    folder = Path(root) / safe_dirname(task.id)
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write ``task`` as ``root/<task id>/`` (task.json plus image files) and return the folder.
+
+    Nothing is written outside ``root``: file names are checked and no symlink is followed.
+    """
+    name = safe_dirname(task.id)
     for image in task.images:
-        (folder / image.file).write_bytes(image.read_bytes())
+        write_in_dir(Path(root), f"{name}/{image.file}", image.read_bytes())
     data = task.model_dump(mode="json", exclude={"metadata": {"source"}})
-    tmp = folder / (TASK_FILE + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(folder / TASK_FILE)
-    return folder
+    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    write_in_dir(Path(root), f"{name}/{TASK_FILE}", text.encode("utf-8"))
+    return Path(root) / name
 
 
 def safe_dirname(task_id: str) -> str:

@@ -4,12 +4,14 @@ reference trajectory and VTB rubrics. Category and domain are normalised; raw va
 
 from __future__ import annotations
 
-import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
 
+from vtb_agents.safefs import read_in_dir
+from vtb_agents.tasks import jsontext
 from vtb_agents.tasks.normalize import normalize_category, normalize_domain
 
 CRITICAL_WEIGHT = 4
@@ -35,7 +37,7 @@ class Check(BaseModel):
     answer is within ``tolerance`` of ``value``, ``regex`` searches ``pattern``.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     type: Literal["contains_any", "contains_all", "not_contains", "number", "regex"]
     values: list[str] = Field(default_factory=list)
@@ -54,6 +56,11 @@ class Check(BaseModel):
             raise ValueError("check type 'regex' needs 'pattern'")
         if self.tolerance < 0:
             raise ValueError("check 'tolerance' must be >= 0")
+        if self.pattern is not None:
+            try:
+                re.compile(self.pattern)
+            except re.error as exc:
+                raise ValueError(f"check 'pattern' is not a valid regular expression: {exc}") from None
         return self
 
 
@@ -109,7 +116,7 @@ def rubrics_from_vtb(value: str | dict[str, Any] | None) -> list[Rubric]:
     """Parse a VTB rubric object (JSON text or dict keyed by rubric id) into rubrics, in order."""
     if value is None or value == "":
         return []
-    data = json.loads(value) if isinstance(value, str) else value
+    data = jsontext.loads(value) if isinstance(value, str) else value
     if not isinstance(data, dict):
         raise ValueError(f"rubrics must be a JSON object keyed by rubric id, got {type(data).__name__}")
     rubrics = []
@@ -133,17 +140,24 @@ class ToolStep(BaseModel):
 
 
 class TaskImage(BaseModel):
-    """An image of a task: on disk (``path``) or in memory (``data``), named ``file`` in task dirs."""
+    """An image of a task: on disk (``path``) or in memory (``data``), named ``file`` in task dirs.
+
+    Loaded from a task folder, ``folder`` is set and the file is read strictly inside it
+    (:func:`vtb_agents.safefs.read_in_dir`: no ``..``, no symlinks, regular files only).
+    """
 
     file: str
     source_name: str | None = None
     path: Path | None = Field(default=None, exclude=True)
+    folder: Path | None = Field(default=None, exclude=True)
     data: bytes | None = Field(default=None, exclude=True, repr=False)
 
     def read_bytes(self) -> bytes:
         """The encoded image bytes (from memory or disk)."""
         if self.data is not None:
             return self.data
+        if self.folder is not None:
+            return read_in_dir(self.folder, self.file)
         if self.path is None:
             raise FileNotFoundError(f"image {self.file!r} has neither bytes nor a path")
         return self.path.read_bytes()

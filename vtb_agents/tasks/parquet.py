@@ -50,6 +50,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
+from vtb_agents.safefs import UnsafePath, read_in_dir
+from vtb_agents.tasks import jsontext
 from vtb_agents.tasks.errors import TaskLoadError
 from vtb_agents.tasks.local import describe_validation_error
 from vtb_agents.tasks.model import Task, TaskImage, ToolStep, Turn, rubrics_from_vtb, rubrics_to_vtb
@@ -121,26 +123,31 @@ def _iter_file(file: Path) -> Iterator[Task | TaskLoadError]:
 
 
 def rows_to_tasks(rows: Iterable[dict[str, Any]], source: str, *,
-                  read_image_paths: bool = False) -> Iterator[Task | TaskLoadError]:
+                  image_root: Path | None = None) -> Iterator[Task | TaskLoadError]:
     """Convert dataset rows (column name -> Python value) to tasks, errors in place of bad rows.
 
-    ``read_image_paths``: an image struct without bytes whose ``path`` is an existing local
-    file is read from disk (``datasets`` may store local images that way); off for parquet.
+    ``image_root``: an image struct without bytes whose ``path`` names a regular file inside
+    this folder is read from there (``datasets`` may store local images that way); paths
+    leading outside it, or through a symlink, are errors. None (parquet) reads no paths.
+    No rows at all is an error too (an empty file is not an empty benchmark).
     """
+    number = 0
     for number, row in enumerate(rows, start=1):
         try:
-            yield row_to_task(row, row_number=number, source=source, read_image_paths=read_image_paths)
+            yield row_to_task(row, row_number=number, source=source, image_root=image_root)
         except TaskLoadError as exc:
             yield exc
         except Exception as exc:  # a malformed row must not stop the others
             yield TaskLoadError(_task_id(row, number), "(row)", f"{type(exc).__name__}: {exc}",
                                 source=source)
+    if number == 0:
+        yield TaskLoadError(Path(source).name, "(rows)", "no rows: the data holds no tasks", source=source)
 
 
 def row_to_task(row: dict[str, Any], *, row_number: int, source: str,
-                read_image_paths: bool = False) -> Task:
+                image_root: Path | None = None) -> Task:
     """One dataset row (current or older schema) as a Task; raises TaskLoadError."""
-    reader = _RowReader(row, _task_id(row, row_number), source, read_image_paths)
+    reader = _RowReader(row, _task_id(row, row_number), source, image_root)
     return reader.task()
 
 
@@ -152,9 +159,9 @@ def _task_id(row: dict[str, Any], number: int) -> str:
 class _RowReader:
     """Turns one row into a Task, raising errors that name the task, turn, column and file."""
 
-    def __init__(self, row: dict[str, Any], task_id: str, source: str, read_image_paths: bool):
+    def __init__(self, row: dict[str, Any], task_id: str, source: str, image_root: Path | None):
         self.row, self.task_id, self.source = row, task_id, source
-        self.read_image_paths = read_image_paths
+        self.image_root = image_root
         self.images: list[TaskImage] = []
         self.by_hash: dict[str, int] = {}
 
@@ -274,11 +281,24 @@ class _RowReader:
         if not isinstance(struct, dict):
             raise self.error(field, f"image {k} is not a {{bytes, path}} struct", turn)
         data, path = struct.get("bytes"), struct.get("path")
-        if data is None and self.read_image_paths and path and Path(path).is_file():
-            data = Path(path).read_bytes()
+        if data is None and self.image_root is not None and path:
+            data = self.read_image_path(str(path), field, k, turn)
         if not data:
             raise self.error(field, f"image {k} ({path or 'no path'}) has no bytes", turn)
         return bytes(data)
+
+    def read_image_path(self, path: str, field: str, k: int, turn: int | None) -> bytes | None:
+        """The bytes of a local image the dataset refers to, read only inside ``image_root``."""
+        assert self.image_root is not None
+        root = self.image_root.resolve()
+        name = os.path.relpath(path, root) if os.path.isabs(path) else path
+        try:
+            return read_in_dir(root, name)
+        except UnsafePath as exc:
+            raise self.error(field, f"image {k} path {path!r} is refused: {exc.reason} "
+                                    f"(only files inside {str(root)!r} are read)", turn) from None
+        except FileNotFoundError:
+            return None
 
     def add_image(self, data: bytes, struct: Any, *, dedupe: bool) -> int:
         digest = hashlib.sha256(data).hexdigest()
@@ -296,7 +316,7 @@ class _RowReader:
         stored = self.row.get(METADATA_COLUMN)
         if stored:
             try:
-                parsed = json.loads(stored) if isinstance(stored, str) else stored
+                parsed = jsontext.loads(stored) if isinstance(stored, str) else stored
             except ValueError as exc:
                 raise self.error(METADATA_COLUMN, f"unparseable JSON: {exc}") from None
             if not isinstance(parsed, dict):
@@ -333,7 +353,7 @@ def parse_trajectory(value: Any) -> tuple[list[ToolStep], str | None]:
     parsed = value
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
+            parsed = jsontext.loads(value)
         except ValueError:
             return [], value
     if isinstance(parsed, list) and all(_is_step(s) for s in parsed):

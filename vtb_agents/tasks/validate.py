@@ -11,8 +11,9 @@ from io import BytesIO
 from pathlib import Path
 from typing import Iterable
 
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
+from vtb_agents.safefs import UnsafePath, relative_name
 from vtb_agents.tasks.errors import Problem, TaskLoadError
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.normalize import CATEGORIES, DOMAINS, SINGLE_TURN_CATEGORIES
@@ -35,6 +36,8 @@ def check_image(data: bytes, max_pixels: int) -> str | None:
                 image.verify()
     except Image.DecompressionBombError as exc:
         return f"possible decompression bomb: {exc}"
+    except UnidentifiedImageError:
+        return "cannot decode image: not a known image format"
     except Exception as exc:  # PIL raises many unrelated classes for corrupt data
         return f"cannot decode image: {type(exc).__name__}: {exc}"
     return None
@@ -71,7 +74,11 @@ def validate_task(task: Task, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[Prob
     for index, image in enumerate(task.images):
         field = f"images[{index}] ({image.file})"
         try:
+            relative_name(image.file)
             data = image.read_bytes()
+        except UnsafePath as exc:
+            add("error", f"images[{index}].file", exc.reason)
+            continue
         except OSError as exc:
             add("error", field, f"missing or unreadable image file: {exc.strerror or exc}")
             continue

@@ -7,16 +7,15 @@ agent included, shows them to the model after the round (see :mod:`vtb_agents.st
 
 from __future__ import annotations
 
-import io
 import json
-from pathlib import PurePosixPath
 from typing import Any
 
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
-from PIL import Image
 from pydantic import BaseModel, Field
 
-from vtb_agents.artifacts import IMAGE_SUFFIXES, ArtifactStore
+from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.tools.images import collect_images, with_refusals
 from vtb_agents.tools.sandbox.base import ExecResult, Sandbox
 
 MAX_CODE_CHARS = 5_000
@@ -66,30 +65,31 @@ def observation_text(result: ExecResult, images: list[str]) -> str:
     return json.dumps(payload, ensure_ascii=False)
 
 
-def collect_images(sandbox: Sandbox, artifacts: ArtifactStore, names: list[str]) -> list[dict[str, Any]]:
-    """Store every decodable image among ``names`` and return ``{"name", "ref", "size"}`` records."""
-    found = []
-    for name in names:
-        if PurePosixPath(name).suffix.lower() not in IMAGE_SUFFIXES:
-            continue
-        data = sandbox.get_file(name)
-        try:
-            with Image.open(io.BytesIO(data)) as image:
-                size = list(image.size)
-        except (OSError, ValueError, Image.DecompressionBombError):
-            continue  # not a readable image: it stays listed as a plain new file
-        found.append({"name": name, "ref": artifacts.put(data), "size": size})
-    return found
-
-
 def run_code(name: str, code: str, *, sandbox: Sandbox, artifacts: ArtifactStore,
              timeout_s: float) -> tuple[str, dict[str, Any]]:
     """Run one code call in ``sandbox``: the text the model reads, and an artifact holding the
     saved images (``{"name", "ref", "size"}``), whether the code ran without error and how long."""
     result = sandbox.run(code, timeout=timeout_s)
-    images = collect_images(sandbox, artifacts, result.new_files)
+    collected = collect_images(sandbox, artifacts, result.new_files)  # images over the pixel limit are refused
+    result, images = with_refusals(result, collected.refused), collected.images
     text = observation_text(result, [image["name"] for image in images])
     return text, {"images": images, "duration_s": round(result.duration_s, 4), "ok": result.ok}
+
+
+class CodeTool(StructuredTool):
+    """A code tool: its tool message has status ``error`` when the code failed (``artifact["ok"]``)."""
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        return _failed_as_error(super().run(*args, **kwargs))
+
+    async def arun(self, *args: Any, **kwargs: Any) -> Any:
+        return _failed_as_error(await super().arun(*args, **kwargs))
+
+
+def _failed_as_error(output: Any) -> Any:
+    if isinstance(output, ToolMessage) and isinstance(output.artifact, dict) and output.artifact.get("ok") is False:
+        return output.model_copy(update={"status": "error"})
+    return output
 
 
 class UnboundToolError(RuntimeError):
@@ -105,8 +105,8 @@ def _code_tool(name: str, description: str, sandbox: Sandbox | None, artifacts: 
                 "or `bind_code_tools(sandbox, artifacts)`")
         return run_code(name, code, sandbox=sandbox, artifacts=artifacts, timeout_s=timeout_s)
 
-    return StructuredTool.from_function(func=run, name=name, description=description, args_schema=CodeArgs,
-                                        response_format="content_and_artifact")
+    return CodeTool.from_function(func=run, name=name, description=description, args_schema=CodeArgs,
+                                  response_format="content_and_artifact")
 
 
 def bind_code_tools(sandbox: Sandbox, artifacts: ArtifactStore, timeout_s: float = DEFAULT_CODE_TIMEOUT_S,

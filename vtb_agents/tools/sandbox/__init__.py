@@ -37,11 +37,14 @@ def open_sandbox(
     created if missing and kept. ``options`` go to the backend (``LocalSandbox``: ``limits``,
     ``python``, ``start_timeout``, ``isolation`` ("auto" | "bwrap" | "fallback" | "process"; default
     ``$VTB_SANDBOX_ISOLATION`` or "auto") and ``strict`` (refuse to start without bwrap);
-    ``E2BSandbox``: ``api_key``, ``template``, ``lifetime_s``). The level reached is
+    ``E2BSandbox``: ``api_key``, ``template``, ``lifetime_s``, ``network`` (internet access, off by
+    default)). The level reached is
     ``sandbox.isolation``; ``isolation.py`` says what each local level guarantees.
     """
     if kind not in SANDBOX_KINDS:
         raise ValueError(f"unknown sandbox kind {kind!r}: allowed kinds are {', '.join(SANDBOX_KINDS)}")
+    if kind == "local" and options.pop("network", False):
+        raise ValueError("the local sandbox never has network access: network needs the e2b sandbox")
     if kind == "e2b":
         options.pop("strict", None)  # an E2B sandbox is a separate machine: always fully isolated
         sandbox: Sandbox = E2BSandbox(workdir, **options)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import collections
-import errno
 import os
 import selectors
 import shutil
@@ -18,8 +17,10 @@ import stat
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from vtb_agents.safefs import open_in_dir, relative_name  # noqa: F401  (the sandboxes use them from here)
 
 from .worker import decode_frame, encode_frame
 
@@ -84,15 +85,8 @@ def sandbox_settings(sandbox: Sandbox) -> dict[str, str]:
     """How ``sandbox`` confines code, for an episode's recorded settings."""
     return {"sandbox_isolation": str(getattr(sandbox, "isolation", "unknown")),
             "sandbox_memory_cap": str(getattr(sandbox, "memory_cap", "unknown")),
-            "sandbox_syscall_filter": str(getattr(sandbox, "syscall_filter", "unknown"))}
-
-
-def relative_name(name: str) -> PurePosixPath:
-    """``name`` as a path relative to a working directory; ValueError if it could escape it."""
-    path = PurePosixPath(name)
-    if not name or path.is_absolute() or ".." in path.parts:
-        raise ValueError(f"file name {name!r} must be relative, inside the working directory")
-    return path
+            "sandbox_syscall_filter": str(getattr(sandbox, "syscall_filter", "unknown")),
+            "sandbox_network": str(getattr(sandbox, "network", "unknown"))}
 
 
 class CappedText:
@@ -209,53 +203,6 @@ def remove_changes(root: Path, before: TreeScan) -> None:
             shutil.rmtree(path)
         else:
             path.unlink()
-
-
-def open_in_dir(root: Path, name: str, flags: int, owner: tuple[int, int] | None = None) -> int:
-    """Open ``name`` under ``root`` one component at a time, never through a symlink.
-
-    Race-free against code that swaps a directory for a symlink while the host works on the
-    working directory. ``os.O_CREAT`` in ``flags`` also creates missing parent directories, given
-    to ``owner`` (uid, gid) when set. Symlinks raise ValueError; anything but a regular file at
-    the end raises ValueError as well (a FIFO could otherwise block the host).
-    """
-    parts = relative_name(name).parts
-    dir_fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            try:
-                if not last and flags & os.O_CREAT and _mkdir_at(part, dir_fd) and owner:
-                    os.chown(part, *owner, dir_fd=dir_fd, follow_symlinks=False)
-                mode = flags | os.O_NONBLOCK if last else os.O_PATH | os.O_DIRECTORY
-                fd = os.open(part, mode | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
-                        os.stat(part, dir_fd=dir_fd, follow_symlinks=False).st_mode):
-                    raise ValueError(f"file name {name!r} leads out of the working directory "
-                                     "(symlink)") from exc
-                raise
-            os.close(dir_fd)
-            dir_fd = fd
-        if not stat.S_ISREG(os.fstat(dir_fd).st_mode):
-            raise ValueError(f"{name!r} is not a regular file")
-        if owner and flags & os.O_CREAT:
-            os.fchown(dir_fd, *owner)
-        os.set_blocking(dir_fd, True)
-        result, dir_fd = dir_fd, -1
-        return result
-    finally:
-        if dir_fd >= 0:
-            os.close(dir_fd)
-
-
-def _mkdir_at(name: str, dir_fd: int) -> bool:
-    """mkdir ``name`` relative to ``dir_fd``; False if it already existed."""
-    try:
-        os.mkdir(name, 0o755, dir_fd=dir_fd)
-    except FileExistsError:
-        return False
-    return True
 
 
 class WorkerPipes:

@@ -23,13 +23,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .base import DEFAULT_TIMEOUT_S, CappedText, ExecResult, relative_name
+from .leftovers import owned_tempdir
 from .local import SandboxError
 
 REMOTE_DIR = "/home/user/work"
@@ -47,13 +47,18 @@ class E2BSandbox:
     """A ``Sandbox`` backed by a remote E2B code interpreter (see the module docstring)."""
 
     isolation = "e2b"
+    network: str
     memory_cap = "the E2B VM's own"
     syscall_filter = "the E2B VM's own"
 
     def __init__(self, workdir: Path | None = None, *, api_key: str | None = None,
                  template: str | None = None, lifetime_s: int = LIFETIME_S,
-                 remote_dir: str = REMOTE_DIR, sdk: Any = None) -> None:
-        """Start the remote sandbox; ``sdk`` is the SDK's ``Sandbox`` class (tests pass a stand-in)."""
+                 remote_dir: str = REMOTE_DIR, network: bool = False, sdk: Any = None) -> None:
+        """Start the remote sandbox; ``sdk`` is the SDK's ``Sandbox`` class (tests pass a stand-in).
+
+        ``network=False`` (default) starts the VM without internet access, as the local sandbox
+        (and the interpreter tool's description) promise; ``True`` allows it (``--sandbox-network``).
+        """
         try:
             import e2b
             if sdk is None:
@@ -66,14 +71,16 @@ class E2BSandbox:
             raise SandboxError(_NO_KEY)
         self.remote_dir = str(PurePosixPath(remote_dir))
         self._owns_workdir = workdir is None
-        root = Path(tempfile.mkdtemp(prefix="vtb-e2b-") if workdir is None else workdir)
+        root = owned_tempdir("vtb-e2b-") if workdir is None else Path(workdir)
         root.mkdir(parents=True, exist_ok=True)
         self.workdir = root.resolve()
         self._lock, self._closed = threading.Lock(), False
+        self.network = "internet" if network else "none"
         self._sbx: Any = None
         self._context: Any = None
         try:
-            self._sbx = sdk.create(template=template, timeout=lifetime_s, api_key=api_key)
+            self._sbx = sdk.create(template=template, timeout=lifetime_s, api_key=api_key,
+                                   allow_internet_access=network)
             self._sbx.files.make_dir(self.remote_dir)
             self._context = self._sbx.create_code_context(cwd=self.remote_dir, language="python")
         except Exception as exc:

@@ -31,6 +31,7 @@ from . import seccomp
 from .base import (DEFAULT_TIMEOUT_S, CappedText, ExecResult, TreeScan, WorkerPipes, changed_files,
                    open_in_dir, remove_changes, scan_tree, snapshot)
 from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
+from .leftovers import owned_tempdir
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
 WARM_IMPORTS = ("PIL.Image",)
@@ -255,6 +256,7 @@ class LocalSandbox:
     isolation: str
     memory_cap: str
     syscall_filter: str
+    network = "none"
 
     def __init__(self, workdir: Path | None = None, limits: Limits = Limits(),
                  python: str | None = None, start_timeout: float = 30.0,
@@ -262,7 +264,7 @@ class LocalSandbox:
         self._python = python or sys.executable
         self.isolation = choose_level(iso.requested_level(isolation), strict, self._python, limits)
         self._owns_workdir = workdir is None
-        root = Path(tempfile.mkdtemp(prefix="vtb-sandbox-") if workdir is None else workdir)
+        root = owned_tempdir("vtb-sandbox-") if workdir is None else Path(workdir)
         root.mkdir(parents=True, exist_ok=True)
         self.workdir = root.resolve()
         self.limits, self._start_timeout = limits, start_timeout

@@ -1,0 +1,43 @@
+"""Sandbox folders of a SIGKILLed run are removed when the next sandbox starts (they carry the
+owning pid in their name); folders of running processes, and symlinks, are left alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from test_task_files import PROJECT, vtb
+
+HOST = """
+from vtb_agents.tools.sandbox import open_sandbox
+with open_sandbox("local") as sandbox:
+    sandbox.put_file("image_0.png", b"task image bytes")
+    print(sandbox.workdir, flush=True)
+    input()
+"""
+
+
+def test_the_folder_of_a_killed_run_is_removed_at_the_next_start(tmp_path):
+    host = subprocess.Popen([sys.executable, "-c", HOST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    workdir = Path(host.stdout.readline().strip())
+    assert workdir.name.startswith(f"vtb-sandbox-{host.pid}-") and (workdir / "image_0.png").exists()
+    host.send_signal(signal.SIGKILL)
+    host.wait(timeout=30)
+    assert workdir.exists(), "a killed run cannot clean up after itself"
+    alive = Path(tempfile.mkdtemp(prefix=f"vtb-sandbox-{os.getpid()}-"))  # a running process's folder
+    link = Path(tempfile.gettempdir()) / f"vtb-sandbox-{host.pid}-link"
+    link.symlink_to(tmp_path)
+    try:
+        (tmp_path / "code.py").write_text("print('hi')")
+        result = vtb("sandbox", "exec", "--code-file", str(tmp_path / "code.py"))
+        assert result.returncode == 0, result.stderr
+        assert not workdir.exists()
+        assert alive.is_dir() and link.is_symlink() and tmp_path.is_dir()
+    finally:
+        alive.rmdir()
+        link.unlink()
