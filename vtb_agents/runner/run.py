@@ -33,8 +33,9 @@ from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.judges.grade import CriticalRule
-from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
-from vtb_agents.results import Episode, TaskResult
+from vtb_agents.models.spec import ModelFactory, chat_model, model_factory, model_record
+from vtb_agents.models.usage import track_usage
+from vtb_agents.results import Episode, TaskResult, TaskUsage
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
 from vtb_agents.runner.store import ResultsStore, write_json_atomic
 from vtb_agents.tasks.model import Task
@@ -61,7 +62,8 @@ class RunError(RuntimeError):
 class RunConfig:
     """What a run is: recorded in ``run.json`` and compared on resume.
 
-    ``model`` is ``replay``, ``provider:model`` or ``agent:module:function`` (a user's agent).
+    ``model`` is ``replay``, a preset name (``vtb models``), ``provider:model`` or
+    ``agent:module:function`` (a user's agent); ``model_kwargs`` are extra chat-model settings.
     """
 
     model: str
@@ -77,6 +79,7 @@ class RunConfig:
     tools_mode: str | None = None
     tools_cache: str | None = None
     requests_per_second: float | None = None
+    model_kwargs: dict[str, Any] | None = None
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     def open_sandbox(self) -> ContextManager[Sandbox]:
@@ -126,7 +129,7 @@ class RunResources:
 def build_resources(config: RunConfig, judge: RubricJudge) -> RunResources:
     """Resolve the run's model or agent and resumer; bad specs raise ValueError before any work."""
     agent = load_agent_factory(config.model) if config.model.startswith(AGENT_PREFIX) else None
-    models = None if agent else model_factory(config.model, config.requests_per_second)
+    models = None if agent else model_factory(config.model, config.requests_per_second, config.model_kwargs)
     user_model = chat_model(config.user_model) if config.user_model else None
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool, network=config.network())
     return RunResources(judge=judge, tools=tools, models=models, agent=agent,
@@ -150,18 +153,21 @@ def checkpoints(out: Path) -> Iterator[SqliteSaver]:
 def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResult:
     """Run and grade one task. Model, tool or graph failures become an errored episode, not a crash."""
     started = time.perf_counter()
-    try:
-        with config.open_sandbox() as sandbox:
-            episode = episode_for_task(task, config, resources, sandbox)
-    except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
-        episode = Episode(task_id=task.id, model=config.model, status="error",
-                          error=f"{type(exc).__name__}: {exc}",
-                          settings={"traceback": traceback.format_exc(limit=8)})
+    with track_usage() as model_usage:
+        try:
+            with config.open_sandbox() as sandbox:
+                episode = episode_for_task(task, config, resources, sandbox)
+        except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
+            episode = Episode(task_id=task.id, model=config.model, status="error",
+                              error=f"{type(exc).__name__}: {exc}",
+                              settings={"traceback": traceback.format_exc(limit=8)})
+    with track_usage() as judge_usage:
+        grade = grade_episode(task, episode, resources.judge, config.critical_rule)
     return TaskResult(
         task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, episode=episode,
-        grade=grade_episode(task, episode, resources.judge, config.critical_rule),
-        duration_s=round(time.perf_counter() - started, 4),
+        grade=grade, duration_s=round(time.perf_counter() - started, 4),
+        usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total),
     )
 
 
@@ -183,6 +189,11 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
     return run_episode(task, resources.models(task), resources.tools, sandbox=sandbox, graph=resources.graph(task.category), artifacts=resources.artifacts,
                        model_name=config.model, settings=config.episode, checkpointer=resources.checkpointer,
                        resumer=resources.resumer)
+
+
+def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -> dict[str, Any]:
+    """The resolved settings of the run's model and judge (presets expanded), kept in ``run.json``."""
+    return {"model": model_record(model, model_kwargs), "judge": model_record(judge)}
 
 
 def with_cache(judge: RubricJudge, cache_path: Path) -> RubricJudge:
@@ -210,6 +221,7 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
             store.repair(partial_at)
         return done
     write_json_atomic(run_file, {"config": config.to_dict(), "vtb_agents": __version__,
+                                 **model_records(config.model, config.model_kwargs, config.judge),
                                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return []
 
