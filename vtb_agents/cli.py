@@ -108,6 +108,7 @@ def _mount_subcommands() -> None:
     from vtb_agents.cli_report import report_cli
     from vtb_agents.cli_run import run_cli
     from vtb_agents.cli_langsmith import langsmith_app
+    from vtb_agents.cli_models import models_cli
     from vtb_agents.cli_sandbox import sandbox_app
 
     app.registered_commands += run_cli.registered_commands
@@ -115,6 +116,7 @@ def _mount_subcommands() -> None:
     app.add_typer(sandbox_app, name="sandbox")
     app.add_typer(langsmith_app, name="langsmith", help="LangSmith datasets and experiments.")
     app.registered_commands += report_cli.registered_commands
+    app.registered_commands += models_cli.registered_commands
 
 
 _mount_subcommands()
