@@ -114,6 +114,7 @@ def tasks_export(src: str = typer.Argument(..., help="Task folders (or any task 
 
 def _mount_subcommands() -> None:
     from vtb_agents.cli_analyze import analyze_app
+    from vtb_agents.cli_annotate import annotate_cli
     from vtb_agents.cli_authoring import authoring_cli
     from vtb_agents.cli_report import report_cli
     from vtb_agents.cli_run import run_cli
@@ -127,6 +128,7 @@ def _mount_subcommands() -> None:
     app.add_typer(langsmith_app, name="langsmith", help="LangSmith datasets and experiments.")
     app.registered_commands += report_cli.registered_commands
     app.registered_commands += models_cli.registered_commands
+    app.registered_commands += annotate_cli.registered_commands
     tasks_app.registered_commands += authoring_cli.registered_commands
 
 
