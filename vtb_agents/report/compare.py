@@ -44,8 +44,18 @@ def run_row(meta: RunMeta, label: str) -> dict[str, Any]:
         "proactivity": tools.get("proactivity"), "volume": tools.get("volume"),
         "success_rate": tools.get("success_rate"),
         "cost": (s.get("cost") or {}).get("total"), "cost_per_pass": (s.get("cost") or {}).get("per_passed_task"),
-        "tokens": sum(((s.get("usage") or {}).get(side) or {}).get("total_tokens", 0) for side in ("model", "judge")),
+        "tokens": reported_tokens(s.get("usage")),
     }
+
+
+def reported_tokens(usage: dict[str, Any] | None) -> int | None:
+    """Total tokens of model and judge; None (unknown) when a call or a result reported no usage."""
+    if not usage or usage.get("tasks_without_usage"):
+        return None
+    sides = [usage.get(side) or {} for side in ("model", "judge")]
+    if any(side.get("calls_without_usage") for side in sides):
+        return None
+    return sum(side.get("total_tokens", 0) for side in sides)
 
 
 def _labels(paths: Sequence[Path]) -> list[str]:
@@ -77,7 +87,8 @@ class Comparison:
         return [row["run"], row["model"], row["judge"], row["settings"], f"{row['graded']}/{row['tasks']}",
                 pct(row["apr"]), pct(row["ars"]), *(pct(row["category_apr"].get(c)) for c in self.categories),
                 pct(row["proactivity"]), num(row["volume"]), pct(row["success_rate"]),
-                f"{row['tokens']:,}", usd(row["cost"]), usd(row["cost_per_pass"])]
+                "unknown" if row["tokens"] is None else f"{row['tokens']:,}", usd(row["cost"]),
+                usd(row["cost_per_pass"])]
 
     def to_rich(self) -> Group:
         """The comparison for the terminal: scores and tool metrics, then APR per category (two
