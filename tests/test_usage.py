@@ -104,6 +104,7 @@ def test_usage_is_summed_per_turn_when_the_driver_sets_the_turn():
             set_turn(1)
             model.invoke([HumanMessage("two"), HumanMessage("three")])
             model.invoke([HumanMessage("four")])
+            model.invoke([HumanMessage("five")], {"metadata": {"vtb_turn": 4}})  # run metadata wins
         model.invoke([HumanMessage("outside the block")])
-    assert tracker.total.calls == 3 and tracker.total.input_tokens == 4 + 5 + 4
-    assert {k: v.input_tokens for k, v in tracker.by_turn.items()} == {0: 4, 1: 9}
+    assert tracker.total.calls == 4 and tracker.total.input_tokens == 4 + 5 + 4 + 4
+    assert {k: v.input_tokens for k, v in tracker.by_turn.items()} == {0: 4, 1: 9, 4: 4}
