@@ -1,7 +1,8 @@
 """A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions protocol.
 
 It plays a scripted model: ``respond(request_json) -> reply`` where a reply is a string (content),
-a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}]}``, an int HTTP status to fail with,
+a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}], "usage": {...}}`` (``usage`` in the API's
+form replaces the default 10/5 tokens), an int HTTP status to fail with,
 or ``("raw", text)`` to send a malformed body. Every request body is kept in ``requests``.
 Streaming (``"stream": true``) is answered with server-sent events, as the real API does.
 """
@@ -67,7 +68,7 @@ class OpenAIServer:
                     "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
                     "model": body.get("model", "scripted"),
                     "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    "usage": reply.get("usage") or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 })
 
             def _stream(self, body: dict[str, Any], message: dict[str, Any], finish: str) -> None:

@@ -79,6 +79,11 @@ def test_agreement_and_kappa_match_a_hand_computation(run_dir, tmp_path):
         "subjective": {"n": 4, "agree": 3, "agreement": 0.75},
         "unspecified": {"n": 1, "agree": 1, "agreement": 1.0},
     }
+    assert report.by_explicitness == {  # r1 of turn 1 is explicit; r3 and mt's turn-2 r1 say nothing
+        "explicit": {"n": 4, "agree": 2, "agreement": 0.5},
+        "implicit": {"n": 0, "agree": 0, "agreement": None},
+        "unspecified": {"n": 5, "agree": 4, "agreement": 0.8},
+    }
     assert report.confusion == {"met": {"met": 4, "not_met": 1}, "not_met": {"met": 2, "not_met": 2}}
     # human: 5 met, 4 not_met; judge: 6 met, 3 not_met -> p_e = (5*6 + 4*3) / 81, p_o = 6/9
     p_o, p_e = 6 / 9, (5 * 6 + 4 * 3) / 81

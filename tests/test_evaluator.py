@@ -194,5 +194,5 @@ def test_a_judge_spec_string_goes_through_load_judge(tasks, monkeypatch):
 
 
 def test_a_bad_judge_spec_fails_when_the_evaluator_is_made():
-    with pytest.raises(ValueError, match="is not 'rule' or 'provider:model'"):
-        make_rubric_evaluator(judge="o4-mini")
+    with pytest.raises(ValueError, match="is not 'rule', 'provider:model'"):
+        make_rubric_evaluator(judge="o4mini")

@@ -27,7 +27,7 @@ def test_replay_gets_a_model_per_task_and_providers_one_shared_model(task_root, 
     assert model is factory(task) and model.temperature == 0.0 and model.model_name == "gpt-4o"
     assert isinstance(model.rate_limiter, InMemoryRateLimiter) and model.rate_limiter.requests_per_second == 2.5
     with pytest.raises(ValueError, match="'agent:module:function'"):
-        model_factory("gpt-4o")
+        model_factory("not-a-preset")
 
 
 def test_a_rate_limited_run_completes_and_resumes_with_another_rate(task_root, tmp_path, monkeypatch):

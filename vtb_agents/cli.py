@@ -10,18 +10,18 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
 
 from vtb_agents.runner.saving import storage_cause
-from vtb_agents.cli_common import err, fail, load_or_fail, out, print_error, unexpected_error_line
+from vtb_agents.cli_common import check_choice, err, fail, load_or_fail, out, print_error, unexpected_error_line
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import iter_source
 
 app = typer.Typer(help="VisualToolBench on LangGraph.", no_args_is_help=True, add_completion=False)
-tasks_app = typer.Typer(help="Import, export, validate and inspect tasks.", no_args_is_help=True)
+tasks_app = typer.Typer(help="Import, export, validate, inspect, author and filter tasks.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 DEBUG_ENV = "VTB_DEBUG"
 
@@ -42,9 +42,18 @@ def task_row(task: Task) -> dict[str, Any]:
 
 @tasks_app.command("list")
 def tasks_list(path: str = typer.Argument("sample", help="Task source (folder, parquet, 'sample', 'hf:...')."),
-               as_json: bool = typer.Option(False, "--json", help="One JSON object per line.")) -> None:
-    """One row per task: id, category, domain, turns, images, rubrics."""
-    rows = [task_row(t) for t in load_or_fail(path)]
+               as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
+               status: Optional[str] = typer.Option(None, help="Only tasks whose review status is this: draft, "
+                                                               "reviewed or accepted.")) -> None:
+    """One row per task: id, category, domain, turns, images, rubrics (and review status, if any)."""
+    from vtb_agents.tasks.model import REVIEW_STATUSES
+
+    if status is not None:
+        check_choice("--status", status, REVIEW_STATUSES)
+    loaded = [t for t in load_or_fail(path) if status is None or (t.review and t.review.status == status)]
+    reviewed = any(t.review for t in loaded)
+    rows = [{**task_row(t), **({"review": t.review.status if t.review else "-"} if reviewed else {})}
+            for t in loaded]
     if as_json:
         for row in rows:
             print(json.dumps(row))
@@ -120,9 +129,12 @@ def tasks_export(src: str = typer.Argument(..., help="Task folders (or any task 
 
 def _mount_subcommands() -> None:
     from vtb_agents.cli_analyze import analyze_app
+    from vtb_agents.cli_annotate import annotate_cli
+    from vtb_agents.cli_authoring import authoring_cli
     from vtb_agents.cli_report import report_cli
     from vtb_agents.cli_run import run_cli
     from vtb_agents.cli_langsmith import langsmith_app
+    from vtb_agents.cli_models import models_cli
     from vtb_agents.cli_sandbox import sandbox_app
 
     app.registered_commands += run_cli.registered_commands
@@ -130,6 +142,9 @@ def _mount_subcommands() -> None:
     app.add_typer(sandbox_app, name="sandbox")
     app.add_typer(langsmith_app, name="langsmith", help="LangSmith datasets and experiments.")
     app.registered_commands += report_cli.registered_commands
+    app.registered_commands += models_cli.registered_commands
+    app.registered_commands += annotate_cli.registered_commands
+    tasks_app.registered_commands += authoring_cli.registered_commands
 
 
 _mount_subcommands()

@@ -85,10 +85,11 @@ def alignment(run_dir: Path = typer.Argument(..., help="A run directory written 
         return
     table = Table("rubrics", "n", "agreement", title=f"judge {report.judge} vs human labels")
     table.add_row("all", str(report.n), _pct(report.agreement))
-    blocks: list[tuple[str, dict[str, Any]]] = [*report.by_objectivity.items(),
+    blocks: list[tuple[str, dict[str, Any]]] = [*report.by_objectivity.items(), *report.by_explicitness.items(),
                                                 *((f"judged by {k}", v) for k, v in report.by_source.items())]
     for name, block in blocks:
         table.add_row(name, str(block["n"]), _pct(block["agreement"]))
+    table.add_row("paper (o4-mini judge vs humans)", "", f"about {_pct(report.paper_agreement)}")
     out.print(table)
     kappa = "undefined" if report.kappa is None else f"{report.kappa:.3f}"
     out.print(f"Cohen's kappa: {kappa}")

@@ -6,6 +6,7 @@ finish and are written, and ``--resume`` continues; a second Ctrl-C aborts at on
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -26,7 +27,10 @@ from vtb_agents.tasks.model import Task
 run_cli = typer.Typer(add_completion=False)
 
 TASKS = typer.Option("sample", help="Task source: 'sample', a folder, parquet, 'hf:...'.")
-MODEL = typer.Option("replay", help="'replay', 'provider:model' (init_chat_model) or 'agent:module:function'.")
+MODEL = typer.Option("replay", help="'replay', a preset (`vtb models`), 'provider:model' (init_chat_model) or "
+                                    "'agent:module:function'.")
+MODEL_KWARGS = typer.Option(None, "--model-kwargs", help="JSON object of extra chat-model settings, e.g. "
+                                                         "'{\"reasoning_effort\": \"low\"}' or a base_url.")
 STRATEGY = typer.Option("react", help="Turn policy: react, zoom, marks, plan, reflect (see 'vtb strategies'), "
                                       "or 'module:function' for your own.")
 JUDGE = typer.Option("rule", help="'rule' (deterministic checks only) or 'provider:model' (LLM judge).")
@@ -60,6 +64,21 @@ def make_executor(kind: str, ray_address: str | None, concurrency: int) -> Any:
     except ImportError as exc:
         fail(f"{exc} (install the 'ray' extra: pip install 'vtb-agents[ray]')")
     return RayExecutor(address=ray_address, concurrency=concurrency)
+
+
+def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
+    """The ``--model-kwargs`` JSON object, or exit with a clear error (it needs a chat model)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"--model-kwargs is not valid JSON: {exc.msg} (at character {exc.pos})")
+    if not isinstance(value, dict):
+        fail(f"--model-kwargs must be a JSON object, got {type(value).__name__}")
+    if model == "replay" or model.startswith("agent:"):
+        fail(f"--model-kwargs needs a chat model (a preset or provider:model), not {model!r}")
+    return value
 
 
 def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int | None) -> list[Task]:
@@ -134,6 +153,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
 
 @run_cli.command("run")
 def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: str = STRATEGY,
+        model_kwargs: Optional[str] = MODEL_KWARGS,
         out_dir: Path = typer.Option(Path("runs/latest"), "--out", help="Run directory."),
         resume: bool = RESUME, max_tool_rounds: int = MAX_ROUNDS,
         prompt_level: str = typer.Option("high", help="System prompt strength: low, mid, high."),
@@ -175,10 +195,12 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: st
     mode, cassette = network_options(tools_mode, tools_cache)
     if retry_errors and not resume:
         fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
+    extra = parse_model_kwargs(model_kwargs, model)
     selected = select_tasks(tasks, category, task_id, limit)
     config = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy,
                        critical_rule=critical_rule,  # type: ignore[arg-type]
-                       no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer, user_model=user_model,
+                       model_kwargs=extra, no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer,
+                       user_model=user_model,
                        sandbox=sandbox, sandbox_strict=sandbox_strict, sandbox_network=sandbox_network,
                        tools_mode=mode, tools_cache=cassette,
                        requests_per_second=rps, request_timeout_s=request_timeout,
@@ -228,6 +250,7 @@ def exit_if_incomplete(summary: dict[str, Any], retry: str) -> None:
 
 @run_cli.command("ablate")
 def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: str = STRATEGY,
+           model_kwargs: Optional[str] = MODEL_KWARGS,
            out_dir: Path = typer.Option(Path("runs/ablation"), "--out", help="Folder for one run per setting."),
            settings: list[str] = typer.Option([], "--setting", help="Only these settings (repeatable)."),
            resume: bool = RESUME, concurrency: int = CONCURRENCY, limit: Optional[int] = LIMIT,
@@ -246,10 +269,11 @@ def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy:
     check_choice("--history", history, ("golden", "model"))
     check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
     mode, cassette = network_options(tools_mode, tools_cache)
+    extra = parse_model_kwargs(model_kwargs, model)
     selected = select_tasks(tasks, category, task_id, limit)
     base = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy,
                      critical_rule=critical_rule,  # type: ignore[arg-type]
-                     tools_mode=mode, tools_cache=cassette,
+                     model_kwargs=extra, tools_mode=mode, tools_cache=cassette,
                      episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, history=history))  # type: ignore[arg-type]
     with progress_bar(len(selected) * len(chosen)) as (on_result, stop):
         done = {"n": 0}

@@ -119,6 +119,33 @@ class TaskGrade(BaseModel):
     by_turn: list[TurnGrade] = Field(default_factory=list)
 
 
+class TokenUsage(BaseModel):
+    """Token counts summed over chat-model calls, as the provider reported them (LangChain's
+    ``usage_metadata``). ``input_tokens`` includes ``cached_tokens`` (cache reads) and
+    ``cache_write_tokens``; ``output_tokens`` includes ``reasoning_tokens``. ``calls_without_usage``
+    counts calls whose reply carried no usage: their tokens are unknown, not zero."""
+
+    calls: int = 0
+    calls_without_usage: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(**{k: getattr(self, k) + getattr(other, k) for k in TokenUsage.model_fields})
+
+
+class TaskUsage(BaseModel):
+    """A task's token usage: the agent model's (in total and per turn, 0-based) and the judge's."""
+
+    model: TokenUsage = Field(default_factory=TokenUsage)
+    model_by_turn: dict[int, TokenUsage] = Field(default_factory=dict)
+    judge: TokenUsage = Field(default_factory=TokenUsage)
+
+
 class TaskResult(BaseModel):
     """One line of ``results.jsonl``."""
 
@@ -133,6 +160,7 @@ class TaskResult(BaseModel):
     episode: Episode
     grade: TaskGrade
     duration_s: float
+    usage: TaskUsage | None = None
     outcome: Outcome | None = None
     """How the task ended, grading included (README "Outcomes"); see :func:`task_outcome`."""
 

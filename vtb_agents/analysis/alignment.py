@@ -1,7 +1,8 @@
 """Judge-human alignment: compare a run's rubric verdicts with human labels (VTB_FACTS "Scoring").
 
 The paper reports about 90% judge-human agreement, higher on objective rubrics than subjective
-ones. Here: agreement overall and by rubric objectivity, and Cohen's kappa (chance-corrected).
+ones. Here: agreement overall, by rubric objectivity and explicitness, and Cohen's kappa
+(chance-corrected), with the paper's figure as a reference.
 
 Labels file: JSON lines, ``{"task_id", "turn" (1-based; optional when the rubric id is unique in the
 task), "rubric_id", "label": "met" | "not_met"}``. Only met/not_met verdicts are comparable;
@@ -21,6 +22,9 @@ from vtb_agents.runner.finished import TaskSource, open_finished_run
 
 LABELS = ("met", "not_met")
 OBJECTIVITY = ("objective", "subjective", "unspecified")
+EXPLICITNESS = ("explicit", "implicit", "unspecified")
+PAPER_AGREEMENT = 0.9
+"""The paper's judge-human agreement (about 90% overall), shown as a reference."""
 
 
 class LabelsError(ValueError):
@@ -102,6 +106,8 @@ class AlignmentReport:
     confusion: dict[str, dict[str, int]]
     not_comparable: dict[str, int] = field(default_factory=dict)
     disagreements: list[dict[str, Any]] = field(default_factory=list)
+    by_explicitness: dict[str, dict[str, Any]] = field(default_factory=dict)
+    paper_agreement: float = PAPER_AGREEMENT
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -134,6 +140,7 @@ def alignment_report(run_dir: Path | str, labels_path: Path | str, *,
     by_id = finished.tasks(tasks, needed=sorted({label.task_id for label in labels}))
     pairs: list[tuple[str, str]] = []
     groups: dict[str, list[bool]] = defaultdict(list)
+    explicitness: dict[str, list[bool]] = defaultdict(list)
     sources: dict[str, list[bool]] = defaultdict(list)
     confusion = {human: {judge: 0 for judge in LABELS} for human in LABELS}
     not_comparable: Counter[str] = Counter()
@@ -156,6 +163,8 @@ def alignment_report(run_dir: Path | str, labels_path: Path | str, *,
         same = label.label == verdict.status
         pairs.append((label.label, verdict.status))
         groups[kind if kind in OBJECTIVITY[:2] else "unspecified"].append(same)
+        stated = rubric.explicitness.strip().lower() if rubric else ""
+        explicitness[stated if stated in EXPLICITNESS[:2] else "unspecified"].append(same)
         sources[verdict.judge].append(same)
         confusion[label.label][verdict.status] += 1
         if not same:
@@ -169,4 +178,5 @@ def alignment_report(run_dir: Path | str, labels_path: Path | str, *,
         by_objectivity={k: _rate(sum(groups[k]), len(groups[k])) for k in OBJECTIVITY},
         by_source={k: _rate(sum(v), len(v)) for k, v in sorted(sources.items())},
         confusion=confusion, not_comparable=dict(sorted(not_comparable.items())), disagreements=disagreements,
+        by_explicitness={k: _rate(sum(explicitness[k]), len(explicitness[k])) for k in EXPLICITNESS},
     )

@@ -13,6 +13,7 @@ from collections import Counter, defaultdict
 from statistics import fmean
 from typing import Any, Callable, Iterable
 
+from vtb_agents.analysis.cost import cost_summary, run_usage
 from vtb_agents.analysis.image_ops import count_image_ops
 from vtb_agents.results import ToolCallRecord, TaskResult
 from vtb_agents.tasks.model import CRITICAL_WEIGHT
@@ -101,7 +102,8 @@ def judge_counts(results: Iterable[TaskResult], judge_name: str) -> dict[str, An
 
 def summarize(results: list[TaskResult], *, judge_name: str, expected: int | None = None,
               extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The whole ``summary.json`` (DESIGN.md "Run directory").
+    """The whole ``summary.json`` (DESIGN.md "Run directory"), with token ``usage`` and estimated
+    ``cost`` (the model's prices are looked up by ``extra["model"]``, the judge's by ``judge_name``).
 
     ``complete`` is False while ``expected`` tasks are not all there (an interrupted run) or any
     task is ungraded by an infrastructure failure (``infrastructure_errors`` names them);
@@ -132,5 +134,7 @@ def summarize(results: list[TaskResult], *, judge_name: str, expected: int | Non
             "task_timeout": sum(r.episode.ended == "task_timeout" for r in results),
             "tool_round_cap": sum(t.status == "tool_round_cap" for r in results for t in r.episode.turns),
         },
+        "usage": run_usage(results),
+        "cost": cost_summary(results, model=(extra or {}).get("model"), judge=judge_name),
         **(extra or {}),
     }

@@ -28,6 +28,7 @@ from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
 from vtb_agents.graphs.resumers import Resumer, ScriptedResumer
 from vtb_agents.models.replay import turn_message_id
+from vtb_agents.models.usage import TURN_METADATA_KEY
 from vtb_agents.results import Episode, ToolCallRecord, TurnRecord, TurnStatus
 from vtb_agents.strategies.base import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS, EpisodeContext, Strategy
 from vtb_agents.strategies.loop import recursion_limit
@@ -148,7 +149,9 @@ def _drive(task: Task, graph: CompiledStateGraph, config: dict[str, Any], contex
     step: Any = {"messages": [turn_message(task, 0, sandbox, artifacts)], "turn": 0, "num_turns": num_turns,
                  "tool_rounds": 0, "status": "running"}
     while True:
-        state = graph.invoke(step, config, context=context)
+        # the turn in the run's metadata: token usage is summed per turn from it (models/usage.py)
+        turn_config = {**config, "metadata": {**config.get("metadata", {}), TURN_METADATA_KEY: turn}}
+        state = graph.invoke(step, turn_config, context=context)
         messages = state["messages"]
         rewrite = golden_rewrite(messages[-1], task.turns[turn].golden_answer) if history == "golden" else []
         if state.get("__interrupt__"):  # the model asked a clarifying question

@@ -13,14 +13,18 @@ from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 def load_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> RubricJudge:
     """The judge for ``spec``: ``rule`` (deterministic checks only) or ``provider:model`` (LLM judge).
 
-    LLM judges go through ``init_chat_model`` (:func:`~vtb_agents.models.spec.chat_model`: temperature
+    A preset name (``vtb models``; the paper's judge is ``o4-mini``) works as a spec. LLM judges go
+    through ``init_chat_model`` (:func:`~vtb_agents.models.spec.chat_model`: temperature
     0, or 1 for reasoning models such as the paper's o4-mini judge), so OPENAI_BASE_URL works for
     OpenAI-compatible servers; each request times out after ``request_timeout_s``.
     """
     if spec == "rule":
         return RuleJudge()
-    if ":" not in spec:
-        raise ValueError(f"judge spec {spec!r} is not 'rule' or 'provider:model' (e.g. 'openai:o4-mini')")
+    from vtb_agents.models.presets import find_preset
+
+    if ":" not in spec and find_preset(spec) is None:
+        raise ValueError(f"judge spec {spec!r} is not 'rule', 'provider:model' (e.g. 'openai:o4-mini') "
+                         "or a preset (see `vtb models`)")
     from vtb_agents.judges.llm import LLMJudge
     from vtb_agents.models.spec import chat_model
 

@@ -1,14 +1,17 @@
-"""Resolve a model spec: ``replay`` or ``provider:model`` via ``init_chat_model``."""
+"""Resolve a model spec: ``replay``, a preset name (``presets.toml``) or ``provider:model`` via
+``init_chat_model``."""
 
 from __future__ import annotations
 
 import re
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.rate_limiters import InMemoryRateLimiter
 
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S, client_options
+from vtb_agents.models.presets import find_preset
 from vtb_agents.models.replay import ReplayChatModel
 from vtb_agents.tasks.model import Task
 
@@ -24,36 +27,74 @@ def temperature_for(model_name: str) -> float:
     return 1.0 if _REASONING.match(model_name) else 0.0
 
 
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model spec resolved: the ``provider:model`` to build, the preset it came from, its settings."""
+
+    spec: str
+    preset: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """What ``run.json`` and the report show of the model."""
+        return {"spec": self.spec, "preset": self.preset, "settings": dict(self.settings)}
+
+
+def resolve_model(spec: str, extra: dict[str, Any] | None = None) -> ModelChoice:
+    """Resolve a preset name or ``provider:model`` spec and merge ``extra`` settings over its own.
+
+    A preset brings its settings (``presets.toml``); a plain spec gets temperature 0, or 1 for
+    reasoning models (:func:`temperature_for`). ``extra`` (``--model-kwargs``) wins over both.
+    """
+    preset = find_preset(spec)
+    if preset is not None:
+        return ModelChoice(preset.spec, preset.name, {**preset.settings, **(extra or {})})
+    provider, _, name = spec.partition(":")
+    if not provider or not name:
+        raise ValueError(f"model spec {spec!r} is not 'replay', 'provider:model' (e.g. 'openai:gpt-4o'), "
+                         "a preset (see `vtb models`) or 'agent:module:function'")
+    return ModelChoice(spec, None, {"temperature": temperature_for(name), **(extra or {})})
+
+
+def model_record(spec: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The resolved settings of any model or judge spec, for ``run.json`` (``replay``, ``rule`` and
+    ``agent:`` specs have no chat-model settings of ours)."""
+    if spec in (REPLAY, "rule") or spec.startswith("agent:"):
+        return {"spec": spec, "preset": None, "settings": dict(extra or {})}
+    return resolve_model(spec, extra).record()
+
+
 def chat_model(spec: str, requests_per_second: float | None = None,
-               request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> BaseChatModel:
-    """The chat model of a ``provider:model`` spec, through ``langchain.chat_models.init_chat_model``.
+               request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
+               extra: dict[str, Any] | None = None) -> BaseChatModel:
+    """The chat model of a preset or ``provider:model`` spec, through ``init_chat_model``.
 
     OPENAI_BASE_URL / OPENAI_API_KEY work as in langchain-openai, so any OpenAI-compatible server
     (vLLM, Ollama, LM Studio) is a model. ``requests_per_second`` paces all of the model's calls
     with langchain-core's ``InMemoryRateLimiter``. Every request times out after ``request_timeout_s``
-    or at the task's time limit, whichever comes first (:mod:`vtb_agents.models.http`).
+    or at the task's time limit, whichever comes first (:mod:`vtb_agents.models.http`). ``extra``
+    settings (``--model-kwargs``) go to the chat model, over the preset's.
     """
-    provider, _, name = spec.partition(":")
-    if not provider or not name:
-        raise ValueError(f"model spec {spec!r} is not 'replay', 'provider:model' (e.g. 'openai:gpt-4o') "
-                         "or 'agent:module:function'")
+    choice = resolve_model(spec, extra)
     from langchain.chat_models import init_chat_model
 
-    options: dict[str, object] = {"temperature": temperature_for(name), **client_options(provider, request_timeout_s)}
+    provider = choice.spec.partition(":")[0]
+    options: dict[str, object] = {**client_options(provider, request_timeout_s), **choice.settings}
     if requests_per_second:
         options["rate_limiter"] = InMemoryRateLimiter(requests_per_second=requests_per_second,
                                                       check_every_n_seconds=0.05,
                                                       max_bucket_size=max(1.0, requests_per_second))
-    return init_chat_model(spec, **options)
+    return init_chat_model(choice.spec, **options)
 
 
 def model_factory(spec: str, requests_per_second: float | None = None,
-                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> ModelFactory:
+                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
+                  extra: dict[str, Any] | None = None) -> ModelFactory:
     """A function giving the chat model for each task: a replay agent per task, or one shared
     :func:`chat_model` (built once, so its rate limiter is shared by every task of the process)."""
     if spec == REPLAY:
         return lambda task: ReplayChatModel(task=task)
-    model = chat_model(spec, requests_per_second, request_timeout_s)
+    model = chat_model(spec, requests_per_second, request_timeout_s, extra=extra)
     return lambda task: model
 
 

@@ -1,5 +1,5 @@
-"""Compare runs: one row per run (model, settings, APR, ARS, per-category APR, tool metrics) as a
-rich table for the terminal and an HTML page with APR-against-tool-use scatter plots.
+"""Compare runs: one row per run (model, settings, APR, ARS, per-category APR, tool metrics, tokens and
+estimated cost) as rich tables for the terminal and an HTML page with APR-against-tool-use scatter plots.
 
 Only ``run.json`` and ``summary.json`` are read, so comparing large runs is instant.
 """
@@ -18,6 +18,7 @@ from rich.text import Text
 from vtb_agents.report.markup import esc, num, page, pct, table
 from vtb_agents.report.plots import scatter_svg
 from vtb_agents.report.rundir import ReportError, RunMeta, read_meta
+from vtb_agents.report.usage import usd
 from vtb_agents.tasks.normalize import CATEGORIES
 
 
@@ -44,7 +45,19 @@ def run_row(meta: RunMeta, label: str) -> dict[str, Any]:
         "category_apr": {name: block.get("apr") for name, block in (s.get("by_category") or {}).items()},
         "proactivity": tools.get("proactivity"), "volume": tools.get("volume"),
         "success_rate": tools.get("success_rate"),
+        "cost": (s.get("cost") or {}).get("total"), "cost_per_pass": (s.get("cost") or {}).get("per_passed_task"),
+        "tokens": reported_tokens(s.get("usage")),
     }
+
+
+def reported_tokens(usage: dict[str, Any] | None) -> int | None:
+    """Total tokens of model and judge; None (unknown) when a call or a result reported no usage."""
+    if not usage or usage.get("tasks_without_usage"):
+        return None
+    sides = [usage.get(side) or {} for side in ("model", "judge")]
+    if any(side.get("calls_without_usage") for side in sides):
+        return None
+    return sum(side.get("total_tokens", 0) for side in sides)
 
 
 def _labels(paths: Sequence[Path]) -> list[str]:
@@ -68,32 +81,39 @@ class Comparison:
     def headers(self) -> list[str]:
         """Column names, in the order of :meth:`cells`."""
         return ["run", "model", "judge", "settings", "graded/n", "APR", "ARS",
-                *(c.replace("_", " ") for c in self.categories), "proactivity", "volume", "success rate"]
+                *(c.replace("_", " ") for c in self.categories), "proactivity", "volume", "success rate",
+                "tokens", "cost (USD)", "cost per pass"]
 
     def cells(self, row: dict[str, Any]) -> list[str]:
         """A row's cells as plain text (rates as percentages, volume as calls per task)."""
         return [row["run"], row["model"], row["judge"], row["settings"], f"{row['graded']}/{row['tasks']}",
                 pct(row["apr"]), pct(row["ars"]), *(pct(row["category_apr"].get(c)) for c in self.categories),
-                pct(row["proactivity"]), num(row["volume"]), pct(row["success_rate"])]
+                pct(row["proactivity"]), num(row["volume"]), pct(row["success_rate"]),
+                "unknown" if row["tokens"] is None else f"{row['tokens']:,}", usd(row["cost"]),
+                usd(row["cost_per_pass"])]
 
     def to_rich(self) -> Group:
         """The comparison for the terminal: scores and tool metrics, then APR per category (two
         tables, so that each fits an 80-column terminal). Run, model, judge and settings share a cell."""
         scores = Table(title="Runs compared", box=box.SIMPLE_HEAD)
         by_category = Table(title="APR per category", box=box.SIMPLE_HEAD)
-        for out in (scores, by_category):
+        costs = Table(title="Tokens and estimated cost", box=box.SIMPLE_HEAD)
+        for out in (scores, by_category, costs):
             out.add_column("run", ratio=1, min_width=16, overflow="fold")
         for header in ("graded\n/n", "APR", "ARS", "proac-\ntivity", "volume", "success\nrate"):
             scores.add_column(header, justify="right", no_wrap=True)
         for name in self.categories:
             by_category.add_column(name.replace("_", "\n"), justify="right", no_wrap=True)
+        for header in ("tokens", "cost\n(USD)", "cost per\npass"):
+            costs.add_column(header, justify="right", no_wrap=True)
         for row in self.rows:
             cells = self.cells(row)
             first = Text(cells[0], style="bold")
             first.append(f"\n{cells[1]} · judge {cells[2]}\n{cells[3]}", style="dim")
-            scores.add_row(first, *cells[4:7], *cells[-3:])
-            by_category.add_row(cells[0], *cells[7:-3])
-        return Group(scores, by_category)
+            scores.add_row(first, *cells[4:7], *cells[-6:-3])
+            by_category.add_row(cells[0], *cells[7:-6])
+            costs.add_row(cells[0], *cells[-3:])
+        return Group(scores, by_category, costs)
 
     def to_html(self, *, compact: bool = False) -> str:
         """The comparison as an HTML table; ``compact`` leaves out run, judge and settings (the single-run

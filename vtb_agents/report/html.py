@@ -1,8 +1,9 @@
 """The run report: ``RUN_DIR/report.html``, a self-contained page (inline CSS and SVG plots, no
 scripts, no network) with thumbnails and full-size images under ``RUN_DIR/report_files/``.
 
-Sections: header (what was run, sandbox isolation, counts, why tasks are ungraded), scores in the
-paper's style with breakdowns, tool-use metrics, judge counts, then one collapsible section per task.
+Sections: header (what was run, resolved model settings, sandbox isolation, counts, why tasks are
+ungraded), scores in the paper's style with breakdowns, tool-use metrics, judge counts, tokens and
+estimated cost, then one collapsible section per task.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from vtb_agents.report.markup import badge, esc, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
 from vtb_agents.report.rundir import ReportError, RunData, load_run
 from vtb_agents.report.task_html import anchor, outcome, task_section
+from vtb_agents.report.usage import settings_rows, usage_section
 from vtb_agents.runner.lock import RunDirBusy, run_dir_lock
 from vtb_agents.tasks.model import Task
 
@@ -62,7 +64,8 @@ def header(data: RunData) -> str:
     if data.tasks_note:
         parts.append(f'<div class="warn-box">{esc(data.tasks_note)}</div>')
     episodes = s.get("episodes") or {}
-    settings = [("model", model), ("judge", config.get("judge")), ("task source", config.get("tasks")),
+    settings = [("model", model), ("judge", config.get("judge")), *settings_rows(data.run),
+                ("task source", config.get("tasks")),
                 ("sandbox", config.get("sandbox")),
                 ("sandbox isolation", "; ".join(f"{k} ({n} episodes){': ' + ISOLATION[k] if k in ISOLATION else ''}"
                                                 for k, n in isolation.most_common()) or "-"),
@@ -160,6 +163,7 @@ def write_report(run_dir: Path | str, *, tasks: Sequence[Task] | str | Path | No
 def _write_report(data: RunData, expand: bool) -> Path:
     images = ReportImages(data.path)
     body = (header(data) + scores(data) + tool_use(data.summary) + judge_section(data.summary)
+            + usage_section(data.summary)
             + tasks_part(data, images, expand=expand))
     out = data.path / REPORT_FILE
     tmp = out.with_name(out.name + ".tmp")

@@ -23,7 +23,6 @@ import traceback
 from collections.abc import Iterator
 
 import httpx
-import openai
 from langgraph.errors import GraphRecursionError
 
 from vtb_agents.graphs.partial import partial_episode
@@ -31,8 +30,10 @@ from vtb_agents.graphs.retry import MalformedResponse, TaskTimeout
 from vtb_agents.results import Episode, Outcome
 from vtb_agents.tools.sandbox import SandboxError
 
-_PROVIDER_ERRORS: tuple[type[BaseException], ...] = (
-    openai.APIError, httpx.HTTPError, MalformedResponse, ConnectionError)
+_PROVIDER_ERRORS: tuple[type[BaseException], ...] = (httpx.HTTPError, MalformedResponse, ConnectionError)
+_PROVIDER_SDKS = frozenset({"openai", "anthropic"})
+"""Provider SDKs whose ``APIError`` (and subclasses) are provider errors; recognised by class, so
+that classifying a failure never imports an SDK the run did not use."""
 _ERROR_CHARS = 2_000
 
 
@@ -49,11 +50,8 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def _provider_error(exc: BaseException) -> bool:
     if isinstance(exc, _PROVIDER_ERRORS):
         return True
-    try:  # optional extra: Anthropic's SDK errors are provider errors too
-        import anthropic
-    except ImportError:
-        return False
-    return isinstance(exc, anthropic.APIError)
+    return any(cls.__name__ == "APIError" and cls.__module__.split(".")[0] in _PROVIDER_SDKS
+               for cls in type(exc).__mro__)
 
 
 def classify_failure(exc: BaseException) -> Outcome:

@@ -16,6 +16,8 @@ from vtb_agents.graphs.grading import grade_episode
 from vtb_agents.judges import load_judge
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
+from vtb_agents.models.spec import model_record
+from vtb_agents.models.usage import track_usage
 from vtb_agents.results import TaskResult, task_outcome
 from vtb_agents.runner.finished import open_finished_run
 from vtb_agents.runner.lock import run_dir_lock
@@ -39,12 +41,17 @@ def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule =
         judge = with_cache(load_judge(judge_spec, request_timeout_s), judge_cache or run_dir / JUDGE_CACHE_FILE)
         regraded = []
         for done, result in enumerate(results, start=1):
-            grade = grade_episode(by_id[result.task_id], result.episode, judge, critical_rule)
-            regraded.append(result.model_copy(update={"grade": grade, "outcome": task_outcome(result.episode, grade)}))
+            with track_usage() as judge_usage:
+                grade = grade_episode(by_id[result.task_id], result.episode, judge, critical_rule)
+            # a result written before usage was recorded keeps none: its model's tokens are unknown
+            usage = result.usage.model_copy(update={"judge": judge_usage.total}) if result.usage else None
+            regraded.append(result.model_copy(update={"grade": grade, "usage": usage,
+                                                      "outcome": task_outcome(result.episode, grade)}))
             if progress:
                 progress(regraded[-1], done, len(results))
         ResultsStore(run_dir).rewrite(regraded)
         run["config"].update(judge=judge_spec, critical_rule=critical_rule)
+        run["judge"] = model_record(judge_spec)
         write_json_atomic(run_dir / RUN_FILE, run)
         summary = summarize(regraded, judge_name=judge_spec,
                             extra={"model": run["config"].get("model"), "critical_rule": critical_rule})

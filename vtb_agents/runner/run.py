@@ -31,9 +31,10 @@ from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.judges.grade import CriticalRule
-from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
+from vtb_agents.models.spec import ModelFactory, chat_model, model_factory, model_record
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
-from vtb_agents.results import Episode, TaskGrade, TaskResult, task_outcome
+from vtb_agents.models.usage import track_usage
+from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, task_outcome
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
 from vtb_agents.runner.lock import run_dir_lock
 from vtb_agents.runner.outcomes import failed_episode
@@ -67,8 +68,9 @@ class RunError(RuntimeError):
 class RunConfig:
     """What a run is: recorded in ``run.json`` and compared on resume.
 
-    ``model`` is ``replay``, ``provider:model`` or ``agent:module:function`` (a user's agent, which
-    is then the strategy); ``strategy`` names the turn policy (:mod:`vtb_agents.strategies`).
+    ``model`` is ``replay``, a preset name (``vtb models``), ``provider:model`` or
+    ``agent:module:function`` (a user's agent, which is then the strategy); ``model_kwargs`` are
+    extra chat-model settings; ``strategy`` names the turn policy (:mod:`vtb_agents.strategies`).
     """
 
     model: str
@@ -87,6 +89,7 @@ class RunConfig:
     tools_cache: str | None = None
     requests_per_second: float | None = None
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    model_kwargs: dict[str, Any] | None = None
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     def open_sandbox(self) -> ContextManager[Sandbox]:
@@ -147,8 +150,8 @@ def build_resources(config: RunConfig, judge: RubricJudge, strategy: Strategy | 
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
                          f"it cannot be combined with --strategy {config.strategy}")
     strategy = strategy or load_strategy(config.strategy_spec)
-    models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s)
-              if strategy.needs_model else None)
+    models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s,
+                            extra=config.model_kwargs) if strategy.needs_model else None)
     user_model = chat_model(config.user_model, request_timeout_s=config.request_timeout_s) if config.user_model else None
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool, network=config.network())
     return RunResources(judge=judge, strategy=strategy, tools=tools, models=models,
@@ -177,25 +180,29 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
     infrastructure failure (provider, sandbox, storage, harness) leaves the task ungraded.
     """
     started = time.perf_counter()
-    try:
-        with config.open_sandbox() as sandbox:
-            episode = episode_for_task(task, config, resources, sandbox)
-        episode.outcome = episode.ended
-    except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
-        if storage_cause(exc) is not None:
-            raise  # a full disk is the run's problem, not the task's: the run stops (runner/saving.py)
-        episode = failed_episode(task.id, config.model, exc)
-    try:
-        grade = grade_episode(task, episode, resources.judge, config.critical_rule)
-    except Exception as exc:  # a grading failure is this task's, never the run's
-        if storage_cause(exc) is not None:
-            raise
-        grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}", critical_rule=config.critical_rule)
+    with track_usage() as model_usage:
+        try:
+            with config.open_sandbox() as sandbox:
+                episode = episode_for_task(task, config, resources, sandbox)
+            episode.outcome = episode.ended
+        except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
+            if storage_cause(exc) is not None:
+                raise  # a full disk is the run's problem, not the task's: the run stops (runner/saving.py)
+            episode = failed_episode(task.id, config.model, exc)
+    with track_usage() as judge_usage:
+        try:
+            grade = grade_episode(task, episode, resources.judge, config.critical_rule)
+        except Exception as exc:  # a grading failure is this task's, never the run's
+            if storage_cause(exc) is not None:
+                raise
+            grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}",
+                              critical_rule=config.critical_rule)
     return TaskResult(
         task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, strategy=config.strategy_spec,
         episode=episode, grade=grade, duration_s=round(time.perf_counter() - started, 4),
         outcome=task_outcome(episode, grade),
+        usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total),
     )
 
 
@@ -209,6 +216,11 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
     return run_episode(task, model, resources.tools, sandbox=sandbox, graph=resources.graph(task.category),
                        artifacts=resources.artifacts, model_name=config.model, settings=config.episode,
                        checkpointer=resources.checkpointer, resumer=resources.resumer, strategy=resources.strategy)
+
+
+def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -> dict[str, Any]:
+    """The resolved settings of the run's model and judge (presets expanded), kept in ``run.json``."""
+    return {"model": model_record(model, model_kwargs), "judge": model_record(judge)}
 
 
 def with_cache(judge: RubricJudge, cache_path: Path) -> RubricJudge:
@@ -233,6 +245,7 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
                 raise RunError(f"{out}: cannot resume with different settings ({', '.join(changed)})")
         return store.load_for_resume()  # torn lines moved to results.jsonl.corrupt, duplicates dropped
     write_json_atomic(run_file, {"config": config.to_dict(), "vtb_agents": __version__,
+                                 **model_records(config.model, config.model_kwargs, config.judge),
                                  "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     return []
 

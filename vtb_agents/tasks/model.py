@@ -190,8 +190,26 @@ class Turn(BaseModel):
         return rubrics_to_vtb(rubrics)
 
 
+ReviewStatus = Literal["draft", "reviewed", "accepted"]
+REVIEW_STATUSES: tuple[str, ...] = ("draft", "reviewed", "accepted")
+
+
+class Review(BaseModel):
+    """Where a task is in the authoring pipeline (the paper: written, reviewed twice, accepted)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: ReviewStatus = "draft"
+    reviewer: str = ""
+    notes: str = ""
+
+
 class Task(BaseModel):
-    """A VisualToolBench task. ``category``/``domain`` are normalised from the raw values."""
+    """A VisualToolBench task. ``category``/``domain`` are normalised from the raw values.
+
+    ``review`` is the optional authoring block (``vtb tasks new`` writes a draft); it is left out
+    of ``task.json`` when absent and travels through parquet as a ``review`` JSON column.
+    """
 
     id: str
     category: str = ""
@@ -201,6 +219,7 @@ class Task(BaseModel):
     turns: list[Turn]
     images: list[TaskImage] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    review: Review | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _normalise(self) -> Task:

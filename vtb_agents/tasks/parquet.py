@@ -22,7 +22,8 @@ Choices where the dataset is not documented:
 * ``turncase`` and ``num_images`` are derived and dropped; ``num_turns`` is checked against
   ``turn_prompts``. Other unknown columns with JSON-serialisable values are kept in
   ``metadata["extra_columns"]`` (null values omitted) and written back as columns. Other task
-  metadata (except ``source``) is written as a JSON column ``task_metadata`` and read back.
+  metadata (except ``source``) is written as a JSON column ``task_metadata`` and read back, and
+  the authoring review block (``Task.review``) as a JSON column ``review``.
 * A row without ``id`` is an error, named ``row {n}`` (n counts rows from 1 per file).
 
 Older schema (split ``train``, 1,191 rows): ``prompt``, ``golden_answer``, ``image`` (a struct
@@ -74,10 +75,12 @@ SCHEMA = pa.schema([
 """The current VTB schema as :func:`write_parquet` writes it (extra columns follow)."""
 
 METADATA_COLUMN = "task_metadata"
-CURRENT_COLUMNS = frozenset(SCHEMA.names) | {METADATA_COLUMN}
+REVIEW_COLUMN = "review"
+"""The authoring review block (``Task.review``) as a JSON string, written only when a task has one."""
+CURRENT_COLUMNS = frozenset(SCHEMA.names) | {METADATA_COLUMN, REVIEW_COLUMN}
 OLD_COLUMNS = frozenset({"id", "turncase", "num_turns", "prompt_category", "eval_focus", "prompt",
                          "golden_answer", "image", "tool_trajectory", "rubrics", "num_images",
-                         METADATA_COLUMN})
+                         METADATA_COLUMN, REVIEW_COLUMN})
 BATCH_ROWS = 16
 """Rows per read batch / written row group: rows carry image bytes, so keep batches small."""
 
@@ -185,6 +188,7 @@ class _RowReader:
             "turns": turns,
             "images": self.images,
             "metadata": self.metadata(known),
+            "review": self.review(),
         }
         try:
             return Task.model_validate(data)
@@ -311,6 +315,13 @@ class _RowReader:
         self.by_hash.setdefault(digest, index)
         return index
 
+    def review(self) -> Any:
+        stored = self.row.get(REVIEW_COLUMN)
+        try:
+            return json.loads(stored) if isinstance(stored, str) else stored
+        except ValueError as exc:
+            raise self.error(REVIEW_COLUMN, f"unparseable JSON: {exc}") from None
+
     def metadata(self, known: frozenset[str]) -> dict[str, Any]:
         metadata: dict[str, Any] = {}
         stored = self.row.get(METADATA_COLUMN)
@@ -429,6 +440,8 @@ def _deferred_columns(task: Task) -> dict[str, Any]:
     rest = {k: v for k, v in task.metadata.items() if k not in {"source", "extra_columns"}}
     if rest:
         columns[METADATA_COLUMN] = json.dumps(rest, ensure_ascii=False)
+    if task.review is not None:
+        columns[REVIEW_COLUMN] = task.review.model_dump_json()
     return columns
 
 

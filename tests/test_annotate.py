@@ -1,0 +1,127 @@
+"""`vtb annotate` in a real headless Chromium (Playwright, system chromium): clicks and keys become
+labels on disk, a restart resumes at the first unlabelled rubric, and the labels come back in
+`vtb analyze alignment`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import write_task
+from test_presets import ROOT, vtb
+
+CHROMIUM = Path("/usr/bin/chromium")
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A replay run whose verdicts are all decided by checks: a r1 met, r2 met | b r1 not_met, r2 not_met."""
+    root = tmp_path_factory.mktemp("annotate-tasks")
+    for task_id, golden in (("a", "The number is 42."), ("b", "It is 47.")):
+        task_file = write_task(root, task_id) / "task.json"
+        data = json.loads(task_file.read_text())
+        data["turns"][0]["golden_answer"] = golden
+        data["turns"][0]["rubrics"]["r2"]["check"] = {"type": "contains_any", "values": ["number"]}
+        if task_id == "b":
+            data["turns"][0]["trajectory"] = []
+        task_file.write_text(json.dumps(data))
+    out = tmp_path_factory.mktemp("annotate-runs") / "run"
+    done = vtb("run", "--tasks", str(root), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def start(run_dir: Path, labels: Path) -> tuple[subprocess.Popen[str], str]:
+    """`vtb annotate` on a free port; returns the process and the page's URL (from its first line)."""
+    proc = subprocess.Popen([sys.executable, "-m", "vtb_agents", "annotate", str(run_dir), "--labels", str(labels),
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    line = proc.stdout.readline()
+    assert " at http://127.0.0.1:" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc, line.split(" at ")[1].split()[0]
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=30) == 0
+
+
+def read_labels(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def key(task_id: str, rubric_id: str) -> str:
+    return json.dumps([task_id, 1, rubric_id], separators=(",", ":"))
+
+
+def test_labels_made_in_a_real_browser_reach_alignment(run_dir, tmp_path):
+    labels = tmp_path / "labels.jsonl"
+    requested: list[str] = []
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        page = browser.new_page()
+        page.on("request", lambda request: requested.append(request.url))
+        proc, url = start(run_dir, labels)
+        try:
+            page.goto(url)
+            page.wait_for_selector(".rubric.current")
+            assert page.text_content("#progress") == "0 / 4 labelled"
+            assert page.get_attribute(".rubric.current", "data-key") == key("a", "r1")
+            assert page.locator("#task-a img").count() >= 2  # the task's image and the crop its code saved
+            assert "The number is 42." in page.text_content("#task-a .answer")
+            page.keyboard.press("m")  # a/r1 met: the key labels the current rubric and moves on
+            page.wait_for_function("document.querySelector('#progress').textContent.startsWith('1 /')")
+            assert page.get_attribute(".rubric.current", "data-key") == key("a", "r2")
+            row = page.locator(f'.rubric[data-key=\'{key("a", "r2")}\']')
+            row.locator('button[data-label="not_met"]').click()  # a/r2: the human disagrees with the judge
+            page.wait_for_function("document.querySelector('#progress').textContent.startsWith('2 /')")
+            row.locator("textarea").fill("says 'number' but no full sentence")
+            page.keyboard.press("Escape")
+            row.locator('button[data-label="not_met"]').click()  # re-saving keeps one line, now with the note
+            page.wait_for_function("document.querySelector('#status').textContent === 'saved'")
+        finally:
+            stop(proc)
+        on_disk = read_labels(labels)
+        assert on_disk == [
+            {"task_id": "a", "turn": 1, "rubric_id": "r1", "label": "met", "note": ""},
+            {"task_id": "a", "turn": 1, "rubric_id": "r2", "label": "not_met", "note": "says 'number' but no full sentence"},
+        ]
+        proc, url = start(run_dir, labels)  # a restart resumes where the person stopped
+        try:
+            page.goto(url)
+            page.wait_for_selector(".rubric.current")
+            assert page.text_content("#progress") == "2 / 4 labelled"
+            assert page.get_attribute(".rubric.current", "data-key") == key("b", "r1")
+            assert page.get_attribute(f'.rubric[data-key=\'{key("a", "r2")}\']', "data-label") == "not_met"
+            page.keyboard.press("n")
+            page.wait_for_function("document.querySelector('#progress').textContent.startsWith('3 /')")
+            page.keyboard.press("n")
+            page.wait_for_function("document.querySelector('#progress').textContent.startsWith('4 /')")
+        finally:
+            stop(proc)
+        browser.close()
+    assert requested and all(u.startswith("http://127.0.0.1:") for u in requested)  # no external assets
+    assert [row["label"] for row in read_labels(labels)] == ["met", "not_met", "not_met", "not_met"]
+    done = vtb("analyze", "alignment", str(run_dir), "--labels", str(labels), "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["n"] == 4 and report["agreement"] == 0.75
+    assert report["confusion"] == {"met": {"met": 1, "not_met": 0}, "not_met": {"met": 1, "not_met": 2}}
+    assert [(d["task_id"], d["rubric_id"]) for d in report["disagreements"]] == [("a", "r2")]
+
+
+def test_annotate_refuses_a_missing_run_and_bad_labels(run_dir, tmp_path):
+    done = vtb("annotate", str(tmp_path / "nope"), "--port", "0")
+    assert done.returncode == 2 and "no such run directory" in done.stderr
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task_id": "a", "rubric_id": "r1", "label": "maybe"}\n')
+    done = vtb("annotate", str(run_dir), "--labels", str(bad), "--port", "0")
+    assert done.returncode == 2 and "line 1" in done.stderr and "'label'" in done.stderr

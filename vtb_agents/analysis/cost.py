@@ -1,0 +1,58 @@
+"""Tokens and estimated cost of a run: the ``usage`` and ``cost`` fields of ``summary.json``.
+
+Tokens are summed from the per-task usage the runner recorded (model and judge apart); the cost
+multiplies them by the presets' prices (USD per million tokens). A price that is not known, a
+call whose provider reported no usage, or a result without usage makes the cost unknown (None),
+never zero: only a side that made no calls at all costs a known 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from vtb_agents.models.presets import Prices, prices_for
+from vtb_agents.results import TaskResult, TokenUsage
+
+PER_TOKENS = 1_000_000
+
+
+def run_usage(results: Iterable[TaskResult]) -> dict[str, Any]:
+    """Tokens of the model and of the judge summed over ``results``, and how many results had none."""
+    model, judge, missing = TokenUsage(), TokenUsage(), 0
+    for result in results:
+        if result.usage is None:
+            missing += 1
+            continue
+        model, judge = model + result.usage.model, judge + result.usage.judge
+    return {"model": model.model_dump(), "judge": judge.model_dump(), "tasks_without_usage": missing}
+
+
+def cost_of(usage: TokenUsage, prices: Prices | None) -> float | None:
+    """USD for ``usage`` at ``prices``, or None when any token that was used has no known price."""
+    if usage.calls == 0:
+        return 0.0
+    if prices is None or usage.calls_without_usage:
+        return None
+    uncached = usage.input_tokens - usage.cached_tokens - usage.cache_write_tokens
+    parts = [(uncached, prices.input), (usage.cached_tokens, prices.cached_input),
+             (usage.cache_write_tokens, prices.cache_write), (usage.output_tokens, prices.output)]
+    if any(tokens and price is None for tokens, price in parts):
+        return None
+    return round(sum(tokens * (price or 0.0) for tokens, price in parts) / PER_TOKENS, 6)
+
+
+def cost_summary(results: list[TaskResult], *, model: str | None, judge: str) -> dict[str, Any]:
+    """Estimated cost of the model, the judge, the run and per passed task (None where unknown)."""
+    usage = run_usage(results)
+    complete = usage["tasks_without_usage"] == 0
+    model_prices, judge_prices = prices_for(model) if model else None, prices_for(judge)
+    model_cost = cost_of(TokenUsage(**usage["model"]), model_prices) if complete else None
+    judge_cost = cost_of(TokenUsage(**usage["judge"]), judge_prices) if complete else None
+    total = None if model_cost is None or judge_cost is None else round(model_cost + judge_cost, 6)
+    passed = sum(bool(r.grade.passed) for r in results)
+    return {
+        "currency": "USD", "model": model_cost, "judge": judge_cost, "total": total,
+        "per_passed_task": round(total / passed, 6) if total is not None and passed else None,
+        "prices": {"model": model_prices.known() if model_prices else None,
+                   "judge": judge_prices.known() if judge_prices else None},
+    }

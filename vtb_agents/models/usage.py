@@ -1,0 +1,109 @@
+"""Token usage of chat-model calls, summed from LangChain's ``usage_metadata`` by a callback handler.
+
+Why: the paper's cost of a run is its tokens; providers report them per call, and LangChain puts
+them on each reply's ``usage_metadata``. :func:`track_usage` installs a :class:`UsageTracker`
+for every LangChain call made in its ``with`` block (in this thread and in the threads LangChain
+and LangGraph start from it), through langchain-core's configure hook, the mechanism of
+``get_usage_metadata_callback``: nothing has to pass callbacks down by hand, so the model, an
+``agent:`` runnable and the LLM judge are all counted. Only what the provider reported is counted;
+a reply without usage is counted in ``calls_without_usage``.
+
+Per turn: the episode driver calls :func:`set_turn` with the 0-based turn index before it feeds
+a turn to the graph (and again when it resumes after a clarifying question, with the new turn);
+calls made while a turn is set are also summed under that turn. A call whose run metadata carries
+``vtb_turn`` is counted under that turn instead.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Iterator
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, LLMResult
+from langchain_core.tracers.context import register_configure_hook
+
+from vtb_agents.results import TokenUsage
+
+TURN_METADATA_KEY = "vtb_turn"
+
+_active: ContextVar[UsageTracker | None] = ContextVar("vtb_usage_tracker", default=None)
+
+
+def usage_of(message: AIMessage) -> TokenUsage | None:
+    """The usage a reply reports (None when its ``usage_metadata`` is missing)."""
+    meta = message.usage_metadata
+    if not meta:
+        return None
+    inputs, outputs = meta.get("input_token_details") or {}, meta.get("output_token_details") or {}
+    return TokenUsage(calls=1, input_tokens=meta.get("input_tokens", 0), output_tokens=meta.get("output_tokens", 0),
+                      total_tokens=meta.get("total_tokens", 0), reasoning_tokens=outputs.get("reasoning", 0) or 0,
+                      cached_tokens=inputs.get("cache_read", 0) or 0,
+                      cache_write_tokens=inputs.get("cache_creation", 0) or 0)
+
+
+class UsageTracker(BaseCallbackHandler):
+    """Sums the usage of every chat-model reply it sees, in total and per turn (thread-safe)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self.total = TokenUsage()
+        self.by_turn: dict[int, TokenUsage] = {}
+        self.turn: int | None = None
+        self._run_turns: dict[UUID, int] = {}
+
+    def set_turn(self, turn: int | None) -> None:
+        """Count the calls that follow under ``turn`` (0-based), or under no turn (None)."""
+        with self._lock:
+            self.turn = turn
+
+    def on_chat_model_start(self, serialized: dict[str, Any], messages: Any, *, run_id: UUID,
+                            metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Remember the turn of this call: its metadata's ``vtb_turn``, else the current turn."""
+        turn = (metadata or {}).get(TURN_METADATA_KEY, self.turn)
+        if isinstance(turn, int):
+            with self._lock:
+                self._run_turns[run_id] = turn
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        """Add the reply's reported usage (or one call without usage) to the totals."""
+        generation = response.generations[0][0] if response.generations and response.generations[0] else None
+        message = generation.message if isinstance(generation, ChatGeneration) else None
+        usage = usage_of(message) if isinstance(message, AIMessage) else None
+        usage = usage or TokenUsage(calls=1, calls_without_usage=1)
+        with self._lock:
+            self.total = self.total + usage
+            turn = self._run_turns.pop(run_id, None)
+            if turn is not None:
+                self.by_turn[turn] = self.by_turn.get(turn, TokenUsage()) + usage
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """A failed call reports no usage: forget its turn."""
+        with self._lock:
+            self._run_turns.pop(run_id, None)
+
+
+register_configure_hook(_active, inheritable=True)
+
+
+@contextmanager
+def track_usage() -> Iterator[UsageTracker]:
+    """A :class:`UsageTracker` receiving every LangChain chat-model call made inside the block."""
+    tracker = UsageTracker()
+    token = _active.set(tracker)
+    try:
+        yield tracker
+    finally:
+        _active.reset(token)
+
+
+def set_turn(turn: int | None) -> None:
+    """Tell the active tracker (if any) which turn the next calls belong to; see the module docstring."""
+    tracker = _active.get()
+    if tracker is not None:
+        tracker.set_turn(turn)
