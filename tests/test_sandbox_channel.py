@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_task
+from conftest import write_task
 from vtb_agents.tools.sandbox import LocalSandbox
 
 PROJECT = Path(__file__).resolve().parents[1]
