@@ -127,7 +127,8 @@ def test_provider_outage_leaves_the_run_incomplete_until_retried(tmp_path):
         assert summary["complete"] is False and summary["ungraded"] == 2 and summary["apr"] is None
         assert summary["infrastructure_errors"] == {"count": 2, "task_ids": ["t-one", "t-two"]}
         assert summary["outcomes"] == {"provider_error": 2}
-        assert "INCOMPLETE" in failed.stdout  # the headline says so
+        assert "INCOMPLETE" in failed.stdout  # the headline says so, and the report in red
+        assert 'class="incomplete-box">INCOMPLETE: 2 task(s)' in (run / "report.html").read_text()
 
         resumed = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--out", str(run), "--resume",
                       server=server)
