@@ -28,12 +28,14 @@ def rubric_verdict(task: Task, episode: Episode, judge: RubricJudge, turn: int, 
     """The verdict on one rubric.
 
     After an infrastructure failure (provider, sandbox, storage) every rubric is an error, so the
-    task is ungraded; a turn the model left unanswered for its own reasons (task timeout, step
-    limit) is not met, as in the paper, where every task counts.
+    task is ungraded; a turn the model left unanswered because its episode failed for its own
+    reasons (task timeout, step limit) is not met, as in the paper, where every task counts. A turn
+    missing from an episode that claims completion (say, a target run without outputs given to
+    the evaluator) is an error too: nothing says whose doing it was.
     """
     answers = {record.index: record.answer for record in episode.turns}
     reason = episode.error or "episode incomplete"
-    if is_infrastructure(episode.ended):
+    if is_infrastructure(episode.ended) or (turn not in answers and episode.status != "error"):
         judgement, source = Judgement("error", f"no answer for turn {turn + 1}: {reason}"), "episode"
     elif turn not in answers:
         judgement, source = Judgement("not_met", f"no answer for turn {turn + 1}: {reason}"), "episode"

@@ -61,6 +61,13 @@ def header(data: RunData) -> str:
              f'started {esc(data.run.get("started_at", "?"))} · vtb-agents {esc(data.run.get("vtb_agents", "?"))}</p>',
              '<div class="kpis">' + "".join(f"<div class=\"kpi\"><b>{esc(v)}</b><span>{esc(k)}</span></div>"
                                             for k, v in kpis) + "</div>"]
+    failed = s.get("infrastructure_errors") or {}
+    if failed.get("count"):
+        ids = failed.get("task_ids") or []
+        parts.append(f'<div class="incomplete-box">INCOMPLETE: {esc(failed["count"])} task(s) ungraded by '
+                     f'infrastructure failures ({esc(", ".join(ids[:20]))}{" ..." if len(ids) > 20 else ""}); '
+                     "APR and ARS cover the graded tasks only. Retry them with "
+                     "<code>vtb run --resume --retry-errors</code>.</div>")
     if data.tasks_note:
         parts.append(f'<div class="warn-box">{esc(data.tasks_note)}</div>')
     episodes = s.get("episodes") or {}
@@ -78,6 +85,7 @@ def header(data: RunData) -> str:
     counts = [("tasks", s.get("tasks")), ("graded", s.get("graded")), ("ungraded", s.get("ungraded")),
               ("episode errors", episodes.get("errors")), ("turns stopped at the tool-round cap",
                                                           episodes.get("tool_round_cap")),
+              ("outcomes", ", ".join(f"{k} {n}" for k, n in (s.get("outcomes") or {}).items()) or "-"),
               ("critical weight/flag disagreements", s.get("critical_disagreements"))]
     parts.append(f'<h2>Run</h2><div class="grid">{_kv(settings, "Settings")}{_kv(counts, "Counts")}')
     reasons = Counter(_reason_group(r.grade.reason) for r in data.results if not r.grade.graded)

@@ -228,7 +228,10 @@ class WorkerPipes:
 
     def exchange(self, request: dict[str, Any] | None, deadline: float, out: CappedText,
                  err: CappedText) -> tuple[str, dict[str, Any] | None]:
-        """Send ``request`` and wait for one reply: ("reply", frame), ("timeout"|"eof", None).
+        """Send ``request`` and wait for one reply: ("reply", frame), ("timeout"|"eof"|"malformed", None).
+
+        A frame over ``worker.MAX_FRAME`` or not a JSON object is "malformed": the host never
+        buffers more than that, whatever arrives.
 
         ``request=None`` sends nothing new but goes on writing what an earlier call, stopped by
         its deadline, had not sent yet, so a caller can wait for one reply in slices.
@@ -242,7 +245,13 @@ class WorkerPipes:
                 sel.register(fd, selectors.EVENT_READ)
             if self.outbox:
                 sel.register(self.ctl_w, selectors.EVENT_WRITE)
-            while (frame := decode_frame(self.inbox)) is None:
+            while True:
+                try:
+                    frame = decode_frame(self.inbox)
+                except ValueError:
+                    return "malformed", None
+                if frame is not None:
+                    break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return "timeout", None

@@ -32,6 +32,7 @@ from .base import (DEFAULT_TIMEOUT_S, CappedText, ExecResult, TreeScan, WorkerPi
                    open_in_dir, remove_changes, scan_tree, snapshot)
 from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
 from .leftovers import owned_tempdir
+from .worker import MAX_FRAME, encode_frame
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
 WARM_IMPORTS = ("PIL.Image",)
@@ -72,6 +73,20 @@ class Limits:
     tmp_bytes: int = 256 << 20
     workdir_bytes: int = 2 << 30
     memory_bytes: int = 4 << 30
+
+
+def supervisor_reply_problem(reply: dict[str, Any], cell: int) -> str | None:
+    """Why ``reply`` is not the supervisor's answer to ``cell`` (worker.py's schema); None if it is."""
+    if reply.get("id") != cell or not isinstance(reply.get("ok"), bool):
+        return "wrong id or no 'ok'"
+    if not (reply.get("error") is None or isinstance(reply["error"], str)) or not isinstance(reply.get("traceback"), str):
+        return "bad 'error' or 'traceback'"
+    for key in ("reset_before", "failure"):
+        reset = reply.get(key, 0)
+        if reset is not None and not (isinstance(reset, dict) and len(reset) == 1 and (
+                isinstance(reset.get("exit"), int) or isinstance(reset.get("channel"), str))):
+            return f"bad {key!r}"
+    return None
 
 
 def worker_env(home: str) -> dict[str, str]:
@@ -177,9 +192,18 @@ class _Worker(WorkerPipes):
         child_fds.append(args_fd)
         return [bwrap, "--args", str(args_fd), "--", *command], {}
 
-    def death_message(self, code: int | None) -> str:
-        """One line saying how the worker died (bwrap and fallback report signal n as 128 + n)."""
-        if code is not None and code > 128 and self.level != "process" and code - 128 < signal.NSIG:
+    def reset_message(self, reset: dict[str, Any]) -> str:
+        """One line for the supervisor's account of a lost kernel: it died, or the code misused its
+        channel to the supervisor (see worker.py)."""
+        if "exit" in reset:
+            return self.death_message(reset["exit"], raw=True)
+        return (f"the code wrote to or closed the sandbox's control channel ({reset['channel']}); "
+                f"{_STATE_RESET}")
+
+    def death_message(self, code: int | None, raw: bool = False) -> str:
+        """One line saying how the worker died (bwrap and fallback report signal n as 128 + n,
+        unless ``raw``: the status as the supervisor read it, minus n for signal n)."""
+        if not raw and code is not None and code > 128 and self.level != "process" and code - 128 < signal.NSIG:
             code = 128 - code
         if code is None:
             what = "the Python worker closed its control pipe"
@@ -329,12 +353,21 @@ class LocalSandbox:
             before = scan_tree(self.workdir)
             self._cell += 1
             start = time.monotonic()
-            status, reply, after = self._exchange_watched(
-                worker, {"op": "run", "id": self._cell, "code": code}, start + timeout, out, err)
+            request = {"op": "run", "id": self._cell, "code": code}
+            if len(encode_frame(request)) > MAX_FRAME:
+                return ExecResult(ok=False, error=f"the code is too long ({len(code):,} characters)")
+            status, reply, after = self._exchange_watched(worker, request, start + timeout, out, err)
+            if status == "reply" and (reply is None or supervisor_reply_problem(reply, self._cell)):
+                status = "malformed"  # the supervisor never sends this: treat the worker as broken
             if status == "reply" and reply is not None:
                 worker.drain(out, err, to_eof=False)
                 err.add(reply["traceback"])
                 ok, error = bool(reply["ok"]), reply["error"]
+                if reply["reset_before"] is not None:
+                    err.add(f"[sandbox: before this call, {worker.reset_message(reply['reset_before'])}]\n")
+                    state_lost = True
+                if reply["failure"] is not None:
+                    ok, error, state_lost = False, worker.reset_message(reply["failure"]), True
             else:
                 exit_status = None if status in ("timeout", "quota") else worker.exit_code(1.0)
                 self._kill(worker, out, err)
@@ -342,6 +375,8 @@ class LocalSandbox:
                 error = (f"timeout after {timeout:g} s; {_STATE_RESET}" if status == "timeout"
                          else "the sandbox was closed during this call" if self._closed
                          else self._quota_message() if status == "quota"
+                         else f"the sandbox worker sent a malformed control frame; {_STATE_RESET}"
+                         if status == "malformed"
                          else worker.death_message(exit_status))
                 if status == "quota":
                     remove_changes(self.workdir, before)

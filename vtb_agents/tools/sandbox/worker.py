@@ -7,14 +7,33 @@ confines itself before serving (see isolation.py): ``level``; ``fallback`` (conf
 once the rlimits are set); ``chdir`` (the working directory, entered after the switch);
 ``seccomp`` (hex of a filter program from seccomp.py, installed last).
 
-Control messages travel on two dedicated pipes (``CTL_IN``: requests from the parent,
-``CTL_OUT``: results), as 4-byte big-endian length + UTF-8 JSON frames. fd 1 and 2 are pipes the
-parent drains, so whatever user code prints, even with ``os.write(1, ...)`` or from C, is captured
+Two processes, so that model code never holds the host's channel:
+
+- the *supervisor* (this process, once confined) owns the control pipes to the host (``CTL_IN``:
+  requests, ``CTL_OUT``: results). It never runs model code and makes itself non-dumpable, so
+  code running as the same uid can neither open its fds through ``/proc`` nor trace it.
+- the *kernel*, a child forked by the supervisor, runs the cells and keeps the Python state
+  across calls. It inherits none of the host's fds; it talks to the supervisor over a pipe pair
+  of its own. Model code can reach that pair, so the supervisor treats what comes out of it as
+  untrusted: frames are size-capped (``MAX_FRAME``) and must be JSON of the reply schema. The
+  first reply for the call in progress answers it; well-formed replies for earlier calls are
+  dropped (a forged reply is followed by the real one, which must not answer the next call).
+  Anything else (a malformed or oversized frame, a reply for a later call, a closed pipe) stops
+  and replaces the kernel, and the call fails with state lost: the model's own doing, reported to
+  it, never an error of the episode. A forged well-formed reply only answers its own call: the
+  model lying to itself.
+
+When the kernel dies (``os._exit``, a signal, the CPU limit) the supervisor reaps it, reports how
+and forks a fresh one. Frames are 4-byte big-endian length + UTF-8 JSON. fd 1 and 2 are pipes the
+host drains, so whatever user code prints, even with ``os.write(1, ...)`` or from C, is captured
 and can never be mistaken for a control message.
 
 Requests: ``{"op": "run", "id": n, "code": str}``. Replies: ``{"op": "ready", "pid": ...,
 "uid": ..., "isolation": level}`` once at start, then per request ``{"id": n, "ok": bool,
-"error": str | None, "traceback": str}``.
+"error": str | None, "traceback": str, "reset_before": Reset | None, "failure": Reset | None}``
+where ``Reset`` is ``{"exit": status}`` (the kernel died: exit code, or minus the signal) or
+``{"channel": reason}`` (the code misused the kernel's channel); ``reset_before`` says the state
+was lost before the call ran, ``failure`` that the call itself ended that way.
 """
 
 from __future__ import annotations
@@ -24,13 +43,18 @@ import io
 import json
 import linecache
 import os
+import select
+import signal
 import struct
 import sys
+import time
 import traceback
 from typing import Any
 
 _HEADER = struct.Struct(">I")
-_MAX_FRAME = 256 * 1024 * 1024
+MAX_FRAME = 4 * 1024 * 1024
+"""Largest control frame either side accepts (replies are a few kB; code is at most a few MB)."""
+_POLL_S = 0.1
 _ERROR_CHARS = 1_000
 _TRACEBACK_CHARS = 20_000
 _THIS_FILE = os.path.abspath(__file__)
@@ -48,13 +72,16 @@ def decode_frame(buffer: bytearray) -> dict[str, Any] | None:
     if len(buffer) < _HEADER.size:
         return None
     (size,) = _HEADER.unpack_from(buffer)
-    if size > _MAX_FRAME:
+    if size > MAX_FRAME:
         raise ValueError(f"control frame of {size} bytes is too large")
     if len(buffer) < _HEADER.size + size:
         return None
     body = bytes(buffer[_HEADER.size:_HEADER.size + size])
     del buffer[:_HEADER.size + size]
-    return json.loads(body)
+    frame = json.loads(body)
+    if not isinstance(frame, dict):
+        raise ValueError(f"control frame is a JSON {type(frame).__name__}, not an object")
+    return frame
 
 
 def write_frame(fd: int, obj: dict[str, Any]) -> None:
@@ -82,7 +109,7 @@ def read_frame(fd: int) -> dict[str, Any] | None:
     if header is None:
         return None
     (size,) = _HEADER.unpack(header)
-    if size > _MAX_FRAME:
+    if size > MAX_FRAME:
         raise ValueError(f"control frame of {size} bytes is too large")
     body = _read_exact(fd, size)
     return None if body is None else json.loads(body)
@@ -253,8 +280,167 @@ def _warm(modules: list[str]) -> None:
             pass  # not installed in this interpreter: the code's own import will say so
 
 
+def _set_dumpable(on: bool) -> None:
+    """PR_SET_DUMPABLE: off makes /proc/<pid>/fd, mem and tracing root-only (the supervisor); on
+    lets the kernel's code read its own /proc entries (core dumps stay off: RLIMIT_CORE 0)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 1 if on else 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+def _serve_cells(requests: int, replies: int, warm: list[str]) -> int:
+    """The kernel's loop: run each requested cell in one persistent namespace, reply, repeat."""
+    streams = _Streams()
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+    home = os.getcwd()
+    _warm(warm)
+    while (request := read_frame(requests)) is not None:
+        streams.reset()
+        reply: dict[str, Any] = {"id": request["id"], "ok": True, "error": None, "traceback": ""}
+        try:
+            os.chdir(home)  # the working-directory contract holds even after a cell's os.chdir
+            _run_cell(request["code"], namespace, request["id"])
+        except BaseException as exc:  # SystemExit/KeyboardInterrupt are the cell's errors too
+            reply.update(ok=False, error=_one_line(exc), traceback=_user_traceback(exc))
+        notes = streams.flush()
+        streams.reset()
+        reply["traceback"] = "".join(notes) + reply["traceback"]
+        write_frame(replies, reply)
+    return 0
+
+
+def _earlier(frame_id: object, cell: int) -> bool:
+    return isinstance(frame_id, int) and not isinstance(frame_id, bool) and frame_id < cell
+
+
+def reply_problem(frame: dict[str, Any], cell: Any) -> str | None:
+    """Why ``frame`` is not the kernel's reply to ``cell``; None when it is one."""
+    if frame.get("id") != cell or isinstance(frame.get("id"), bool):
+        return f"a frame for cell {frame.get('id')!r} during cell {cell}"
+    if not isinstance(frame.get("ok"), bool):
+        return "a frame without a boolean 'ok'"
+    if frame.get("error") is not None and not isinstance(frame.get("error"), str):
+        return "a frame whose 'error' is not text"
+    if not isinstance(frame.get("traceback"), str):
+        return "a frame whose 'traceback' is not text"
+    if set(frame) - {"id", "ok", "error", "traceback"}:
+        return "a frame with unknown fields"
+    return None
+
+
+class _Kernel:
+    """The supervisor's handle on one kernel process: its pid and its end of the pipe pair."""
+
+    def __init__(self, host_fds: tuple[int, int], warm: list[str]) -> None:
+        requests_r, self.requests = os.pipe()  # non-inheritable: the code's subprocesses never get them
+        self.replies, replies_w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the kernel: nothing of the supervisor's but its own pipe ends
+            code = 70
+            try:
+                for fd in (*host_fds, self.requests, self.replies):
+                    os.close(fd)
+                sys.argv = sys.argv[:1]  # the host's fd numbers meant nothing here anyway
+                import ctypes
+
+                ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+                _set_dumpable(True)
+                code = _serve_cells(requests_r, replies_w, warm)
+            finally:
+                os._exit(code)
+        os.close(requests_r)
+        os.close(replies_w)
+        self.buffer = bytearray()
+        self.status: int | None = None
+
+    def poll(self) -> int | None:
+        """The kernel's exit status once it died (exit code, or minus the signal), else None."""
+        if self.status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+        return self.status
+
+    def stop(self) -> None:
+        """Kill and reap the kernel (unless it is reaped already), close the pipes."""
+        if self.status is None:
+            os.kill(self.pid, signal.SIGKILL)
+            self._wait_dead()
+        os.close(self.requests)
+        os.close(self.replies)
+
+    def call(self, cell: int, code: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Run one cell: (reply, None), or (None, reset) when the kernel died or broke the channel."""
+        try:
+            write_frame(self.requests, {"id": cell, "code": code})
+        except BrokenPipeError:
+            return None, {"exit": self._wait_dead()}
+        while True:
+            ready = select.select([self.replies], [], [], _POLL_S)[0]
+            if not ready:
+                status = self.poll()
+                if status is not None:
+                    return None, {"exit": status}
+                continue
+            data = os.read(self.replies, 1 << 16)
+            if not data:  # every writer is gone: the kernel is exiting, or the code closed its end
+                status = self._exit_within(1.0)
+                return None, ({"exit": status} if status is not None
+                              else {"channel": "the code closed the reply pipe"})
+            self.buffer += data
+            while True:  # every complete frame in the buffer, oldest first
+                try:
+                    frame = decode_frame(self.buffer)
+                except ValueError as exc:
+                    return None, {"channel": f"a malformed frame: {_clip(str(exc), 200)}"}
+                if frame is None:
+                    break
+                problem = reply_problem(frame, cell)
+                if problem is None:
+                    return frame, None  # bytes after it wait for the next call, under the same rules
+                if reply_problem(frame, frame.get("id")) is None and _earlier(frame["id"], cell):
+                    continue  # a late real reply to a call a forged reply answered
+                return None, {"channel": problem}
+
+    def _exit_within(self, seconds: float) -> int | None:
+        """The exit status if the kernel ends within ``seconds``, else None."""
+        for _ in range(max(1, int(seconds / 0.01))):
+            if self.poll() is not None:
+                return self.status
+            time.sleep(0.01)
+        return self.poll()
+
+    def _wait_dead(self) -> int:
+        _, status = os.waitpid(self.pid, 0)
+        self.status = os.waitstatus_to_exitcode(status)
+        return self.status
+
+
+def _supervise(host_fds: tuple[int, int], warm: list[str], kernel: _Kernel) -> int:
+    """Serve the host's requests through ``kernel``, replacing it whenever it dies or misbehaves."""
+    ctl_in, ctl_out = host_fds
+    while (request := read_frame(ctl_in)) is not None:
+        reset_before: dict[str, Any] | None = None
+        status = kernel.poll()
+        if status is not None:
+            reset_before = {"exit": status}
+            kernel.stop()
+            kernel = _Kernel(host_fds, warm)
+        reply, failure = kernel.call(request["id"], request["code"])
+        if failure is not None:
+            kernel.stop()
+            kernel = _Kernel(host_fds, warm)
+            reply = {"id": request["id"], "ok": False, "error": None, "traceback": ""}
+        assert reply is not None
+        write_frame(ctl_out, {**reply, "reset_before": reset_before, "failure": failure})
+    kernel.stop()
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    """Serve run requests until the parent closes the control pipe."""
+    """Confine this process, start the kernel, then supervise until the host closes the pipe."""
     ctl_in, ctl_out, limits = int(argv[1]), int(argv[2]), json.loads(argv[3])
     setup: dict[str, Any] = json.loads(argv[4]) if len(argv) > 4 else {}
     os.set_inheritable(ctl_in, False)  # code's subprocesses must not get the control pipes
@@ -268,26 +454,13 @@ def main(argv: list[str]) -> int:
     if setup.get("seccomp"):
         _install_seccomp(setup["seccomp"])
     sys.dont_write_bytecode = True
-    streams = _Streams()
-    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
+    warm = list(setup.get("warm", ()))
+    kernel = _Kernel((ctl_in, ctl_out), warm)
+    _set_dumpable(False)  # from here on, no process of the sandbox can open or trace ours
     write_frame(ctl_out, {"op": "ready", "pid": os.getpid(), "uid": os.getuid(),
                           "isolation": setup.get("level", "process"),
                           "seccomp": bool(setup.get("seccomp"))})
-    home = os.getcwd()
-    _warm(setup.get("warm", ()))
-    while (request := read_frame(ctl_in)) is not None:
-        streams.reset()
-        reply: dict[str, Any] = {"id": request["id"], "ok": True, "error": None, "traceback": ""}
-        try:
-            os.chdir(home)  # the working-directory contract holds even after a cell's os.chdir
-            _run_cell(request["code"], namespace, request["id"])
-        except BaseException as exc:  # SystemExit/KeyboardInterrupt are the cell's errors too
-            reply.update(ok=False, error=_one_line(exc), traceback=_user_traceback(exc))
-        notes = streams.flush()
-        streams.reset()
-        reply["traceback"] = "".join(notes) + reply["traceback"]
-        write_frame(ctl_out, reply)
-    return 0
+    return _supervise((ctl_in, ctl_out), warm, kernel)
 
 
 if __name__ == "__main__":
