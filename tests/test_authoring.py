@@ -118,7 +118,8 @@ def test_difficulty_filter_keeps_tasks_failed_by_at_least_two_of_three_runs(tmp_
             ids = [arg for task_id in plan for arg in ("--task-id", task_id)]
             done = vtb("run", "--tasks", "sample", *ids, "--model", "openai:strong", "--out", str(tmp_path / name),
                        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"})
-        assert done.returncode == 0, done.stderr
+        # a run left with an infrastructure failure may exit non-zero (3: incomplete) where that exists
+        assert done.returncode in ((0, 3) if "error" in plan.values() else (0,)), done.stderr
     runs = [str(tmp_path / name) for name in PLANS]
     done = vtb("tasks", "filter", "--tasks", "sample", "--runs", *runs, "--min-fail", "2", "--out",
                str(tmp_path / "hard"), "--json")
