@@ -162,13 +162,15 @@ class AnsweredCase(StandardCase):
 
 
 class CodeCase:
+    """The code tools' bench: one module-wide local sandbox."""
+
     @pytest.fixture
     def bench(self, code_bench: Bench) -> Bench:
         return code_bench
 
 
 class CalculatorCase:
-    tool_name = "calculator"
+    """The calculator's bench: the exported tool."""
 
     @pytest.fixture
     def bench(self, calculator_bench: Bench) -> Bench:
@@ -176,57 +178,26 @@ class CalculatorCase:
 
 
 class NetworkCase:
+    """The network tools' bench: local servers, live and replayed."""
+
     @pytest.fixture
     def bench(self, network_bench: Bench) -> Bench:
         return network_bench
 
 
-class TestVisionToolUnit(CodeCase, StandardCase, ToolsUnitTests):
-    tool_name = VISION_TOOL_NAME
+def standard_classes(bench: type, tool_name: str) -> tuple[type, type]:
+    """The ToolsUnitTests and ToolsIntegrationTests classes of ``tool_name`` on a bench."""
+    attrs = {"tool_name": tool_name, "__module__": __name__}
+    return (type(f"{tool_name}_unit", (bench, StandardCase, ToolsUnitTests), attrs),
+            type(f"{tool_name}_integration", (bench, AnsweredCase, ToolsIntegrationTests), attrs))
 
 
-class TestVisionToolIntegration(CodeCase, AnsweredCase, ToolsIntegrationTests):
-    tool_name = VISION_TOOL_NAME
-
-
-class TestInterpreterUnit(CodeCase, StandardCase, ToolsUnitTests):
-    tool_name = INTERPRETER_TOOL_NAME
-
-
-class TestInterpreterIntegration(CodeCase, AnsweredCase, ToolsIntegrationTests):
-    tool_name = INTERPRETER_TOOL_NAME
-
-
-class TestCalculatorUnit(CalculatorCase, StandardCase, ToolsUnitTests):
-    pass
-
-
-class TestCalculatorIntegration(CalculatorCase, AnsweredCase, ToolsIntegrationTests):
-    pass
-
-
-class TestWebSearchUnit(NetworkCase, StandardCase, ToolsUnitTests):
-    tool_name = "web_search"
-
-
-class TestWebSearchIntegration(NetworkCase, AnsweredCase, ToolsIntegrationTests):
-    tool_name = "web_search"
-
-
-class TestPageTextUnit(NetworkCase, StandardCase, ToolsUnitTests):
-    tool_name = "browser_get_page_text"
-
-
-class TestPageTextIntegration(NetworkCase, AnsweredCase, ToolsIntegrationTests):
-    tool_name = "browser_get_page_text"
-
-
-class TestWeatherUnit(NetworkCase, StandardCase, ToolsUnitTests):
-    tool_name = "historical_weather"
-
-
-class TestWeatherIntegration(NetworkCase, AnsweredCase, ToolsIntegrationTests):
-    tool_name = "historical_weather"
+TestVisionToolUnit, TestVisionToolIntegration = standard_classes(CodeCase, VISION_TOOL_NAME)
+TestInterpreterUnit, TestInterpreterIntegration = standard_classes(CodeCase, INTERPRETER_TOOL_NAME)
+TestCalculatorUnit, TestCalculatorIntegration = standard_classes(CalculatorCase, "calculator")
+TestWebSearchUnit, TestWebSearchIntegration = standard_classes(NetworkCase, "web_search")
+TestPageTextUnit, TestPageTextIntegration = standard_classes(NetworkCase, "browser_get_page_text")
+TestWeatherUnit, TestWeatherIntegration = standard_classes(NetworkCase, "historical_weather")
 
 
 # ---------------------------------------------------------------- plain arguments, unbound tools, a user's agent
