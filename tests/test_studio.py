@@ -135,5 +135,9 @@ def test_a_thread_keeps_its_sandbox_and_a_lost_one_comes_back_with_the_thread_im
     with registry.use("t1", "local", [("image_0.png", ref)]) as session:
         assert session.sandbox is not first and "image_0.png" in session.sandbox.list_files()
         assert (tmp_path / "t1" / "artifacts").is_dir()
+    registry.discard("t1")  # a new task on the thread: a fresh sandbox
+    assert registry.open_threads() == []
+    with registry.use("t3", "local"):
+        pass
     registry.close_all()
     assert registry.open_threads() == []

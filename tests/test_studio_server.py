@@ -201,14 +201,18 @@ def test_task_graph_runs_a_follow_up_task_through_its_question_to_verdicts(clien
 
 
 def test_task_graph_runs_a_suite_task_by_id_with_a_json_context(client: Any) -> None:
+    """The README's worked example: the replay model on a sample follow-up task."""
     thread = client.threads.create()["thread_id"]
-    state = client.runs.wait(thread, "task", input={"task_id": "ht-finance-stockchart"},
-                             context={"model": "replay", "max_tool_rounds": 5})
-    task = load_tasks("sample", task_id="ht-finance-stockchart")[0]
+    client.runs.wait(thread, "task", input={"task_id": "fu-medical-labs"}, context={"model": "replay"})
+    task = load_tasks("sample", task_id="fu-medical-labs")[0]
+    [pending] = client.threads.get_state(thread)["interrupts"]
+    assert pending["value"]["question"] == task.turns[0].golden_answer
+    state = client.runs.wait(thread, "task", command={"resume": ""}, context={"model": "replay"})
     assert state["answers"] == [t.golden_answer for t in task.turns]
+    assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
     assert state["episode"]["model"] == "replay"
-    assert state["grade"]["passed"] is True and state["grade"]["graded"] is True
-    assert len(state["grade"]["verdicts"]) == len(task.rubrics)
+    assert state["grade"]["passed"] is True and state["grade"]["score"] == 1.0
+    assert [v["rubric_id"] for v in state["grade"]["verdicts"]] == [r.id for _, r in task.rubrics]
 
 
 def test_bad_inputs_fail_the_run_with_a_clear_error(client: Any) -> None:

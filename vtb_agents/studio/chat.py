@@ -32,7 +32,7 @@ from vtb_agents.strategies.base import TurnOutcome
 from vtb_agents.studio.context import StudioContext, context_of
 from vtb_agents.studio.inputs import ingest_message, thread_images, user_image_count
 from vtb_agents.studio.sessions import SESSIONS
-from vtb_agents.studio.turns import make_answer_node, reply_message, thread_id
+from vtb_agents.studio.turns import make_turn_node, reply_message, thread_id
 
 
 class ChatInput(TypedDict):
@@ -100,7 +100,7 @@ def build_chat_graph(category: str) -> CompiledStateGraph:
         raise ValueError(f"unknown category {category!r}: choose one of {', '.join(CATEGORIES)}")
     builder = StateGraph(ChatState, context_schema=StudioContext, input_schema=ChatInput, output_schema=ChatOutput)
     builder.add_node("ingest", ingest)
-    builder.add_node("turn", make_answer_node(category, chat=True))
+    builder.add_node("turn", make_turn_node(category, chat=True))
     builder.add_edge(START, "ingest")
     builder.add_edge("ingest", "turn")
     if category in CLARIFYING:

@@ -88,6 +88,13 @@ class SessionRegistry:
             with self._lock:
                 session.busy -= 1
 
+    def discard(self, thread_id: str) -> None:
+        """Close ``thread_id``'s sandbox if it has one (a new task on the thread starts afresh)."""
+        with self._lock:
+            session = self._sessions.get(thread_id)
+            if session is not None and session.busy == 0:
+                self._close(thread_id)
+
     def close_all(self) -> None:
         """Close every open sandbox (at process exit)."""
         with self._lock:

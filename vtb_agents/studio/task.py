@@ -37,7 +37,7 @@ from vtb_agents.studio.context import StudioContext, context_of, resources_for
 from vtb_agents.studio.grading import build_studio_grading_graph
 from vtb_agents.studio.inputs import task_from_json, thread_images
 from vtb_agents.studio.sessions import SESSIONS, thread_artifacts
-from vtb_agents.studio.turns import make_answer_node, reply_message, thread_id
+from vtb_agents.studio.turns import make_turn_node, reply_message, thread_id
 from vtb_agents.tasks.model import Task
 
 
@@ -98,9 +98,11 @@ def stored_task(state: TaskState, config: RunnableConfig) -> Task:
 
 
 def load(state: TaskState, config: RunnableConfig, runtime: Runtime[StudioContext]) -> dict[str, Any]:
-    """Resolve the task, store its images with the thread and start from a clean conversation."""
+    """Resolve the task, store its images with the thread and start from a clean conversation and,
+    as every task of ``vtb run`` does, a fresh sandbox."""
     task = resolve_task(state, context_of(runtime.context))
     artifacts = thread_artifacts(thread_id(config))
+    SESSIONS.discard(thread_id(config))
     return {"task": task.model_dump(mode="json"), "task_id": task.id,
             "images": [artifacts.put(image.read_bytes()) for image in task.images],
             "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "turn": 0, "num_turns": len(task.turns),
@@ -167,7 +169,7 @@ def build_task_graph() -> CompiledStateGraph:
     builder = StateGraph(TaskState, context_schema=StudioContext, input_schema=TaskInput, output_schema=TaskOutput)
     builder.add_node("load", load)
     builder.add_node("open_turn", open_turn)
-    builder.add_node("turn", make_answer_node(None, chat=False))
+    builder.add_node("turn", make_turn_node(None, chat=False))
     builder.add_node("close_turn", close_turn)
     builder.add_node("ask", ask)
     builder.add_node("finish", finish)

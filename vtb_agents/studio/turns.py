@@ -58,15 +58,15 @@ def reply_message(reply: Any, what: str) -> HumanMessage:
     raise ValueError(f"{what}: resume with your reply as text, a user message or a list of content blocks")
 
 
-def make_answer_node(category: str | None, *, chat: bool) -> Callable[..., dict[str, Any]]:
-    """The ``answer`` node: one turn through the category graph (``category``, or the task's).
+def make_turn_node(category: str | None, *, chat: bool) -> Callable[..., dict[str, Any]]:
+    """The ``turn`` node: one turn through the category graph (``category``, or the task's).
 
     With a fixed ``category`` the graph around the default strategy is compiled here, so Studio
     draws it inside the node; another strategy's graph is compiled once per run context.
     """
     drawn = build_category_graph(category) if category is not None else None
 
-    def answer(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[StudioContext]) -> dict[str, Any]:
+    def turn(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[StudioContext]) -> dict[str, Any]:
         ctx = context_of(runtime.context)
         resources = resources_for(ctx, chat=chat)
         task = Task.model_validate(state["task"]) if "task" in state and state["task"] else None
@@ -82,7 +82,7 @@ def make_answer_node(category: str | None, *, chat: bool) -> Callable[..., dict[
             )
         return {"messages": out["messages"], "status": out.get("status", "answered")}
 
-    return answer
+    return turn
 
 
 def live_context(ctx: StudioContext, resources: RunResources, session: Session, task: Task | None) -> EpisodeContext:
