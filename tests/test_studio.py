@@ -63,6 +63,10 @@ def test_context_defaults_come_from_the_environment(monkeypatch):
     assert context_of({"max_tool_rounds": 3}).episode_settings().max_tool_rounds == 3
     monkeypatch.delenv("VTB_MODEL")
     assert context_of({}).model == "replay"
+    with pytest.raises(ValueError, match="context field 'max_tool_rounds': .*integer.*'many'"):
+        context_of({"max_tool_rounds": "many"})
+    with pytest.raises(ValueError, match="context field 'prompt_level'"):
+        context_of(StudioContext(prompt_level="extreme"))  # as LangGraph builds it: unchecked
 
 
 def test_chat_graphs_refuse_the_replay_model_with_a_clear_error():

@@ -23,12 +23,10 @@ import httpx
 import pytest
 from PIL import Image, ImageDraw
 
+from langgraph_sdk import get_sync_client
 from openai_server import OpenAIServer
 from scripted_vision import QUESTION, VisionModel, _images
 from vtb_agents.api import load_tasks
-
-pytest.importorskip("langgraph_api", reason="langgraph-cli[inmem] (the dev extra) is not installed")
-from langgraph_sdk import get_sync_client  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = json.loads((ROOT / "langgraph.json").read_text())["graphs"]
@@ -216,14 +214,17 @@ def test_task_graph_runs_a_suite_task_by_id_with_a_json_context(client: Any) -> 
 
 
 def test_bad_inputs_fail_the_run_with_a_clear_error(client: Any) -> None:
-    for graph_id, payload, expected in [
-        ("task", {"task_id": "no-such-task"}, "task_id 'no-such-task': no such task in suite 'sample'"),
+    chat = {"messages": [user_message("What number is it?")]}
+    for graph_id, payload, context, expected in [
+        ("task", {"task_id": "no-such-task"}, None, "task_id 'no-such-task': no such task in suite 'sample'"),
         ("region_switch", {"messages": [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]}, "does not download"),
-        ("grading", {"task": load_tasks("sample")[0].model_dump(mode="json"), "answers": []}, "one answer per turn"),
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]}, None, "does not download"),
+        ("grading", {"task": load_tasks("sample")[0].model_dump(mode="json"), "answers": []}, None, "one answer per turn"),
+        ("temporal", chat, {"max_tool_rounds": "many"}, "context field 'max_tool_rounds'"),
+        ("hybrid_tool", chat, {"model": "replay"}, "use the 'task' graph"),
     ]:
         thread = client.threads.create()["thread_id"]
-        run = client.runs.create(thread, graph_id, input=payload)
+        run = client.runs.create(thread, graph_id, input=payload, context=context)
         client.runs.join(thread, run["run_id"])
         assert client.runs.get(thread, run["run_id"])["status"] == "error"
         error = client.threads.get(thread)["error"]

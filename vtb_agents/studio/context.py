@@ -11,9 +11,11 @@ context works: ``model`` from ``$VTB_MODEL`` (else ``replay``), ``judge`` from `
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Literal
+
+from pydantic import TypeAdapter, ValidationError
 
 from vtb_agents.episodes.driver import EpisodeSettings
 from vtb_agents.judges import RubricJudge, load_judge
@@ -79,11 +81,19 @@ class StudioContext:
                          tools_mode=self.tools_mode, tools_cache=self.tools_cache, episode=self.episode_settings())
 
 
+_CHECK = TypeAdapter(StudioContext)
+
+
 def context_of(value: StudioContext | dict | None) -> StudioContext:
-    """The run's context with defaults filled in (the server passes None or a dict when none is given)."""
-    if isinstance(value, StudioContext):
-        return value
-    return StudioContext(**(value or {}))
+    """The run's context, defaults filled in and every field checked (LangGraph builds the object
+    from the client's JSON unchecked); a bad value raises ValueError naming the field."""
+    data = asdict(value) if isinstance(value, StudioContext) else (value or {})
+    try:
+        return _CHECK.validate_python(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"context field {where!r}: {first['msg']} (got {first.get('input')!r})") from None
 
 
 @lru_cache(maxsize=8)
