@@ -138,6 +138,24 @@ def test_category_graph_answers_a_chat_message_with_an_image(client: Any, model_
     assert seen == [(400, 300), (300, 200)]  # the user's image, then the crop the tool saved
 
 
+def test_a_thread_keeps_its_turns_and_streams_the_category_graph_steps(client: Any, model_server: OpenAIServer) -> None:
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "temporal", input={"messages": [user_message("What number is it?")]})
+    sent = len(model_server.requests)
+    parts = list(client.runs.stream(thread, "temporal", input={"messages": [user_message("And now?")]},
+                                    stream_mode="updates", stream_subgraphs=True))
+    inner = [p.data for p in parts if p.event.startswith("updates|turn:")]
+    assert {"model", "vision_tools", "observe"} <= {node for update in inner for node in update}
+    state = client.threads.get_state(thread)["values"]
+    second = next(m for m in state["messages"] if m.get("id") == "turn-1")
+    assert {"type": "text", "text": "[image_1.png]"} in second["content"]  # images are numbered across the thread
+    call = json.loads(model_server.requests[sent + 1]["messages"][-3]["tool_calls"][0]["function"]["arguments"])
+    assert "Image.open('image_1.png')" in call["code"]  # the model cropped the new image...
+    tools = [m for m in state["messages"] if m["type"] == "tool"]
+    assert len(tools) == 2 and '"ok": true' in tools[1]["content"]  # ...which the thread's sandbox holds
+    assert last_ai_text(state) == "Final answer: 42."
+
+
 def test_follow_up_graph_pauses_on_a_question_and_resumes_with_plain_text(client: Any, model_server: OpenAIServer) -> None:
     thread = client.threads.create()["thread_id"]
     state = client.runs.wait(thread, "follow_up", input={"messages": [user_message(AMBIGUOUS)]})
