@@ -1,35 +1,147 @@
-"""langgraph.json: every entry point loads the way the LangGraph server loads it, and draws."""
+"""langgraph.json and the Studio graphs' parts: entry points load as the server loads them, draw
+the graphs ``vtb run`` uses inside them, take a JSON context, and keep one sandbox per thread.
+(Runs over the LangGraph API: tests/test_studio_server.py.)"""
 
 from __future__ import annotations
 
-import importlib.util
+import base64
+import importlib
+import io
 import json
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langgraph.graph.state import CompiledStateGraph
+from PIL import Image
+
+from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.studio.context import StudioContext, context_of, resources_for
+from vtb_agents.studio.inputs import block_image, ingest_message, task_from_json, thread_images, user_image_count
+from vtb_agents.studio.sessions import SessionRegistry
+from vtb_agents.tasks.errors import TaskLoadError
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRIES = json.loads((ROOT / "langgraph.json").read_text())["graphs"]
 
 
 def load_entry(spec: str) -> object:
-    path, _, attr = spec.partition(":")
-    module_spec = importlib.util.spec_from_file_location(f"studio_{attr}", ROOT / path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return getattr(module, attr)
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
-def test_every_category_is_exposed():
-    assert set(ENTRIES) == {"region_switch", "hybrid_tool", "follow_up", "temporal", "progressive", "grading"}
+def png(size: tuple[int, int] = (8, 6)) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", size, "red").save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_every_category_the_grading_and_the_task_graph_are_exposed():
+    assert set(ENTRIES) == {"region_switch", "hybrid_tool", "follow_up", "temporal", "progressive", "grading", "task"}
 
 
 @pytest.mark.parametrize("name", sorted(ENTRIES))
-def test_entry_point_loads_and_draws(name):
+def test_entry_point_loads_draws_and_has_a_json_context(name):
     graph = load_entry(ENTRIES[name])
-    assert isinstance(graph, CompiledStateGraph) and graph.name in (name, "vtb_grading")
-    mermaid = graph.get_graph(xray=True).draw_mermaid()
-    expected = {"judge_rubric", "aggregate"} if name == "grading" else {"model", "vision_tools", "general_tools", "observe"}
-    assert all(node in mermaid for node in expected)
-    assert ("clarify" in mermaid) == (name == "follow_up")
+    assert isinstance(graph, CompiledStateGraph) and graph.name == name
+    drawing = graph.get_graph(xray=True)
+    nodes = {node.split(":")[-1] for node in drawing.nodes}
+    expected = {"grading": {"judge_rubric", "aggregate"}, "task": {"load", "open_turn", "turn", "ask", "judge_rubric"}}
+    assert expected.get(name, {"ingest", "model", "vision_tools", "observe"}) <= nodes
+    assert ("clarify" in nodes) == (name == "follow_up")  # the follow-up category graph, drawn inside
+    drawing.draw_mermaid()
+    schema = graph.get_context_jsonschema()
+    json.dumps(schema)
+    assert {"model", "judge", "strategy", "sandbox", "max_tool_rounds", "prompt_level"} <= set(schema["properties"])
+
+
+def test_context_defaults_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv("VTB_MODEL", "openai:gpt-4o-mini")
+    monkeypatch.delenv("VTB_JUDGE", raising=False)
+    ctx = context_of(None)
+    assert (ctx.model, ctx.judge, ctx.tasks, ctx.strategy) == ("openai:gpt-4o-mini", "rule", "sample", "react")
+    assert context_of({"max_tool_rounds": 3}).episode_settings().max_tool_rounds == 3
+    monkeypatch.delenv("VTB_MODEL")
+    assert context_of({}).model == "replay"
+    with pytest.raises(ValueError, match="context field 'max_tool_rounds': .*integer.*'many'"):
+        context_of({"max_tool_rounds": "many"})
+    with pytest.raises(ValueError, match="context field 'prompt_level'"):
+        context_of(StudioContext(prompt_level="extreme"))  # as LangGraph builds it: unchecked
+
+
+def test_chat_graphs_refuse_the_replay_model_with_a_clear_error():
+    with pytest.raises(ValueError, match="use the 'task' graph"):
+        resources_for(StudioContext(model="replay"), chat=True)
+    with pytest.raises(ValueError, match="unknown strategy 'nope'"):
+        resources_for(StudioContext(model="replay", strategy="nope"), chat=False)
+
+
+def test_image_blocks_of_every_common_shape_are_read_and_urls_refused():
+    data = png()
+    b64 = base64.b64encode(data).decode()
+    shapes = [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{b64}"}},
+              {"type": "image_url", "image_url": f"data:image/png;base64,{b64}"},
+              {"type": "image", "base64": b64, "mime_type": "image/png"},
+              {"type": "image", "source_type": "base64", "data": b64, "mime_type": "image/png"},
+              {"type": "image", "url": f"data:image/png;base64,{b64}"}]
+    assert all(block_image(block, "b") == data for block in shapes)
+    assert block_image({"type": "text", "text": "hi"}, "b") is None
+    with pytest.raises(ValueError, match="does not download"):
+        block_image({"type": "image_url", "image_url": {"url": "http://example.com/x.png"}}, "block 2")
+    with pytest.raises(ValueError, match="block 3: not base64"):
+        block_image({"type": "image", "base64": "***"}, "block 3")
+
+
+def test_ingest_places_images_under_the_next_free_names(tmp_path):
+    store = ArtifactStore(tmp_path)
+    placed = {}
+
+    def place(name, data):
+        placed[name] = data
+        return [{"type": "text", "text": f"[{name}]"}, {"type": "image_ref", "ref": store.put(data), "name": name}]
+
+    url = "data:image/png;base64," + base64.b64encode(png()).decode()
+    message = HumanMessage(content=[{"type": "text", "text": "compare"}, {"type": "image_url", "image_url": {"url": url}},
+                                    {"type": "image_url", "image_url": {"url": url}}])
+    turn = ingest_message(message, 2, place, "turn-1")
+    assert turn.id == "turn-1" and sorted(placed) == ["image_2.png", "image_3.png"]
+    assert [b.get("text") for b in turn.content if b["type"] == "text"] == ["compare", "[image_2.png]", "[image_3.png]"]
+    assert [name for name, _ in thread_images([turn])] == ["image_2.png", "image_3.png"]
+    assert user_image_count([turn]) == 2
+
+
+def test_inline_task_needs_its_images_as_base64_and_names_bad_fields():
+    data = {"id": "t1", "category": "Region Switch Q&A", "domain": "finance",
+            "images": [{"file": "image_0.png", "data": base64.b64encode(png()).decode()}],
+            "turns": [{"prompt": "What is it?", "images": [0], "golden_answer": "red", "rubrics": {
+                "r1": {"description": "Says red", "weight": 5, "check": {"type": "contains_any", "values": ["red"]}}}}]}
+    task = task_from_json(data)
+    assert task.images[0].read_bytes() == png() and task.category == "region_switch"
+    with pytest.raises(TaskLoadError, match=r"images\.0\.data"):
+        task_from_json({**data, "images": [{"file": "image_0.png"}]})
+    assert task_from_json({**data, "images": [{"file": "image_0.png"}]}, with_images=False).id == "t1"
+    with pytest.raises(TaskLoadError, match="turn 1.*prompt"):
+        task_from_json({**data, "turns": [{"images": [0]}]})
+
+
+def test_a_thread_keeps_its_sandbox_and_a_lost_one_comes_back_with_the_thread_images(tmp_path, monkeypatch):
+    monkeypatch.setenv("VTB_STUDIO_DIR", str(tmp_path))
+    registry = SessionRegistry(max_open=1)
+    with registry.use("t1", "local") as session:
+        session.sandbox.put_file("image_0.png", png())
+        session.sandbox.run("x = 41")
+        ref = session.artifacts.put(png())
+        first = session.sandbox
+    with registry.use("t1", "local") as session:
+        assert session.sandbox is first and "42" in session.sandbox.run("print(x + 1)").stdout
+    with registry.use("t2", "local"):  # room for one: t1's idle sandbox is closed
+        assert registry.open_threads() == ["t2"]
+    with registry.use("t1", "local", [("image_0.png", ref)]) as session:
+        assert session.sandbox is not first and "image_0.png" in session.sandbox.list_files()
+        assert (tmp_path / "t1" / "artifacts").is_dir()
+    registry.discard("t1")  # a new task on the thread: a fresh sandbox
+    assert registry.open_threads() == []
+    with registry.use("t3", "local"):
+        pass
+    registry.close_all()
+    assert registry.open_threads() == []

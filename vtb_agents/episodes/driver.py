@@ -61,12 +61,28 @@ def turn_message(task: Task, turn: int, sandbox: Sandbox, artifacts: ArtifactSto
     to the sandbox."""
     blocks: list[Any] = [{"type": "text", "text": task.turns[turn].prompt if text is None else text}]
     for index in task.turns[turn].images:
-        name = task.image_name(index)
-        data = to_png(task.images[index].read_bytes())
-        sandbox.put_file(name, data)
-        blocks.append({"type": "text", "text": f"[{name}]"})
-        blocks.append(image_ref_block(artifacts.put(data), name))
+        blocks += place_image(task.image_name(index), task.images[index].read_bytes(), sandbox, artifacts)
     return HumanMessage(content=blocks, id=turn_message_id(turn))
+
+
+def place_image(name: str, data: bytes, sandbox: Sandbox, artifacts: ArtifactStore) -> list[dict[str, Any]]:
+    """Put one image (as PNG) into the sandbox as ``name`` and return the blocks that show it in a
+    user message: a ``[name]`` label and the image's artifact reference."""
+    png = to_png(data)
+    sandbox.put_file(name, png)
+    return [{"type": "text", "text": f"[{name}]"}, image_ref_block(artifacts.put(png), name)]
+
+
+def episode_context(model: BaseChatModel | None, tools: Sequence[BaseTool], sandbox: Sandbox,
+                    artifacts: ArtifactStore, settings: EpisodeSettings) -> EpisodeContext:
+    """The runtime context of one episode: ``tools`` with their code tools bound to ``sandbox``,
+    the system prompt of the settings' prompt level and their limits."""
+    return EpisodeContext(
+        model=model, sandbox=sandbox, artifacts=artifacts, system_prompt=system_prompt(settings.prompt_level),
+        tools=bind_episode_tools(tools, sandbox, artifacts, settings.code_timeout_s),
+        max_tool_rounds=settings.max_tool_rounds, max_image_side=settings.max_image_side,
+        code_timeout_s=settings.code_timeout_s, native_tool_images=settings.native_tool_images,
+    )
 
 
 def turn_record(messages: Sequence[AnyMessage], turn: int, status: TurnStatus) -> TurnRecord:
@@ -116,12 +132,7 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
     """
     resumer = resumer or ScriptedResumer()
     graph = graph or build_category_graph(task.category, strategy, checkpointer=checkpointer or InMemorySaver())
-    context = EpisodeContext(
-        model=model, sandbox=sandbox, artifacts=artifacts, system_prompt=system_prompt(settings.prompt_level),
-        tools=bind_episode_tools(tools, sandbox, artifacts, settings.code_timeout_s),
-        max_tool_rounds=settings.max_tool_rounds, max_image_side=settings.max_image_side,
-        code_timeout_s=settings.code_timeout_s, native_tool_images=settings.native_tool_images,
-    )
+    context = episode_context(model, tools, sandbox, artifacts, settings)
     config: dict[str, Any] = {
         "configurable": {"thread_id": task.id},
         "recursion_limit": recursion_limit(settings.max_tool_rounds),

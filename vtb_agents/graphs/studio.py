@@ -1,19 +1,21 @@
-"""The category graphs and the grading graph as module-level objects, for ``langgraph dev`` / Studio.
+"""The graphs ``langgraph dev`` / Studio serve (``langgraph.json`` points here), ready to run.
 
-``langgraph.json`` points here. The graphs are compiled without a checkpointer (the LangGraph
-server brings its own) around the default strategy. Running a graph needs an
-:class:`~vtb_agents.strategies.base.EpisodeContext` (model, sandbox, artifact store), which the
-episode driver (``vtb run``) builds per task.
+Each takes a JSON context (:class:`~vtb_agents.studio.context.StudioContext`: model spec, judge,
+strategy, sandbox kind, limits; defaults from ``VTB_MODEL`` / ``VTB_JUDGE``) and resolves it into
+the live objects ``vtb run`` would build. The five category graphs are chat graphs
+(``{"messages": [...]}``, images as image content blocks) around the same category graphs ``vtb run``
+uses; ``grading`` takes ``{"task", "answers"}`` and returns verdicts and score; ``task`` runs a
+whole task (``{"task_id"}`` or ``{"task"}``) and ends with its grade. See :mod:`vtb_agents.studio`.
 """
 
 from __future__ import annotations
 
-from vtb_agents.graphs.categories import build_category_graph
-from vtb_agents.graphs.grading import build_grading_graph
+from vtb_agents.studio import build_chat_graph, build_studio_grading_graph, build_task_graph
 
-region_switch = build_category_graph("region_switch")
-hybrid_tool = build_category_graph("hybrid_tool")
-follow_up = build_category_graph("follow_up")
-temporal = build_category_graph("temporal")
-progressive = build_category_graph("progressive")
-grading = build_grading_graph()
+region_switch = build_chat_graph("region_switch")
+hybrid_tool = build_chat_graph("hybrid_tool")
+follow_up = build_chat_graph("follow_up")
+temporal = build_chat_graph("temporal")
+progressive = build_chat_graph("progressive")
+grading = build_studio_grading_graph()
+task = build_task_graph()
