@@ -17,6 +17,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from .cgroup import _alive  # the same "is that owner still running" test as orphaned cgroups
 from .isolation import SANDBOX_ID
 
 _log = logging.getLogger(__name__)
@@ -51,13 +52,3 @@ def remove_leftovers(prefix: str, parent: str) -> list[str]:
     if removed:
         _log.info("removed %d sandbox folder(s) left by killed runs in %s", len(removed), parent)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
