@@ -20,12 +20,13 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from PIL import Image
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.graphs.agent import build_agent_graph, recursion_limit
-from vtb_agents.graphs.materialize import materialize_messages
-from vtb_agents.graphs.state import EpisodeContext
+from vtb_agents.graphs.categories import build_category_graph
+from vtb_agents.strategies.loop import recursion_limit
+from vtb_agents.strategies.observe import materialize_messages
+from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks import load_tasks
-from vtb_agents.tools import select_tools
+from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.sandbox import open_sandbox
 
 ROUNDS, IMAGES, SIZE = 10, 5, (2000, 1500)
@@ -65,15 +66,15 @@ def main() -> None:
                                          "name": "image_0.png"}], id="turn-0")
         connection = sqlite3.connect(Path(tmp) / "checkpoints.sqlite", check_same_thread=False)
         saver = SqliteSaver(connection)
-        graph = build_agent_graph(select_tools(), checkpointer=saver)
+        graph = build_category_graph("region_switch", checkpointer=saver)
         context = EpisodeContext(model=ScriptedChatModel(replies=script()), sandbox=sandbox, artifacts=artifacts,
-                                 system_prompt="bench", max_image_side=SIZE[0])
+                                 tools=bind_episode_tools(select_tools(), sandbox, artifacts), system_prompt="bench", max_image_side=SIZE[0])
         config = {"configurable": {"thread_id": "refs"}, "recursion_limit": recursion_limit(20)}
         state = graph.invoke({"messages": [opening], "turn": 0, "num_turns": 1}, config, context=context)
         inline = materialize_messages(state["messages"], artifacts, max_side=SIZE[0])
-        inline_graph = build_agent_graph(select_tools(), checkpointer=saver)
-        # Written as the round_cap node's update: its only edge is to END, so no routing runs.
-        inline_graph.update_state({"configurable": {"thread_id": "base64"}}, {"messages": inline}, as_node="round_cap")
+        inline_graph = build_category_graph("region_switch", checkpointer=saver)
+        # Written as the answer node's update: in a region_switch graph its only edge is to END.
+        inline_graph.update_state({"configurable": {"thread_id": "base64"}}, {"messages": inline}, as_node="answer")
         refs, b64 = checkpoint_bytes(saver, "refs"), checkpoint_bytes(saver, "base64")
         connection.close()
     print(f"rounds={ROUNDS} images={IMAGES + 1} ({SIZE[0]}x{SIZE[1]})")

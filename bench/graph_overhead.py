@@ -21,10 +21,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.graphs.agent import build_agent_graph, recursion_limit
-from vtb_agents.graphs.state import EpisodeContext
+from vtb_agents.graphs.categories import build_category_graph
+from vtb_agents.strategies.loop import recursion_limit
+from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.models.scripted import ScriptedChatModel
-from vtb_agents.tools import select_tools
+from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.calculator import calculator
 from vtb_agents.tools.sandbox import open_sandbox
 
@@ -51,9 +52,9 @@ def bare() -> float:
 
 
 def through_graph(checkpointer, sandbox, artifacts, thread: str) -> float:
-    graph = build_agent_graph(select_tools(), checkpointer=checkpointer)
+    graph = build_category_graph("region_switch", checkpointer=checkpointer)
     context = EpisodeContext(model=ScriptedChatModel(replies=replies()), sandbox=sandbox, artifacts=artifacts,
-                             system_prompt="bench", max_tool_rounds=ROUNDS)
+                             tools=bind_episode_tools(select_tools(), sandbox, artifacts), system_prompt="bench", max_tool_rounds=ROUNDS)
     config = {"configurable": {"thread_id": thread}, "recursion_limit": recursion_limit(ROUNDS)}
     start = time.perf_counter()
     state = graph.invoke({"messages": [HumanMessage("go", id="turn-0")], "turn": 0, "num_turns": 1}, config,

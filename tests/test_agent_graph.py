@@ -1,4 +1,5 @@
-"""The agent graph with a real sandbox and a scripted model: observations, errors, the round cap."""
+"""The react turn graph (the tool loop) with a real sandbox and a scripted model: observations, errors,
+the round cap."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from vtb_agents.artifacts import IMAGE_REF_TYPE
-from vtb_agents.graphs.agent import build_agent_graph, recursion_limit
-from vtb_agents.graphs.state import EpisodeContext
 from vtb_agents.models.scripted import ScriptedChatModel
-from vtb_agents.tools import select_tools
+from vtb_agents.strategies.base import EpisodeContext
+from vtb_agents.strategies.loop import recursion_limit
+from vtb_agents.strategies.react import build_react_graph
+from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.sandbox import open_sandbox
 
 CROP = ("from PIL import Image\nim = Image.new('RGB', (200, 100), 'red')\n"
@@ -25,9 +27,10 @@ def call(name: str, call_id: str, **args) -> dict:
 def run_graph(model, artifacts, max_tool_rounds=20, prompt="Look at the image.", native=False):
     with open_sandbox("local") as sandbox:
         context = EpisodeContext(model=model, sandbox=sandbox, artifacts=artifacts, system_prompt="sys",
+                                 tools=bind_episode_tools(select_tools(), sandbox, artifacts),
                                  max_tool_rounds=max_tool_rounds, native_tool_images=native)
-        graph = build_agent_graph(select_tools())
-        state = graph.invoke({"messages": [HumanMessage(prompt, id="turn-0")], "turn": 0, "tool_rounds": 0},
+        graph = build_react_graph()
+        state = graph.invoke({"messages": [HumanMessage(prompt, id="turn-0")], "tool_rounds": 0},
                              {"recursion_limit": recursion_limit(max_tool_rounds)}, context=context)
     return state
 
@@ -80,16 +83,23 @@ def test_tool_errors_go_back_to_the_model(artifacts):
     assert state["status"] == "answered"
 
 
-def test_round_cap_is_a_recorded_outcome(artifacts):
-    model = ScriptedChatModel(script=lambda messages: AIMessage(
-        "", tool_calls=[call("calculator", f"k{len(messages)}", expression="1+1")]))
+def test_round_cap_is_a_recorded_outcome_and_the_model_answers_without_tools(artifacts):
+    def script(messages):
+        if any(isinstance(m, ToolMessage) and "limit of 3 tool rounds" in m.text for m in messages):
+            return AIMessage("Final: 2.")
+        return AIMessage("", tool_calls=[call("calculator", f"k{len(messages)}", expression="1+1")])
+
+    model = ScriptedChatModel(script=script)
     state = run_graph(model, artifacts, max_tool_rounds=3)
     assert state["status"] == "tool_round_cap" and state["tool_rounds"] == 3
-    last_ai = [m for m in state["messages"] if isinstance(m, AIMessage)][-1]
-    closing = state["messages"][-1]
-    assert isinstance(closing, ToolMessage) and closing.tool_call_id == last_ai.tool_calls[0]["id"]
+    calling = [m for m in state["messages"] if isinstance(m, AIMessage) and m.tool_calls]
+    closing, final = state["messages"][-2:]
+    assert isinstance(closing, ToolMessage) and closing.tool_call_id == calling[-1].tool_calls[0]["id"]
     assert closing.status == "error" and "limit of 3 tool rounds" in closing.content
-    assert len(model.calls) == 4
+    # One last call without tools asks for the final answer (the paper's loop ends with an answer).
+    assert isinstance(final, AIMessage) and final.content == "Final: 2." and not final.tool_calls
+    assert len(model.calls) == 5
+    assert not any(isinstance(m, ToolMessage) for m in model.calls[-1][:1])
 
 
 @pytest.mark.parametrize("max_rounds", [1, 20])
@@ -124,14 +134,15 @@ def test_a_user_can_edit_the_model_turn_with_update_state_and_resume(artifacts):
     from langgraph.checkpoint.memory import InMemorySaver
 
     model = ScriptedChatModel(replies=[AIMessage("The answer is 42.")])
-    graph = build_agent_graph(select_tools(), checkpointer=InMemorySaver())
+    graph = build_react_graph().copy(update={"checkpointer": InMemorySaver()})
     config = {"configurable": {"thread_id": "edited"}}
     edited = AIMessage("", tool_calls=[call("calculator", "e1", expression="6*7")])
     graph.update_state(config, {"messages": [HumanMessage("What is 6 x 7?", id="turn-0"), edited],
-                                "turn": 0, "tool_rounds": 0, "status": "running"}, as_node="model")
+                                "tool_rounds": 0, "status": "running"}, as_node="model")
     assert graph.get_state(config).next == ("general_tools",)
     with open_sandbox("local") as sandbox:
-        context = EpisodeContext(model=model, sandbox=sandbox, artifacts=artifacts, system_prompt="sys")
+        context = EpisodeContext(model=model, sandbox=sandbox, artifacts=artifacts, system_prompt="sys",
+                                 tools=bind_episode_tools(select_tools(), sandbox, artifacts))
         state = graph.invoke(None, config, context=context)
     result = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert result.tool_call_id == "e1" and json.loads(result.content)["result"] == 42

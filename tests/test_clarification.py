@@ -8,7 +8,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from conftest import write_task
-from vtb_agents.graphs.episode import run_episode
+from vtb_agents.episodes.driver import run_episode
 from vtb_agents.graphs.resumers import HumanResumer, SimulatedResumer, load_resumer
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks.local import load_task_dir
@@ -30,7 +30,7 @@ def follow_up_task(tmp_path):
 
 
 def run(task, model, artifacts, resumer=None, history="golden"):
-    from vtb_agents.graphs.episode import EpisodeSettings
+    from vtb_agents.episodes.driver import EpisodeSettings
 
     with open_sandbox("local") as sandbox:
         return run_episode(task, model, select_tools(), sandbox=sandbox, artifacts=artifacts, model_name="m",

@@ -8,7 +8,7 @@ from pathlib import Path
 from langchain_core.messages import AIMessage, HumanMessage
 
 from conftest import write_task
-from vtb_agents.graphs.episode import EpisodeSettings, run_episode
+from vtb_agents.episodes.driver import EpisodeSettings, run_episode
 from vtb_agents.models import ReplayChatModel
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks.local import load_task_dir

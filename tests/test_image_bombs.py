@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.tools.python_tools import bound_code_tools
+from vtb_agents.tools.python_tools import bind_code_tools
 from vtb_agents.tools.sandbox import open_sandbox
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -25,12 +25,12 @@ HOST = """
 import json, resource, sys
 from pathlib import Path
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.tools.python_tools import bound_code_tools
+from vtb_agents.tools.python_tools import bind_code_tools
 from vtb_agents.tools.sandbox import open_sandbox
 
 artifacts = ArtifactStore(Path(sys.argv[1]))
 with open_sandbox("local") as sandbox:
-    vision = bound_code_tools(sandbox, artifacts)[0]
+    vision = bind_code_tools(sandbox, artifacts)[0]
     message = vision.invoke({"type": "tool_call", "id": "c1", "name": vision.name, "args": {"code": sys.argv[2]}})
     for image in message.artifact["images"]:  # what the model node sends: small images, encoded
         artifacts.encoded(image["ref"], 2048)
@@ -57,7 +57,7 @@ def test_three_13000_pixel_pngs_are_refused_and_host_memory_stays_bounded(tmp_pa
 
 def test_an_image_within_the_limit_is_still_shown(tmp_path):
     with open_sandbox("local") as sandbox:
-        vision = bound_code_tools(sandbox, ArtifactStore(tmp_path))[0]
+        vision = bind_code_tools(sandbox, ArtifactStore(tmp_path))[0]
         message = vision.invoke({"type": "tool_call", "id": "c1", "name": vision.name, "args": {
             "code": "from PIL import Image\nImage.new('L', (7000, 7000)).save('transformed_image_0.png')"}})
     assert message.status == "success"

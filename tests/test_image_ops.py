@@ -345,9 +345,9 @@ def test_corpus_is_large_enough_and_ordered() -> None:
 
 def test_detail_flags_parse_error_only_for_unparsable_code() -> None:
     bad = classify_image_ops_detail("img.crop((0, 0, 1, 1)\n")
-    assert bad == ImageOpsResult(["other"], parse_error=True)
+    assert bad == ImageOpsResult(["other"], parse_error=True, counts={"other": 1})
     good = classify_image_ops_detail("img.crop((0, 0, 1, 1))\n")
-    assert good == ImageOpsResult(["cropping"], parse_error=False)
+    assert good == ImageOpsResult(["cropping"], parse_error=False, counts={"cropping": 1})
     assert classify_image_ops_detail("print('hi')").parse_error is False
 
 
@@ -382,7 +382,8 @@ def test_cvtcolor_to_gray_is_other_but_bgr_rgb_is_not() -> None:
     assert classify_image_ops(code.replace("BGR2RGB", "BGR2HSV")) == ["cropping", "other"]
 
 
-def test_count_image_ops_counts_each_op_once_per_call() -> None:
+def test_count_image_ops_counts_each_operation() -> None:
+    """The paper counts operations: two crops in one call count two (README "Metrics")."""
     codes = [
         "img.crop((0, 0, 1, 1))\nimg.crop((1, 1, 2, 2))",
         "img.crop((0, 0, 1, 1)).resize((5, 5))",
@@ -391,7 +392,7 @@ def test_count_image_ops_counts_each_op_once_per_call() -> None:
         "this is ( not python",
     ]
     assert count_image_ops(codes) == {
-        "cropping": 2, "resizing": 1, "rotation": 0, "flipping": 1,
+        "cropping": 3, "resizing": 1, "rotation": 0, "flipping": 1,
         "brightness": 0, "contrast": 0, "editing": 0, "other": 2,
     }
 

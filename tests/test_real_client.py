@@ -17,7 +17,7 @@ from PIL import Image
 from openai_server import OpenAIServer
 from scripted_vision import QUESTION, VisionModel, _image_names, _images, _texts
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.graphs.episode import run_episode
+from vtb_agents.episodes.driver import run_episode
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.runner.store import ResultsStore
 from vtb_agents.tasks import load_tasks

@@ -17,10 +17,10 @@ from langchain_openai import ChatOpenAI
 
 from conftest import write_task
 from openai_server import OpenAIServer
-from vtb_agents.graphs.agent import build_agent_graph
-from vtb_agents.graphs.episode import EpisodeSettings, run_episode
+from vtb_agents.strategies.react import build_react_graph
+from vtb_agents.episodes.driver import EpisodeSettings, run_episode
 from vtb_agents.graphs.retry import TaskTimeout, model_retry_policy
-from vtb_agents.graphs.state import EpisodeContext
+from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.runner.executors import LocalExecutor
 from vtb_agents.runner.run import RunConfig, run_suite
@@ -146,8 +146,8 @@ def test_model_calls_retry_rate_limits_and_server_errors_only(failures, status, 
     replies = iter([status] * failures + ["fine"])
     with OpenAIServer(lambda body: next(replies)) as server, open_sandbox("local") as sandbox:
         model = ChatOpenAI(model="m", base_url=server.base_url, api_key="k", max_retries=0)
-        graph = build_agent_graph([calculator], retry_policy=model_retry_policy(initial_interval_s=0.01))
-        context = EpisodeContext(model=model, sandbox=sandbox, artifacts=artifacts, system_prompt="s")
+        graph = build_react_graph(retry_policy=model_retry_policy(initial_interval_s=0.01))
+        context = EpisodeContext(model=model, sandbox=sandbox, artifacts=artifacts, system_prompt="s", tools=[calculator])
         run = lambda: graph.invoke({"messages": [HumanMessage("hi", id="turn-0")]}, context=context)  # noqa: E731
         if status == 400:
             with pytest.raises(Exception, match="scripted failure 400"):

@@ -13,7 +13,7 @@ from scripted_vision import VisionModel
 from vtb_agents.cli import app
 
 from vtb_agents.graphs.grading import grade_episode
-from vtb_agents.graphs.episode import run_episode
+from vtb_agents.episodes.driver import run_episode
 from vtb_agents.judges import RuleJudge
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.runner.run import RunConfig, run_suite

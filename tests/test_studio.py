@@ -29,7 +29,7 @@ def test_every_category_is_exposed():
 def test_entry_point_loads_and_draws(name):
     graph = load_entry(ENTRIES[name])
     assert isinstance(graph, CompiledStateGraph) and graph.name in (name, "vtb_grading")
-    mermaid = graph.get_graph().draw_mermaid()
+    mermaid = graph.get_graph(xray=True).draw_mermaid()
     expected = {"judge_rubric", "aggregate"} if name == "grading" else {"model", "vision_tools", "general_tools", "observe"}
     assert all(node in mermaid for node in expected)
     assert ("clarify" in mermaid) == (name == "follow_up")

@@ -13,7 +13,7 @@ from langchain_core.runnables import RunnableLambda
 
 from vtb_agents.agents import episode_tools, run_agent_episode
 from vtb_agents.graphs.deadline import TaskDeadline, with_deadline
-from vtb_agents.graphs.episode import EpisodeSettings, run_episode
+from vtb_agents.episodes.driver import EpisodeSettings, run_episode
 from vtb_agents.graphs.retry import TaskTimeout
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.runner.run import RunConfig, run_suite
@@ -62,7 +62,10 @@ def test_user_agent_run_is_stopped_by_the_task_timeout(task_root, tmp_path, monk
     assert result.episode.status == "error"
     assert result.episode.error is not None and result.episode.error.startswith("TaskTimeout: ")
     assert "time limit of 1 s" in result.episode.error
-    assert summary["ungraded"] == 1  # like every errored episode: reported, never silently failed
+    # a timeout is the model's doing: graded (its unanswered turn fails its rubrics), in the denominator
+    assert result.outcome == "task_timeout" and result.grade.graded and result.grade.passed is False
+    assert summary["ungraded"] == 0 and summary["graded"] == 1 and summary["complete"] is True
+    assert summary["outcomes"] == {"task_timeout": 1}
 
 
 def test_user_agent_that_keeps_calling_tools_stops_at_its_next_step(task_root, artifacts):

@@ -19,7 +19,7 @@ from PIL import Image
 
 from conftest import write_task
 from langsmith_server import API_KEY, LangSmithStandIn, block_git, long_base64_runs, noise_png
-from vtb_agents.graphs.episode import run_episode
+from vtb_agents.episodes.driver import run_episode
 from vtb_agents.models import ReplayChatModel
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks.local import load_task_dir
@@ -131,7 +131,7 @@ def test_episode_traced_through_the_installed_client_is_image_safe(tmp_path, art
     assert episode.turns[0].answer == "The number is 42."
     (root,) = server.root_runs()
     assert root["name"] == f"vtb:{task.id}" and root["session_name"] == "vtb-tests"
-    assert set(root["tags"]) == {task.category, task.domain, "replay", "prompt:high", "history:golden"}
+    assert set(root["tags"]) == {task.category, task.domain, "replay", "strategy:react", "prompt:high", "history:golden"}
     metadata = root["extra"]["metadata"]
     assert {k: metadata[k] for k in ("task_id", "category", "domain", "model")} == {
         "task_id": task.id, "category": task.category, "domain": task.domain, "model": "replay"}

@@ -1,9 +1,23 @@
 """vtb-agents: VisualToolBench as LangGraph state graphs.
 
-Public entry points live in the subpackages: ``vtb_agents.tasks`` (task model and
-loaders), ``vtb_agents.tools`` (sandbox and tools), ``vtb_agents.graphs`` (agent
-graphs), ``vtb_agents.judges`` (rubric judges), ``vtb_agents.analysis`` (metrics)
-and ``vtb_agents.runner`` (batch runs).
+The Python API (:mod:`vtb_agents.api`): ``evaluate`` runs and grades tasks with a strategy or
+your own agent, ``load_tasks`` reads a task source, ``task_tools`` gives a task's tools bound to a
+fresh sandbox. The subpackages hold the rest: ``tasks``, ``tools``, ``strategies``, ``graphs``,
+``episodes``, ``judges``, ``analysis``, ``runner``, ``report``.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["evaluate", "load_tasks", "task_tools"]
+
+
+def __getattr__(name: str) -> Any:
+    """The API's names, imported on first use (``import vtb_agents`` stays light for the CLI)."""
+    if name in __all__:
+        from vtb_agents import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'vtb_agents' has no attribute {name!r}")

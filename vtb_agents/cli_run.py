@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from vtb_agents.cli_common import check_choice, err, fail, load_or_fail, out
-from vtb_agents.graphs.episode import EpisodeSettings
+from vtb_agents.episodes.driver import EpisodeSettings
 from vtb_agents.results import TaskResult
 from vtb_agents.tasks.errors import TaskLoadError
 from vtb_agents.tasks.model import Task
@@ -27,6 +27,8 @@ run_cli = typer.Typer(add_completion=False)
 
 TASKS = typer.Option("sample", help="Task source: 'sample', a folder, parquet, 'hf:...'.")
 MODEL = typer.Option("replay", help="'replay', 'provider:model' (init_chat_model) or 'agent:module:function'.")
+STRATEGY = typer.Option("react", help="Turn policy: react, zoom, marks, plan, reflect (see 'vtb strategies'), "
+                                      "or 'module:function' for your own.")
 JUDGE = typer.Option("rule", help="'rule' (deterministic checks only) or 'provider:model' (LLM judge).")
 RESUME = typer.Option(False, help="Continue the run in --out, skipping finished tasks.")
 CONCURRENCY = typer.Option(1, min=1, help="Tasks run at once.")
@@ -40,6 +42,8 @@ TOOLS_MODE = typer.Option(None, help="Network tools: live, record or replay (def
 TOOLS_CACHE = typer.Option(None, help="Record/replay cassette of the network tools.")
 EXECUTOR = typer.Option("local", help="Where tasks run: 'local' (threads here) or 'ray' (Ray actors).")
 RAY_ADDRESS = typer.Option(None, help="Ray cluster to join (default: a new local instance, or RAY_ADDRESS).")
+REQUEST_TIMEOUT = typer.Option(120.0, min=0.001, help="Seconds a model or judge HTTP request may take "
+                                                      "(never past the task's --task-timeout).")
 
 
 def make_executor(kind: str, ray_address: str | None, concurrency: int) -> Any:
@@ -116,7 +120,11 @@ def summary_table(summary: dict[str, Any]) -> Table:
     def pct(value: float | None) -> str:
         return "-" if value is None else f"{100 * value:.1f}%"
 
-    table = Table("group", "n", "graded", "APR", "ARS", title=f"{summary.get('model')} (judge: {summary['judge']['model']})")
+    title = f"{summary.get('model')} (judge: {summary['judge']['model']})"
+    failed = (summary.get("infrastructure_errors") or {}).get("count", 0)
+    if failed:
+        title += f"\n[bold red]INCOMPLETE: {failed} task(s) ungraded by infrastructure failures; scores over graded tasks only[/]"
+    table = Table("group", "n", "graded", "APR", "ARS", title=title)
     table.add_row("overall", str(summary["tasks"]), str(summary["graded"]), pct(summary["apr"]), pct(summary["ars"]))
     for section in ("by_category", "by_domain", "by_turncase"):
         for name, block in summary[section].items():
@@ -125,7 +133,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
 
 
 @run_cli.command("run")
-def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
+def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: str = STRATEGY,
         out_dir: Path = typer.Option(Path("runs/latest"), "--out", help="Run directory."),
         resume: bool = RESUME, max_tool_rounds: int = MAX_ROUNDS,
         prompt_level: str = typer.Option("high", help="System prompt strength: low, mid, high."),
@@ -145,6 +153,9 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
         task_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds a task's episode may take: checked at every model call, tool call and graph step (agent: runs too); stops running code."),
         tools_mode: Optional[str] = TOOLS_MODE, tools_cache: Optional[Path] = TOOLS_CACHE,
         executor: str = EXECUTOR, ray_address: Optional[str] = RAY_ADDRESS,
+        request_timeout: float = REQUEST_TIMEOUT,
+        retry_errors: bool = typer.Option(False, "--retry-errors", help="With --resume: run again the tasks that "
+                                          "infrastructure failures (provider, sandbox, storage) left ungraded."),
         sandbox_strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run code without full isolation (bwrap)."),
         sandbox_network: bool = typer.Option(False, "--sandbox-network",
                                              help="Let the E2B sandbox reach the internet (off by default; recorded in the results)."),
@@ -162,12 +173,15 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
     if sandbox_network and sandbox != "e2b":
         fail("--sandbox-network needs --sandbox e2b (the local sandbox never has network access)")
     mode, cassette = network_options(tools_mode, tools_cache)
+    if retry_errors and not resume:
+        fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
     selected = select_tasks(tasks, category, task_id, limit)
-    config = RunConfig(model=model, judge=judge, tasks=tasks, critical_rule=critical_rule,  # type: ignore[arg-type]
+    config = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy,
+                       critical_rule=critical_rule,  # type: ignore[arg-type]
                        no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer, user_model=user_model,
                        sandbox=sandbox, sandbox_strict=sandbox_strict, sandbox_network=sandbox_network,
                        tools_mode=mode, tools_cache=cassette,
-                       requests_per_second=rps,
+                       requests_per_second=rps, request_timeout_s=request_timeout,
                        episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, prompt_level=prompt_level,  # type: ignore[arg-type]
                                                history=history, native_tool_images=native_tool_images,  # type: ignore[arg-type]
                                                max_image_side=max_image_side, task_timeout_s=task_timeout))
@@ -180,24 +194,40 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
     with progress_bar(len(selected)) as (on_result, stop):
         try:
             summary = run_suite(selected, config, out_dir, resume=resume, progress=on_result, judge_cache=judge_cache,
-                                executor=make_executor(executor, ray_address, concurrency), stop=stop)
+                                executor=make_executor(executor, ray_address, concurrency), stop=stop,
+                                retry_errors=retry_errors)
         except (RunError, ValueError) as exc:
             fail(str(exc))
     out.print(summary_table(summary))
     tm = summary["tool_metrics"]
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
-    if not summary.get("complete", True):
+    if summary.get("missing"):
         err.print(f"interrupted: {summary['tasks']} of {len(selected)} task(s) done; continue with --resume")
         raise typer.Exit(130)
     from vtb_agents.report import write_report
 
     report = write_report(out_dir)
     out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
+    exit_if_incomplete(summary, f"vtb run ... --out {out_dir} --resume --retry-errors")
+
+
+def exit_if_incomplete(summary: dict[str, Any], retry: str) -> None:
+    """Say which tasks infrastructure failures left ungraded and exit with ``EXIT_INCOMPLETE``."""
+    from vtb_agents.runner.run import EXIT_INCOMPLETE
+
+    failed = summary.get("infrastructure_errors") or {}
+    if not failed.get("count"):
+        return
+    ids = failed.get("task_ids") or []
+    shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+    err.print(f"[bold red]incomplete:[/] {failed['count']} task(s) ungraded by infrastructure failures "
+              f"({shown}); retry them with: {retry}", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_INCOMPLETE)
 
 
 @run_cli.command("ablate")
-def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
+def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: str = STRATEGY,
            out_dir: Path = typer.Option(Path("runs/ablation"), "--out", help="Folder for one run per setting."),
            settings: list[str] = typer.Option([], "--setting", help="Only these settings (repeatable)."),
            resume: bool = RESUME, concurrency: int = CONCURRENCY, limit: Optional[int] = LIMIT,
@@ -217,7 +247,8 @@ def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
     check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
     mode, cassette = network_options(tools_mode, tools_cache)
     selected = select_tasks(tasks, category, task_id, limit)
-    base = RunConfig(model=model, judge=judge, tasks=tasks, critical_rule=critical_rule,  # type: ignore[arg-type]
+    base = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy,
+                     critical_rule=critical_rule,  # type: ignore[arg-type]
                      tools_mode=mode, tools_cache=cassette,
                      episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, history=history))  # type: ignore[arg-type]
     with progress_bar(len(selected) * len(chosen)) as (on_result, stop):
@@ -233,7 +264,7 @@ def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE,
                                       progress=count)
         except (RunError, ValueError) as exc:
             fail(str(exc))
-    if len(summaries) < len(chosen) or not all(s.get("complete", True) for s in summaries.values()):
+    if len(summaries) < len(chosen) or any(s.get("missing") for s in summaries.values()):
         err.print("interrupted: continue with --resume")
         raise typer.Exit(130)
     path, comparison = write_ablation_report(out_dir, chosen, ABLATIONS)
@@ -246,6 +277,7 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
           judge: str = JUDGE, critical_rule: str = CRITICAL,
           tasks: Optional[str] = typer.Option(None, help="Task source (default: the one the run used)."),
           judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: RUN_DIR/judge_cache.sqlite)."),
+          request_timeout: float = REQUEST_TIMEOUT,
           ) -> None:
     """Regrade a finished run without calling the agent model again (cached verdicts are re-used)."""
     from vtb_agents.runner.regrade import regrade_run
@@ -255,10 +287,22 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     task_list = load_or_fail(tasks) if tasks else None
     try:
         summary = regrade_run(run_dir, judge, critical_rule=critical_rule, tasks=task_list,  # type: ignore[arg-type]
-                              judge_cache=judge_cache)
+                              judge_cache=judge_cache, request_timeout_s=request_timeout)
     except (RunError, TaskLoadError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     out.print(summary_table(summary))
     j = summary["judge"]
     out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
               f"{j['checks']} check(s), {j['unjudged']} unjudged")
+    exit_if_incomplete(summary, f"vtb grade {run_dir} (judge errors) or vtb run --out {run_dir} --resume --retry-errors")
+
+
+@run_cli.command("strategies")
+def strategies() -> None:
+    """List the built-in strategies (turn policies) for --strategy, one line each."""
+    from vtb_agents.strategies import BUILTIN
+
+    table = Table("strategy", "what it does", "after", title="strategies (--strategy NAME, or module:function)")
+    for strategy in BUILTIN.values():
+        table.add_row(strategy.name, strategy.summary, strategy.source)
+    out.print(table)

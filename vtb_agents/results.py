@@ -12,6 +12,22 @@ from pydantic import BaseModel, Field
 TurnStatus = Literal["answered", "asked_user", "tool_round_cap", "error"]
 VerdictStatus = Literal["met", "not_met", "unjudged", "error"]
 
+Outcome = Literal["answered", "tool_round_cap", "task_timeout", "step_limit",
+                  "provider_error", "sandbox_error", "storage_error", "harness_error", "judge_error",
+                  "unjudged"]
+"""How a task ended (README "Outcomes"). Model-side outcomes are graded like any answer;
+infrastructure outcomes leave the task ungraded until ``vtb run --resume --retry-errors``."""
+MODEL_OUTCOMES: frozenset[str] = frozenset({"answered", "tool_round_cap", "task_timeout", "step_limit"})
+"""The model's own doing: a turn left unanswered fails its rubrics."""
+INFRASTRUCTURE_OUTCOMES: frozenset[str] = frozenset(
+    {"provider_error", "sandbox_error", "storage_error", "harness_error", "judge_error"})
+"""Not the model's doing: the task is ungraded, the run incomplete, and a retry re-runs it."""
+
+
+def is_infrastructure(outcome: str | None) -> bool:
+    """True for an outcome that leaves a task ungraded and is retried by ``--retry-errors``."""
+    return outcome in INFRASTRUCTURE_OUTCOMES
+
 
 class ToolCallRecord(BaseModel):
     """One tool call of an episode, as the model made it and as the tool answered."""
@@ -46,6 +62,18 @@ class Episode(BaseModel):
     status: Literal["completed", "error"] = "completed"
     error: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    outcome: Outcome | None = None
+    """How the episode ended; None in results written before outcomes existed (see ``ended``)."""
+
+    @property
+    def ended(self) -> Outcome:
+        """The episode's outcome: the recorded one, else derived (an old errored episode counts as
+        ``harness_error``, so that ``--retry-errors`` re-runs it)."""
+        if self.outcome is not None:
+            return self.outcome
+        if self.status == "error":
+            return "task_timeout" if (self.error or "").startswith("TaskTimeout:") else "harness_error"
+        return "tool_round_cap" if any(t.status == "tool_round_cap" for t in self.turns) else "answered"
 
     @property
     def tool_calls(self) -> list[ToolCallRecord]:
@@ -101,6 +129,32 @@ class TaskResult(BaseModel):
     domain_raw: str
     turncase: str
     model: str
+    strategy: str = "react"
     episode: Episode
     grade: TaskGrade
     duration_s: float
+    outcome: Outcome | None = None
+    """How the task ended, grading included (README "Outcomes"); see :func:`task_outcome`."""
+
+    @property
+    def ended(self) -> Outcome:
+        """The recorded outcome, or for results written before outcomes existed, the derived one."""
+        return self.outcome or task_outcome(self.episode, self.grade)
+
+    @property
+    def infrastructure_failed(self) -> bool:
+        """True when the task is ungraded for reasons that are not the model's doing."""
+        return is_infrastructure(self.ended)
+
+
+def task_outcome(episode: Episode, grade: TaskGrade) -> Outcome:
+    """The outcome of a graded episode: an infrastructure failure of the episode first, then of the
+    judge, then rubrics nobody could judge (rule judge without a check), else the episode's own."""
+    ended = episode.ended
+    if is_infrastructure(ended):
+        return ended
+    if any(v.status == "error" and v.judge != "episode" for v in grade.verdicts):
+        return "judge_error"
+    if not grade.graded:
+        return "unjudged"
+    return ended

@@ -19,7 +19,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables.retry import ExponentialJitterParams
 from pydantic import BaseModel, Field
 
-from vtb_agents.results import TaskResult
+from vtb_agents.results import TaskResult, is_infrastructure
 from vtb_agents.runner.finished import TaskSource, open_finished_run
 from vtb_agents.runner.store import write_json_atomic
 from vtb_agents.tasks.model import Task
@@ -181,8 +181,8 @@ def classify_failures(run_dir: Path | str, model: str | BaseChatModel | FailureC
     excluded: dict[str, list[str]] = {"episode_error": [], "ungraded": []}
     failed: list[TaskResult] = []
     for r in results:
-        if r.episode.status == "error":
-            excluded["episode_error"].append(r.task_id)  # the model never answered: not a model failure
+        if is_infrastructure(r.episode.ended):  # not the model's doing: nothing to classify
+            excluded["episode_error"].append(r.task_id)
         elif not r.grade.graded:
             excluded["ungraded"].append(r.task_id)
         elif r.grade.passed is False:

@@ -28,11 +28,15 @@ up in tables keyed by qualified name (import aliases resolved) or, on objects su
 * ``ImageOps.fit`` crops and resizes. Drawing on the image or on a matplotlib figure of
   it (patches, ``add_patch``, ``text``, ``annotate``) and ``cv2.inpaint`` are editing.
 * Every call counts, even in a function that is never invoked.
+* Operations are counted per operation in the code (the paper counts operations, and one call
+  can hold several): two crops in one call count two croppings. Code with no recognised
+  operation counts one "other".
 """
 
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -58,10 +62,12 @@ _NEUTRAL_COLOR_CODES = {f"COLOR_{a}2{b}" for a in _ORDERS for b in _ORDERS if a 
 
 @dataclass(frozen=True)
 class ImageOpsResult:
-    """Categories found in one call's code; ``parse_error`` marks code that did not parse."""
+    """Categories found in one call's code; ``counts`` how many operations of each category it
+    holds; ``parse_error`` marks code that did not parse."""
 
     ops: list[str] = field(default_factory=list)
     parse_error: bool = False
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -317,7 +323,7 @@ def classify_image_ops_detail(code: str) -> ImageOpsResult:
 
     Code nested too deeply for :mod:`ast` (``RecursionError``) counts as unparsable too.
     """
-    found: set[str] = set()
+    found: Counter[str] = Counter()
     try:
         tree = ast.parse(code)
         ctx = _Context.build(tree)
@@ -332,8 +338,10 @@ def classify_image_ops_detail(code: str) -> ImageOpsResult:
             elif isinstance(node, ast.AugAssign):
                 found.update(_store_ops(node.target, node.value, node.op, ctx))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return ImageOpsResult(["other"], parse_error=True)
-    return ImageOpsResult([op for op in IMAGE_OPS if op in found] or ["other"])
+        return ImageOpsResult(["other"], parse_error=True, counts={"other": 1})
+    if not found:
+        return ImageOpsResult(["other"], counts={"other": 1})
+    return ImageOpsResult([op for op in IMAGE_OPS if op in found], counts={op: found[op] for op in IMAGE_OPS if op in found})
 
 
 def classify_image_ops(code: str) -> list[str]:
@@ -342,9 +350,10 @@ def classify_image_ops(code: str) -> list[str]:
 
 
 def count_image_ops(codes: Iterable[str]) -> dict[str, int]:
-    """Number of calls using each category (at most once per call); every category is a key."""
+    """Number of operations of each category over all calls' code (two crops in one call count
+    two; code with none counts one "other"); every category is a key."""
     counts = dict.fromkeys(IMAGE_OPS, 0)
     for code in codes:
-        for op in classify_image_ops(code):
-            counts[op] += 1
+        for op, n in classify_image_ops_detail(code).counts.items():
+            counts[op] += n
     return counts

@@ -1,16 +1,26 @@
-"""APR / ARS with breakdowns, tool-use metrics and judge counts: the fields of ``summary.json``."""
+"""APR / ARS with breakdowns, tool-use metrics and judge counts: the fields of ``summary.json``.
+
+Definitions follow the paper (arXiv 2510.12712; README "Metrics"): APR and ARS are means over
+every task of the run (a task the model left unanswered fails its rubrics), except the ones an
+infrastructure failure left ungraded, which are listed until retried; a tool call succeeds when it
+returns a non-empty result without error; image operations are counted per operation.
+"""
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from statistics import fmean
 from typing import Any, Callable, Iterable
 
 from vtb_agents.analysis.image_ops import count_image_ops
-from vtb_agents.results import TaskResult
+from vtb_agents.results import ToolCallRecord, TaskResult
 from vtb_agents.tasks.model import CRITICAL_WEIGHT
 
 VISION_TOOL = "python_image_processing"
+_STATUS_KEYS = frozenset({"ok", "note", "note_images", "truncated", "expression", "query", "url",
+                          "requested_url", "location", "date", "units", "source"})
+"""Keys of a JSON tool result that echo the call or describe it, rather than being its result."""
 
 
 def _rate(values: list[float]) -> float | None:
@@ -36,6 +46,31 @@ def breakdown(results: list[TaskResult], key: Callable[[TaskResult], str]) -> di
     return {name: score_block(groups[name]) for name in sorted(groups)}
 
 
+def _non_empty(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_non_empty(v) for k, v in value.items() if k not in _STATUS_KEYS)
+    if isinstance(value, (list, str)):
+        return bool(value if isinstance(value, list) else value.strip())
+    return value is not None
+
+
+def call_succeeded(call: ToolCallRecord) -> bool:
+    """The paper's success: the call returned a non-empty result without error.
+
+    A code call's result is what it printed or saved; a JSON result counts when some field other
+    than its status or the echoed arguments holds something (``{"results": []}`` is empty).
+    """
+    if not call.ok:
+        return False
+    if call.images:
+        return True
+    try:
+        payload = json.loads(call.output)
+    except ValueError:
+        return bool(call.output.strip())
+    return _non_empty(payload) and not (isinstance(payload, dict) and payload.get("error"))
+
+
 def tool_metrics(results: list[TaskResult]) -> dict[str, Any]:
     """The paper's tool-use metrics: proactivity, success rate, volume, calls per tool, image ops."""
     calls = [call for r in results for call in r.episode.tool_calls]
@@ -43,7 +78,7 @@ def tool_metrics(results: list[TaskResult]) -> dict[str, Any]:
     vision_code = [str(c.args.get("code", "")) for c in calls if c.name == VISION_TOOL]
     return {
         "proactivity": _rate([1.0 if r.episode.tool_calls else 0.0 for r in results]),
-        "success_rate": _rate([1.0 if c.ok else 0.0 for c in calls]),
+        "success_rate": _rate([1.0 if call_succeeded(c) else 0.0 for c in calls]),
         "volume": _rate([float(len(r.episode.tool_calls)) for r in results]),
         "calls": len(calls),
         "by_tool": dict(sorted(by_tool.items())),
@@ -64,15 +99,27 @@ def judge_counts(results: Iterable[TaskResult], judge_name: str) -> dict[str, An
     }
 
 
-def summarize(results: list[TaskResult], *, judge_name: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The whole ``summary.json`` (DESIGN.md "Run directory")."""
+def summarize(results: list[TaskResult], *, judge_name: str, expected: int | None = None,
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole ``summary.json`` (DESIGN.md "Run directory").
+
+    ``complete`` is False while ``expected`` tasks are not all there (an interrupted run) or any
+    task is ungraded by an infrastructure failure (``infrastructure_errors`` names them);
+    ``outcomes`` counts how tasks ended (README "Outcomes").
+    """
     overall = score_block(results)
+    failed = sorted(r.task_id for r in results if r.infrastructure_failed)
+    missing = max(0, expected - len(results)) if expected is not None else 0
     return {
         "tasks": overall["n"],
         "graded": overall["graded"],
         "ungraded": overall["n"] - overall["graded"],
         "apr": overall["apr"],
         "ars": overall["ars"],
+        "complete": not failed and not missing,
+        "missing": missing,
+        "infrastructure_errors": {"count": len(failed), "task_ids": failed},
+        "outcomes": dict(sorted(Counter(r.ended for r in results).items())),
         "by_category": breakdown(results, lambda r: r.category),
         "by_domain": breakdown(results, lambda r: r.domain),
         "by_turncase": breakdown(results, lambda r: r.turncase),
@@ -82,6 +129,7 @@ def summarize(results: list[TaskResult], *, judge_name: str, extra: dict[str, An
             (v.weight >= CRITICAL_WEIGHT) != v.critical_flag for r in results for v in r.grade.verdicts),
         "episodes": {
             "errors": sum(r.episode.status == "error" for r in results),
+            "task_timeout": sum(r.episode.ended == "task_timeout" for r in results),
             "tool_round_cap": sum(t.status == "tool_round_cap" for r in results for t in r.episode.turns),
         },
         **(extra or {}),

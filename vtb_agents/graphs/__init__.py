@@ -1,19 +1,20 @@
-"""LangGraph graphs: the five category graphs, the episode driver and the grading graph."""
+"""LangGraph graphs: the five category graphs (around any strategy) and the grading graph.
 
-from vtb_agents.graphs.agent import build_agent_graph
-from vtb_agents.graphs.categories import (
-    CATEGORY_GRAPHS,
-    build_follow_up_graph,
-    build_hybrid_tool_graph,
-    build_progressive_graph,
-    build_region_switch_graph,
-    build_temporal_graph,
-)
-from vtb_agents.graphs.episode import EpisodeSettings, run_episode
-from vtb_agents.graphs.grading import build_grading_graph, grade_episode
+Names are imported on first use, so that strategies can use this package's lower modules
+(``retry``, ``deadline``, ``prompts``) without loading the category graphs that use strategies.
+"""
 
-__all__ = [
-    "CATEGORY_GRAPHS", "EpisodeSettings", "build_agent_graph", "build_follow_up_graph", "build_grading_graph",
-    "build_hybrid_tool_graph", "build_progressive_graph", "build_region_switch_graph", "build_temporal_graph",
-    "grade_episode", "run_episode",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {"CATEGORIES": "categories", "build_category_graph": "categories",
+            "build_grading_graph": "grading", "grade_episode": "grading"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'vtb_agents.graphs' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"vtb_agents.graphs.{_EXPORTS[name]}"), name)

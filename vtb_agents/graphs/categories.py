@@ -1,71 +1,60 @@
-"""The five category graphs. They share one builder and differ only where the categories differ.
+"""The five category graphs: one builder, any strategy, differing only where the categories differ.
 
-| category        | turns  | graph                                                        |
-|-----------------|--------|--------------------------------------------------------------|
-| region_switch   | single | model <-> vision / general tools                             |
-| hybrid_tool     | single | model <-> vision / general tools                             |
-| follow_up       | multi  | as above, plus the clarification node (interrupt on a question) |
-| temporal        | multi  | as above; each turn's input brings that turn's new images      |
-| progressive     | multi  | as above; later turns build on the answers already in the thread |
+```
+START -> answer (the strategy's turn graph, a subgraph) --question?--> clarify (interrupt) -> answer
+                                                        \\-----------> END
+```
+
+| category        | turns  | what differs                                                  |
+|-----------------|--------|---------------------------------------------------------------|
+| region_switch   | single | nothing: the strategy answers                                 |
+| hybrid_tool     | single | nothing: the strategy answers                                 |
+| follow_up       | multi  | the clarification node (interrupt on a question)              |
+| temporal        | multi  | each turn's input brings that turn's new images (the driver)  |
+| progressive     | multi  | later turns build on the answers already in the thread         |
 
 What makes temporal and progressive tasks what they are lives in the turns fed by the episode
-driver (new images per turn, the history kept in the thread), which every category shares.
-Each builder returns a compiled graph with input :class:`~vtb_agents.graphs.state.TurnInput`,
-output :class:`~vtb_agents.graphs.state.TurnOutput` and context
-:class:`~vtb_agents.graphs.state.EpisodeContext`.
+driver, which every category and every strategy shares. Each graph takes
+:class:`~vtb_agents.graphs.state.EpisodeInput`, returns
+:class:`~vtb_agents.graphs.state.EpisodeOutput` and runs with an
+:class:`~vtb_agents.strategies.base.EpisodeContext`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from vtb_agents.graphs.agent import build_agent_graph
-from vtb_agents.tools import select_tools
+from vtb_agents.graphs.clarify import clarify, wants_clarification
+from vtb_agents.graphs.state import EpisodeContext, EpisodeInput, EpisodeOutput, EpisodeState
+from vtb_agents.strategies.base import Strategy
+from vtb_agents.strategies.react import react
 
-GraphBuilder = Callable[..., CompiledStateGraph]
-
-
-def _tools(tools: Sequence[BaseTool] | None) -> list[BaseTool]:
-    return list(select_tools()) if tools is None else list(tools)
-
-
-def build_region_switch_graph(tools: Sequence[BaseTool] | None = None, *, checkpointer: Any = None) -> CompiledStateGraph:
-    """Region-Switch Q&A: find, crop and read several small, distant regions of one image."""
-    return build_agent_graph(_tools(tools), checkpointer=checkpointer, name="region_switch")
+CATEGORIES = ("region_switch", "hybrid_tool", "follow_up", "temporal", "progressive")
+CLARIFYING = frozenset({"follow_up"})
 
 
-def build_hybrid_tool_graph(tools: Sequence[BaseTool] | None = None, *, checkpointer: Any = None) -> CompiledStateGraph:
-    """Hybrid Tool Reasoning: the vision tool combined with calculator, interpreter, search, weather."""
-    return build_agent_graph(_tools(tools), checkpointer=checkpointer, name="hybrid_tool")
+def build_category_graph(category: str, strategy: Strategy = react, *, checkpointer: Any = None
+                         ) -> CompiledStateGraph:
+    """Compile ``category``'s graph around ``strategy`` (unknown categories get the plain graph).
 
-
-def build_follow_up_graph(tools: Sequence[BaseTool] | None = None, *, checkpointer: Any = None) -> CompiledStateGraph:
-    """Follow-up Test: an underspecified request; a clarifying question interrupts for the user's reply."""
-    return build_agent_graph(_tools(tools), clarification=True, checkpointer=checkpointer, name="follow_up")
-
-
-def build_temporal_graph(tools: Sequence[BaseTool] | None = None, *, checkpointer: Any = None) -> CompiledStateGraph:
-    """Temporal Visual Reasoning: a sequence of images across turns; earlier images stay in the thread."""
-    return build_agent_graph(_tools(tools), checkpointer=checkpointer, name="temporal")
-
-
-def build_progressive_graph(tools: Sequence[BaseTool] | None = None, *, checkpointer: Any = None) -> CompiledStateGraph:
-    """Progressive Visual Reasoning: interdependent questions on one image across turns."""
-    return build_agent_graph(_tools(tools), checkpointer=checkpointer, name="progressive")
-
-
-CATEGORY_GRAPHS: dict[str, GraphBuilder] = {
-    "region_switch": build_region_switch_graph,
-    "hybrid_tool": build_hybrid_tool_graph,
-    "follow_up": build_follow_up_graph,
-    "temporal": build_temporal_graph,
-    "progressive": build_progressive_graph,
-}
-
-
-def graph_builder(category: str) -> GraphBuilder:
-    """The builder for a normalised category; unknown categories get the plain agent graph."""
-    return CATEGORY_GRAPHS.get(category, build_region_switch_graph)
+    Example:
+        >>> graph = build_category_graph("follow_up")
+        >>> sorted(graph.get_graph().nodes)
+        ['__end__', '__start__', 'answer', 'clarify']
+    """
+    builder = StateGraph(EpisodeState, context_schema=EpisodeContext, input_schema=EpisodeInput,
+                         output_schema=EpisodeOutput)
+    builder.add_node("answer", strategy.build())
+    builder.add_edge(START, "answer")
+    if category in CLARIFYING:
+        builder.add_node("clarify", clarify)
+        builder.add_conditional_edges("answer", lambda s: "clarify" if wants_clarification(s) else END,
+                                      ["clarify", END])
+        builder.add_edge("clarify", "answer")
+    else:
+        builder.add_edge("answer", END)
+    name = category if category in CATEGORIES else "region_switch"
+    return builder.compile(checkpointer=checkpointer, name=name)

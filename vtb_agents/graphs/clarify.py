@@ -18,7 +18,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, AnyMessage
 from langgraph.types import interrupt
 
-from vtb_agents.graphs.state import AgentState
+from vtb_agents.graphs.state import EpisodeState
 
 _QUESTION = re.compile(r"\w[^.!?\n]*\?")
 _CODE = re.compile(r"```.*?```|`[^`]*`", re.DOTALL)
@@ -38,13 +38,13 @@ def asks_user(message: AnyMessage) -> str | None:
     return message.text.strip() if _QUESTION.search(text) else None
 
 
-def wants_clarification(state: AgentState) -> bool:
+def wants_clarification(state: EpisodeState) -> bool:
     """Whether the turn just ended with a question that a next turn can answer."""
     has_next_turn = state.get("turn", 0) + 1 < state.get("num_turns", 1)
     return has_next_turn and asks_user(state["messages"][-1]) is not None
 
 
-def clarify(state: AgentState) -> dict[str, Any]:
+def clarify(state: EpisodeState) -> dict[str, Any]:
     """Pause with the model's question; on resume, add the user's reply and start the next turn."""
     question = asks_user(state["messages"][-1]) or ""
     reply = interrupt({"question": question, "turn": state.get("turn", 0)})

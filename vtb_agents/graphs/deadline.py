@@ -5,8 +5,8 @@ at the start of the next graph step, chain, model call or tool call once the lim
 LangChain hands callbacks down to every nested runnable, so the check reaches inside
 ``create_agent`` graphs and other agents we did not write. ``closing`` also closes the task's
 sandbox when the limit passes, so code running at that moment stops instead of finishing its
-own (longer) per-call timeout. A model request already in flight finishes first: its HTTP
-timeout bounds it.
+own (longer) per-call timeout. A model request already in flight ends at the limit too:
+``task_time_limit`` caps the HTTP timeouts of bounded clients (:mod:`vtb_agents.models.http`).
 
 Example:
     >>> deadline = TaskDeadline(30.0)
@@ -27,6 +27,7 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler
 
 from vtb_agents.graphs.retry import TaskTimeout
+from vtb_agents.models.http import requests_until
 from vtb_agents.tools.sandbox.base import Sandbox
 
 
@@ -112,10 +113,11 @@ def with_deadline(config: dict[str, Any], deadline: TaskDeadline | None) -> dict
 def task_time_limit(seconds: float | None, sandbox: Sandbox,
                     config: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """Yield ``config`` carrying a ``TaskDeadline`` of ``seconds``, with ``sandbox`` closed at the
-    limit (see ``TaskDeadline.closing``); without a limit, ``config`` unchanged."""
+    limit (see ``TaskDeadline.closing``) and model requests cut off at it (``requests_until``);
+    without a limit, ``config`` unchanged."""
     if not seconds:
         yield config
         return
     deadline = TaskDeadline(seconds)
-    with deadline.closing(sandbox):
+    with deadline.closing(sandbox), requests_until(deadline.expires_at):
         yield with_deadline(config, deadline)

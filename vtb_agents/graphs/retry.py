@@ -1,30 +1,45 @@
-"""When a model call is worth retrying: rate limits, server errors and dropped connections.
+"""When a model call is worth retrying: rate limits, server errors, dropped connections, timeouts
+and 200 responses that are no completion (``MalformedResponse``).
 
-Client errors (4xx other than 429) are not retried: the same request would fail the same way.
+Client errors (4xx other than 408 and 429) are not retried: the same request would fail the same
+way. The model node and the LLM judge share the backoff below (exponential with jitter, capped).
 """
 
 from __future__ import annotations
 
 from langgraph.types import RetryPolicy, default_retry_on
 
+from vtb_agents.models.http import MalformedResponse
+
+BACKOFF_INITIAL_S = 1.0
+BACKOFF_MAX_S = 30.0
+"""The retry backoff of model and judge calls: 1 s, 2 s, 4 s, ... never more than 30 s."""
+
+__all__ = ["BACKOFF_INITIAL_S", "BACKOFF_MAX_S", "MalformedResponse", "TaskTimeout", "model_retry_policy",
+           "should_retry"]
+
 
 class TaskTimeout(TimeoutError):
     """A task ran past its time limit; raised at the next model call, never retried."""
 
+    passes_tool_guard = True  # ends the episode: a tool call never turns it into a message
+
 
 def should_retry(exc: Exception) -> bool:
-    """True for 429, 5xx, connection errors and timeouts of a provider call."""
-    if isinstance(exc, TaskTimeout):
+    """True for 408, 429, 5xx, connection errors, timeouts and malformed 200 responses of a provider call."""
+    if isinstance(exc, TaskTimeout) or isinstance(exc.__cause__, TaskTimeout):
         return False
+    if isinstance(exc, MalformedResponse):
+        return True
     status = getattr(exc, "status_code", None) or getattr(getattr(exc, "response", None), "status_code", None)
     if isinstance(status, int):
-        return status == 429 or status >= 500
+        return status in (408, 429) or status >= 500
     if isinstance(exc, (ConnectionError, TimeoutError)):
         return True
     return default_retry_on(exc)
 
 
-def model_retry_policy(max_attempts: int = 4, initial_interval_s: float = 1.0) -> RetryPolicy:
+def model_retry_policy(max_attempts: int = 4, initial_interval_s: float = BACKOFF_INITIAL_S) -> RetryPolicy:
     """Exponential backoff with jitter for the model node (LangGraph's ``RetryPolicy``)."""
     return RetryPolicy(max_attempts=max_attempts, initial_interval=initial_interval_s, backoff_factor=2.0,
-                       max_interval=60.0, jitter=True, retry_on=should_retry)
+                       max_interval=BACKOFF_MAX_S, jitter=True, retry_on=should_retry)

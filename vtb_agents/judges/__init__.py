@@ -7,14 +7,15 @@ from __future__ import annotations
 
 from vtb_agents.judges.base import Judgement, RubricJudge, RuleJudge
 from vtb_agents.judges.grade import rubric_verdict, score_verdicts
+from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 
 
-def load_judge(spec: str) -> RubricJudge:
+def load_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> RubricJudge:
     """The judge for ``spec``: ``rule`` (deterministic checks only) or ``provider:model`` (LLM judge).
 
     LLM judges go through ``init_chat_model`` (:func:`~vtb_agents.models.spec.chat_model`: temperature
     0, or 1 for reasoning models such as the paper's o4-mini judge), so OPENAI_BASE_URL works for
-    OpenAI-compatible servers.
+    OpenAI-compatible servers; each request times out after ``request_timeout_s``.
     """
     if spec == "rule":
         return RuleJudge()
@@ -23,7 +24,7 @@ def load_judge(spec: str) -> RubricJudge:
     from vtb_agents.judges.llm import LLMJudge
     from vtb_agents.models.spec import chat_model
 
-    return LLMJudge(chat_model(spec), name=spec)
+    return LLMJudge(chat_model(spec, request_timeout_s=request_timeout_s), name=spec)
 
 
 __all__ = ["Judgement", "RubricJudge", "RuleJudge", "load_judge", "rubric_verdict", "score_verdicts"]

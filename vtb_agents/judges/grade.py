@@ -6,7 +6,7 @@ from typing import Literal
 
 from vtb_agents.judges.base import Judgement, RubricJudge
 from vtb_agents.judges.checks import run_check
-from vtb_agents.results import Episode, RubricVerdict, TaskGrade, TurnGrade
+from vtb_agents.results import Episode, RubricVerdict, TaskGrade, TurnGrade, is_infrastructure
 from vtb_agents.tasks.model import Rubric, Task
 
 CriticalRule = Literal["weight", "flag", "either"]
@@ -25,11 +25,18 @@ def judge_rubric(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric, a
 
 def rubric_verdict(task: Task, episode: Episode, judge: RubricJudge, turn: int, rubric: Rubric,
                    critical_rule: CriticalRule = "weight") -> RubricVerdict:
-    """The verdict on one rubric; a turn the episode never answered is an error, not a fail."""
+    """The verdict on one rubric.
+
+    After an infrastructure failure (provider, sandbox, storage) every rubric is an error, so the
+    task is ungraded; a turn the model left unanswered for its own reasons (task timeout, step
+    limit) is not met, as in the paper, where every task counts.
+    """
     answers = {record.index: record.answer for record in episode.turns}
-    if episode.status == "error" or turn not in answers:
-        reason = episode.error or "episode incomplete"
+    reason = episode.error or "episode incomplete"
+    if is_infrastructure(episode.ended):
         judgement, source = Judgement("error", f"no answer for turn {turn + 1}: {reason}"), "episode"
+    elif turn not in answers:
+        judgement, source = Judgement("not_met", f"no answer for turn {turn + 1}: {reason}"), "episode"
     else:
         judgement, source = judge_rubric(judge, task=task, turn=turn, rubric=rubric, answer=answers[turn])
     return RubricVerdict(

@@ -1,6 +1,7 @@
 """The LLM judge: any ``provider:model`` with structured output, one criterion per call.
 
-Failures are retried with exponential backoff (LangChain's ``with_retry``); a judge that still
+Failures (malformed 200 responses included) are retried with exponential backoff (LangChain's
+``with_retry``), capped as for the model (:mod:`vtb_agents.graphs.retry`); a judge that still
 fails gives an ``error`` judgement, so the task is reported ungraded, never silently failed.
 """
 
@@ -13,6 +14,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables.retry import ExponentialJitterParams
 from pydantic import BaseModel, Field
 
+from vtb_agents.graphs.retry import BACKOFF_INITIAL_S, BACKOFF_MAX_S
 from vtb_agents.judges.base import Judgement
 from vtb_agents.judges.prompt import SYSTEM, judge_prompt
 from vtb_agents.tasks.model import Rubric, Task
@@ -29,7 +31,7 @@ class LLMJudge:
     """Judges a rubric by asking a chat model for a :class:`JudgeVerdict`."""
 
     def __init__(self, model: BaseChatModel, name: str, *, attempts: int = 3,
-                 backoff_initial_s: float = 1.0, backoff_max_s: float = 30.0,
+                 backoff_initial_s: float = BACKOFF_INITIAL_S, backoff_max_s: float = BACKOFF_MAX_S,
                  method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema") -> None:
         self.name = name
         self.attempts = attempts

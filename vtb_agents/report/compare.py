@@ -24,7 +24,9 @@ from vtb_agents.tasks.normalize import CATEGORIES
 def settings_text(config: dict[str, Any]) -> str:
     """The settings that change results, in a few words (ablations named only when on)."""
     episode = config.get("episode") or {}
-    parts = [f"prompt {episode.get('prompt_level', '?')}", f"history {episode.get('history', '?')}",
+    model = str(config.get("model", ""))
+    strategy = model if model.startswith("agent:") else config.get("strategy", "react")
+    parts = [f"strategy {strategy}", f"prompt {episode.get('prompt_level', '?')}", f"history {episode.get('history', '?')}",
              f"≤{episode.get('max_tool_rounds', '?')} rounds", f"critical {config.get('critical_rule', '?')}",
              f"sandbox {config.get('sandbox', '?')}"]
     parts += [name.replace("_", " ") for name in ("no_tools", "no_vision_tool") if config.get(name)]

@@ -83,7 +83,7 @@ class TaskWorker:
         if not (out / RUN_FILE).is_file():
             raise RunError(f"{out / RUN_FILE} is not visible on {socket.gethostname()}: the run directory "
                            "must be on storage every Ray worker shares")
-        resources = build_resources(self.config, load_judge(self.config.judge))
+        resources = build_resources(self.config, load_judge(self.config.judge, self.config.request_timeout_s))
         resources.artifacts = writable_artifacts(out / "artifacts")
         resources.judge = with_cache(resources.judge, judge_cache)
         self._connection = sqlite3.connect(out / f"checkpoints-{self.index}.sqlite", check_same_thread=False)

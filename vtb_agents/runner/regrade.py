@@ -1,6 +1,7 @@
 """Regrade a finished run with another judge or critical rule, without calling the agent model.
 
-Episodes are re-used as they are; verdicts come from the judge cache where present. The run's
+Episodes are re-used as they are; verdicts come from the judge cache where present, and judge
+calls that failed before are asked again (failures are never cached). The run's
 ``results.jsonl`` is rewritten atomically (a crash leaves the old file whole) and ``run.json``
 records the new judge, so that a later ``--resume`` continues with it.
 """
@@ -14,7 +15,8 @@ from vtb_agents.analysis.metrics import summarize
 from vtb_agents.graphs.grading import grade_episode
 from vtb_agents.judges import load_judge
 from vtb_agents.judges.grade import CriticalRule
-from vtb_agents.results import TaskResult
+from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
+from vtb_agents.results import TaskResult, task_outcome
 from vtb_agents.runner.finished import open_finished_run
 from vtb_agents.runner.lock import run_dir_lock
 from vtb_agents.runner.run import JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE, RunError, with_cache
@@ -24,7 +26,8 @@ from vtb_agents.tasks.model import Task
 
 def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule = "weight",
                 tasks: list[Task] | None = None, judge_cache: Path | None = None,
-                progress: Callable[[TaskResult, int, int], None] | None = None) -> dict[str, Any]:
+                progress: Callable[[TaskResult, int, int], None] | None = None,
+                request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> dict[str, Any]:
     """Grade every episode of ``run_dir`` again and write new results and summary."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -33,11 +36,11 @@ def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule =
         finished = open_finished_run(run_dir)
         results, run = finished.results, finished.run
         by_id = finished.tasks(tasks, needed=[r.task_id for r in results])
-        judge = with_cache(load_judge(judge_spec), judge_cache or run_dir / JUDGE_CACHE_FILE)
+        judge = with_cache(load_judge(judge_spec, request_timeout_s), judge_cache or run_dir / JUDGE_CACHE_FILE)
         regraded = []
         for done, result in enumerate(results, start=1):
             grade = grade_episode(by_id[result.task_id], result.episode, judge, critical_rule)
-            regraded.append(result.model_copy(update={"grade": grade}))
+            regraded.append(result.model_copy(update={"grade": grade, "outcome": task_outcome(result.episode, grade)}))
             if progress:
                 progress(regraded[-1], done, len(results))
         ResultsStore(run_dir).rewrite(regraded)

@@ -11,7 +11,6 @@ import json
 import sqlite3
 import threading
 import time
-import traceback
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -25,20 +24,23 @@ from langgraph.graph.state import CompiledStateGraph
 from vtb_agents import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.agents import AGENT_PREFIX, AgentFactory, episode_tools, load_agent_factory, run_agent_episode
-from vtb_agents.graphs.categories import graph_builder
-from vtb_agents.graphs.episode import EpisodeSettings, run_episode
+from vtb_agents.episodes.driver import EpisodeSettings, run_episode
+from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.grading import grade_episode
 from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
-from vtb_agents.results import Episode, TaskGrade, TaskResult
+from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
+from vtb_agents.results import Episode, TaskGrade, TaskResult, task_outcome
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
 from vtb_agents.runner.lock import run_dir_lock
+from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.saving import ResultSaver, storage_cause
-from vtb_agents.runner.store import ResultsStore, write_json_atomic
+from vtb_agents.runner.store import ResultsStore, latest_results, write_json_atomic
+from vtb_agents.strategies import DEFAULT_STRATEGY, Strategy, load_strategy
+from vtb_agents.strategies.agent import AGENT_PREFIX
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
 from vtb_agents.tools import select_tools
@@ -51,8 +53,10 @@ RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"
 CHECKPOINT_FILE = "checkpoints.sqlite"
-PACING_KEYS = frozenset({"requests_per_second"})
+PACING_KEYS = frozenset({"requests_per_second", "request_timeout_s"})
 """Settings that change how fast a run goes, not its results: a resume may change them."""
+EXIT_INCOMPLETE = 3
+"""Exit status of ``vtb run`` / ``vtb grade`` while infrastructure failures leave tasks ungraded."""
 
 
 class RunError(RuntimeError):
@@ -63,10 +67,12 @@ class RunError(RuntimeError):
 class RunConfig:
     """What a run is: recorded in ``run.json`` and compared on resume.
 
-    ``model`` is ``replay``, ``provider:model`` or ``agent:module:function`` (a user's agent).
+    ``model`` is ``replay``, ``provider:model`` or ``agent:module:function`` (a user's agent, which
+    is then the strategy); ``strategy`` names the turn policy (:mod:`vtb_agents.strategies`).
     """
 
     model: str
+    strategy: str = DEFAULT_STRATEGY
     judge: str = "rule"
     tasks: str = "sample"
     sandbox: str = "local"
@@ -80,6 +86,7 @@ class RunConfig:
     tools_mode: str | None = None
     tools_cache: str | None = None
     requests_per_second: float | None = None
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     def open_sandbox(self) -> ContextManager[Sandbox]:
@@ -100,6 +107,11 @@ class RunConfig:
             mode, cache = ("replay", str(SAMPLE_CASSETTE)) if sample else ("live", cache)
         return NetworkSettings(mode=mode, cache_path=Path(cache) if cache else None)  # type: ignore[arg-type]
 
+    @property
+    def strategy_spec(self) -> str:
+        """The strategy that answers turns: the user's agent for ``agent:`` models, else ``strategy``."""
+        return self.model if self.model.startswith(AGENT_PREFIX) else self.strategy
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists)."""
         return json.loads(json.dumps(asdict(self)))
@@ -110,31 +122,36 @@ ProgressFn = Callable[[TaskResult, int, int], None]
 
 @dataclass
 class RunResources:
-    """What every task of a run shares: judge, artifact store, checkpointer, model or agent, resumer."""
+    """What every task of a run shares: judge, artifact store, checkpointer, strategy, model, resumer."""
 
     judge: RubricJudge
+    strategy: Strategy
     tools: list[BaseTool] = field(default_factory=list)
     artifacts: ArtifactStore | None = None  # set once the run directory exists
     checkpointer: SqliteSaver | None = None
     models: ModelFactory | None = None
-    agent: AgentFactory | None = None
     resumer: Resumer | None = None
     graphs: dict[str, CompiledStateGraph] = field(default_factory=dict)
 
     def graph(self, category: str) -> CompiledStateGraph:
-        """The category's graph over the run's tools and checkpointer, compiled once per run."""
+        """The category's graph around the run's strategy, with its checkpointer, compiled once per run."""
         if category not in self.graphs:
-            self.graphs[category] = graph_builder(category)(self.tools, checkpointer=self.checkpointer)
+            self.graphs[category] = build_category_graph(category, self.strategy, checkpointer=self.checkpointer)
         return self.graphs[category]
 
 
-def build_resources(config: RunConfig, judge: RubricJudge) -> RunResources:
-    """Resolve the run's model or agent and resumer; bad specs raise ValueError before any work."""
-    agent = load_agent_factory(config.model) if config.model.startswith(AGENT_PREFIX) else None
-    models = None if agent else model_factory(config.model, config.requests_per_second)
-    user_model = chat_model(config.user_model) if config.user_model else None
+def build_resources(config: RunConfig, judge: RubricJudge, strategy: Strategy | None = None) -> RunResources:
+    """Resolve the run's strategy (``strategy`` overrides the spec, for objects from Python), model
+    and resumer; bad specs raise ValueError before any work."""
+    if config.model.startswith(AGENT_PREFIX) and config.strategy != DEFAULT_STRATEGY:
+        raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
+                         f"it cannot be combined with --strategy {config.strategy}")
+    strategy = strategy or load_strategy(config.strategy_spec)
+    models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s)
+              if strategy.needs_model else None)
+    user_model = chat_model(config.user_model, request_timeout_s=config.request_timeout_s) if config.user_model else None
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool, network=config.network())
-    return RunResources(judge=judge, tools=tools, models=models, agent=agent,
+    return RunResources(judge=judge, strategy=strategy, tools=tools, models=models,
                         resumer=load_resumer(config.resumer, user_model))
 
 
@@ -153,17 +170,21 @@ def checkpoints(out: Path) -> Iterator[SqliteSaver]:
 
 
 def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResult:
-    """Run and grade one task. Model, tool or graph failures become an errored episode, not a crash."""
+    """Run and grade one task; its ``outcome`` says how it ended (README "Outcomes").
+
+    A failure is recorded, never raised: the model's own (task timeout, step limit) keeps the
+    turns finished before it and is graded, unanswered turns failing their rubrics; an
+    infrastructure failure (provider, sandbox, storage, harness) leaves the task ungraded.
+    """
     started = time.perf_counter()
     try:
         with config.open_sandbox() as sandbox:
             episode = episode_for_task(task, config, resources, sandbox)
+        episode.outcome = episode.ended
     except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
         if storage_cause(exc) is not None:
             raise  # a full disk is the run's problem, not the task's: the run stops (runner/saving.py)
-        episode = Episode(task_id=task.id, model=config.model, status="error",
-                          error=f"{type(exc).__name__}: {exc}",
-                          settings={"traceback": traceback.format_exc(limit=8)})
+        episode = failed_episode(task.id, config.model, exc)
     try:
         grade = grade_episode(task, episode, resources.judge, config.critical_rule)
     except Exception as exc:  # a grading failure is this task's, never the run's
@@ -172,29 +193,22 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
         grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}", critical_rule=config.critical_rule)
     return TaskResult(
         task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
-        domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, episode=episode,
-        grade=grade, duration_s=round(time.perf_counter() - started, 4),
+        domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, strategy=config.strategy_spec,
+        episode=episode, grade=grade, duration_s=round(time.perf_counter() - started, 4),
+        outcome=task_outcome(episode, grade),
     )
 
 
 def episode_for_task(task: Task, config: RunConfig, resources: RunResources, sandbox: Sandbox) -> Episode:
-    """Run ``task``'s episode in ``sandbox`` with the run's model or agent (errors propagate)."""
+    """Run ``task``'s episode in ``sandbox`` with the run's strategy (errors propagate)."""
     if resources.artifacts is None:
         raise RunError("run resources have no artifact store: open the run directory first")
-    if resources.agent is not None:
-        tools = [] if config.no_tools else episode_tools(sandbox, resources.artifacts,
-                                                         timeout_s=config.episode.code_timeout_s,
-                                                         no_vision_tool=config.no_vision_tool, shared=resources.tools)
-        return run_agent_episode(task, resources.agent, sandbox=sandbox, artifacts=resources.artifacts,
-                                 model_name=config.model, history=config.episode.history, tools=tools,
-                                 max_image_side=config.episode.max_image_side,
-                                 task_timeout_s=config.episode.task_timeout_s)
-    assert resources.models is not None
     if resources.checkpointer is not None:
         resources.checkpointer.delete_thread(task.id)  # a task re-run after a crash starts afresh
-    return run_episode(task, resources.models(task), resources.tools, sandbox=sandbox, graph=resources.graph(task.category), artifacts=resources.artifacts,
-                       model_name=config.model, settings=config.episode, checkpointer=resources.checkpointer,
-                       resumer=resources.resumer)
+    model = resources.models(task) if resources.models is not None else None
+    return run_episode(task, model, resources.tools, sandbox=sandbox, graph=resources.graph(task.category),
+                       artifacts=resources.artifacts, model_name=config.model, settings=config.episode,
+                       checkpointer=resources.checkpointer, resumer=resources.resumer, strategy=resources.strategy)
 
 
 def with_cache(judge: RubricJudge, cache_path: Path) -> RubricJudge:
@@ -225,12 +239,17 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
 
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
-              executor: Executor | RemoteExecutor | None = None, stop: threading.Event | None = None
-              ) -> dict[str, Any]:
+              executor: Executor | RemoteExecutor | None = None, stop: threading.Event | None = None,
+              strategy: Strategy | None = None, retry_errors: bool = False) -> dict[str, Any]:
     """Run every task not yet in ``out``, append each result as it finishes, write ``summary.json``.
 
     ``executor`` spreads the tasks (default: one at a time here); setting ``stop`` finishes the
-    running tasks and writes the summary of what is done (``summary["complete"]`` is then False).
+    running tasks and writes the summary of what is done. ``retry_errors`` (with ``resume``) runs
+    again the tasks an infrastructure failure left ungraded, and only those; their new lines
+    supersede the old ones (:func:`~vtb_agents.runner.store.latest_results`). The summary's
+    ``complete`` is False while any task is missing or ungraded by an infrastructure failure.
+    ``strategy`` is a strategy object from Python (``config.strategy`` records its name); other
+    runs resolve ``config.strategy``.
     """
     out = Path(out)
     tracing = install_tracing_from_env()  # LANGSMITH_TRACING=true: every trace goes through an image-safe client
@@ -238,7 +257,9 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
-    resources = build_resources(config, load_judge(config.judge))
+    if strategy is not None and isinstance(executor, RemoteExecutor):
+        raise RunError("a strategy object from Python cannot reach remote workers: name it as 'module:function'")
+    resources = build_resources(config, load_judge(config.judge, config.request_timeout_s), strategy)
     out.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run
@@ -255,7 +276,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
             results.extend(done)
             resources.judge = with_cache(resources.judge, judge_cache or out / JUDGE_CACHE_FILE)
             resources.artifacts = ArtifactStore(out / "artifacts")
-            finished = {r.task_id for r in done}
+            finished = {r.task_id for r in done if not (retry_errors and r.infrastructure_failed)}
             with checkpoints(out) as saver:
                 resources.checkpointer = saver
                 todo = [t for t in tasks if t.id not in finished]
@@ -272,10 +293,11 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         if failure:
             raise RunError(failure)
         wanted = set(ids)
+        results = latest_results(results)  # a retried task's new result replaces the old one
         kept = [r for r in results if r.task_id in wanted]
-        summary = summarize(kept, judge_name=config.judge,
-                            extra={"model": config.model, "critical_rule": config.critical_rule,
-                                   "complete": len(kept) == len(wanted)})
+        summary = summarize(kept, judge_name=config.judge, expected=len(wanted),
+                            extra={"model": config.model, "strategy": config.strategy_spec,
+                                   "critical_rule": config.critical_rule})
         write_json_atomic(out / SUMMARY_FILE, summary)
     if tracing is not None:
         tracing.flush()

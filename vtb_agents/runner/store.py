@@ -5,9 +5,12 @@ An append that fails (disk full) is cut back to the last complete line, so a fai
 leaves half a record. A crash can still leave a partial last line, and a results file written by
 an older version may hold a torn line in the middle: :meth:`ResultsStore.load_for_resume` moves
 such bytes to ``results.jsonl.corrupt`` (never silently dropped) and keeps every whole record, so
-the affected task simply runs again. Loading keeps the first record of each task id (a second is
-what two writers on one directory leave) and says so. The JSON lines are the record; the index is
-derived, and rebuilt from them whenever it is out of step.
+the affected task simply runs again. A task's result can be superseded: ``vtb run --resume
+--retry-errors`` appends a new line for a task an infrastructure failure left ungraded, and that
+later line replaces it (:func:`latest_results`), so the file stays append-only. Any other second
+line for a task (what two writers on one directory would leave) is ignored, and loading says so:
+the first record of each task id is kept. The JSON lines are the record; the index is derived, and
+rebuilt from them whenever it is out of step.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import json
 import logging
 import os
 import sqlite3
-from collections import Counter
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -143,8 +145,8 @@ class ResultsStore:
         return index
 
     def load(self) -> tuple[list[TaskResult], int | None]:
-        """All complete results (the first per task id), and the byte offset of a partial last
-        line (None if there is none).
+        """The complete result of each task (see :func:`latest_results`), and the byte offset of a
+        partial last line (None if there is none).
 
         A malformed line anywhere but at the end is a :class:`ResultsError` saying that resuming
         the run repairs it.
@@ -160,21 +162,11 @@ class ResultsStore:
                 results.append(TaskResult.model_validate_json(raw))
             except (ValidationError, ValueError) as exc:
                 if is_last and not raw.endswith(b"\n"):
-                    return self._first_per_task(results), offset
+                    return latest_results(results, source=self.path), offset
                 raise ResultsError(f"{self.path}: line {number} is not a valid result ({exc.__class__.__name__}); "
                                    "`vtb run --resume` with the run's options repairs the file") from None
             offset += len(raw)
-        return self._first_per_task(results), None
-
-    def _first_per_task(self, results: list[TaskResult]) -> list[TaskResult]:
-        kept: dict[str, TaskResult] = {}
-        for result in results:
-            kept.setdefault(result.task_id, result)
-        if len(kept) < len(results):
-            extra = sorted(i for i, n in Counter(r.task_id for r in results).items() if n > 1)
-            _log.warning("%s: %d duplicate line(s) for task(s) %s ignored (the first record of each is used)",
-                         self.path, len(results) - len(kept), ", ".join(extra[:10]))
-        return list(kept.values())
+        return latest_results(results, source=self.path), None
 
     def load_for_resume(self) -> list[TaskResult]:
         """The complete results, after repairing the file: a partial last line or a torn line in
@@ -208,6 +200,24 @@ class ResultsStore:
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
         self.index_path.unlink(missing_ok=True)  # derived from the old lines: rebuilt on next use
+
+
+def latest_results(results: list[TaskResult], source: Path | str = "results") -> list[TaskResult]:
+    """One result per task id, in the order first written: the first record, unless a later one
+    retries it after an infrastructure failure (``--retry-errors``), which then replaces it.
+    Other duplicates are ignored with a warning naming ``source``."""
+    kept: dict[str, TaskResult] = {}
+    ignored: list[str] = []
+    for result in results:
+        first = kept.get(result.task_id)
+        if first is None or first.infrastructure_failed:
+            kept[result.task_id] = result
+        else:
+            ignored.append(result.task_id)
+    if ignored:
+        _log.warning("%s: %d duplicate line(s) for task(s) %s ignored (the first record of each is used)",
+                     source, len(ignored), ", ".join(sorted(set(ignored))[:10]))
+    return list(kept.values())
 
 
 def _split_torn(raw: bytes) -> tuple[bytes | None, bytes]:

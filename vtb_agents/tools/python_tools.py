@@ -1,17 +1,17 @@
 """``python_image_processing`` and ``python_interpreter``: model-written code in the episode's sandbox.
 
 Both run in the same stateful sandbox, so the interpreter can read what the vision tool saved.
-Images the code writes become artifacts; the graph shows them to the model after the round.
+Images the code writes become artifacts (the tool result's ``artifact``); every strategy, a user's
+agent included, shows them to the model after the round (see :mod:`vtb_agents.strategies.observe`).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Protocol
+from typing import Any
 
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
-from langgraph.prebuilt import ToolRuntime
+from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from vtb_agents.artifacts import ArtifactStore
@@ -20,14 +20,11 @@ from vtb_agents.tools.sandbox.base import ExecResult, Sandbox
 
 MAX_CODE_CHARS = 5_000
 """Longest code a call may carry (VTB's limit for the vision tool)."""
-
-
-class ToolContext(Protocol):
-    """What the Python tools need from the episode (LangGraph runtime context)."""
-
-    sandbox: Sandbox
-    artifacts: ArtifactStore
-    code_timeout_s: float
+DEFAULT_CODE_TIMEOUT_S = 60.0
+"""Seconds one code call may run before the sandbox stops it."""
+VISION_TOOL_NAME = "python_image_processing"
+INTERPRETER_TOOL_NAME = "python_interpreter"
+CODE_TOOL_NAMES = (VISION_TOOL_NAME, INTERPRETER_TOOL_NAME)
 
 
 class CodeArgs(BaseModel):
@@ -62,58 +59,75 @@ def observation_text(result: ExecResult, images: list[str]) -> str:
     other = [name for name in result.new_files if name not in images]
     if images:
         payload["new_images"] = images
-        payload["note_images"] = "the new images are shown in the next message"
+        payload["note_images"] = "the new images are shown to you after this round's tool results"
     if other:
         payload["new_files"] = other
     return json.dumps(payload, ensure_ascii=False)
 
 
-def run_code_call(name: str, code: str, *, sandbox: Sandbox, artifacts: ArtifactStore, timeout_s: float,
-                  tool_call_id: str) -> ToolMessage:
-    """Run one code call in ``sandbox`` and answer it: text for the model, new images as artifact."""
+def run_code(name: str, code: str, *, sandbox: Sandbox, artifacts: ArtifactStore,
+             timeout_s: float) -> tuple[str, dict[str, Any]]:
+    """Run one code call in ``sandbox``: the text the model reads, and an artifact holding the
+    saved images (``{"name", "ref", "size"}``), whether the code ran without error and how long."""
     result = sandbox.run(code, timeout=timeout_s)
     collected = collect_images(sandbox, artifacts, result.new_files)  # images over the pixel limit are refused
     result, images = with_refusals(result, collected.refused), collected.images
-    return ToolMessage(
-        content=observation_text(result, [image["name"] for image in images]),
-        tool_call_id=tool_call_id,
-        name=name,
-        status="success" if result.ok else "error",
-        artifact={"images": images, "duration_s": round(result.duration_s, 4), "ok": result.ok},
-    )
+    text = observation_text(result, [image["name"] for image in images])
+    return text, {"images": images, "duration_s": round(result.duration_s, 4), "ok": result.ok}
 
 
-def _code_tool(name: str, description: str) -> BaseTool:
-    """The tool for our graphs: sandbox and artifact store come from the LangGraph runtime context."""
+class CodeTool(StructuredTool):
+    """A code tool: its tool message has status ``error`` when the code failed (``artifact["ok"]``)."""
 
-    def run(code: str, runtime: ToolRuntime) -> ToolMessage:
-        ctx: ToolContext = runtime.context
-        return run_code_call(name, code, sandbox=ctx.sandbox, artifacts=ctx.artifacts,
-                             timeout_s=ctx.code_timeout_s, tool_call_id=runtime.tool_call_id or "")
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        return _failed_as_error(super().run(*args, **kwargs))
 
-    return StructuredTool.from_function(func=run, name=name, description=description, args_schema=CodeArgs)
+    async def arun(self, *args: Any, **kwargs: Any) -> Any:
+        return _failed_as_error(await super().arun(*args, **kwargs))
 
 
-def bound_code_tools(sandbox: Sandbox, artifacts: ArtifactStore, timeout_s: float = 60.0) -> list[BaseTool]:
-    """Both code tools bound to one sandbox, for agents that are not our graphs (any LangChain agent).
+def _failed_as_error(output: Any) -> Any:
+    if isinstance(output, ToolMessage) and isinstance(output.artifact, dict) and output.artifact.get("ok") is False:
+        return output.model_copy(update={"status": "error"})
+    return output
+
+
+class UnboundToolError(RuntimeError):
+    """A code tool was called without a sandbox to run in."""
+
+
+def _code_tool(name: str, description: str, sandbox: Sandbox | None, artifacts: ArtifactStore | None,
+               timeout_s: float) -> BaseTool:
+    def run(code: str) -> tuple[str, dict[str, Any]]:
+        if sandbox is None or artifacts is None:
+            raise UnboundToolError(
+                f"{name} has no sandbox to run in: use the tools of `with vtb_agents.task_tools(task) as tools:` "
+                "or `bind_code_tools(sandbox, artifacts)`")
+        return run_code(name, code, sandbox=sandbox, artifacts=artifacts, timeout_s=timeout_s)
+
+    return CodeTool.from_function(func=run, name=name, description=description, args_schema=CodeArgs,
+                                  response_format="content_and_artifact")
+
+
+def bind_code_tools(sandbox: Sandbox, artifacts: ArtifactStore, timeout_s: float = DEFAULT_CODE_TIMEOUT_S,
+                    names: tuple[str, ...] = CODE_TOOL_NAMES) -> list[BaseTool]:
+    """The code tools called ``names``, bound to one sandbox: for our graphs and any LangChain agent.
+
+    A tool call returns a ToolMessage whose text is what the model reads and whose artifact holds the
+    saved images; invoked with plain arguments (``tool.invoke({"code": ...})``) it returns the text.
 
     Example:
         >>> from vtb_agents.tools.sandbox import open_sandbox
         >>> with open_sandbox("local") as sandbox:  # doctest: +SKIP
-        ...     tools = bound_code_tools(sandbox, ArtifactStore(Path("artifacts")))
-        ...     agent = create_agent("openai:gpt-4o", tools)
+        ...     tools = bind_code_tools(sandbox, ArtifactStore(Path("artifacts")))
+        ...     tools[0].invoke({"code": "print(1 + 1)"})
+        '{"ok": true, "stdout": "2\\n"}'
     """
-    tools = []
-    for name, description in ((VISION_TOOL_NAME, _VISION_DESCRIPTION), (INTERPRETER_TOOL_NAME, _INTERPRETER_DESCRIPTION)):
-        def run(code: str, tool_call_id: Annotated[str, InjectedToolCallId], _name: str = name) -> ToolMessage:
-            return run_code_call(_name, code, sandbox=sandbox, artifacts=artifacts, timeout_s=timeout_s,
-                                 tool_call_id=tool_call_id)
-
-        tools.append(StructuredTool.from_function(func=run, name=name, description=description, args_schema=CodeArgs))
-    return tools
+    return [_code_tool(name, _DESCRIPTIONS[name], sandbox, artifacts, timeout_s) for name in names]
 
 
-VISION_TOOL_NAME = "python_image_processing"
-INTERPRETER_TOOL_NAME = "python_interpreter"
-python_image_processing: BaseTool = _code_tool(VISION_TOOL_NAME, _VISION_DESCRIPTION)
-python_interpreter: BaseTool = _code_tool(INTERPRETER_TOOL_NAME, _INTERPRETER_DESCRIPTION)
+_DESCRIPTIONS = {VISION_TOOL_NAME: _VISION_DESCRIPTION, INTERPRETER_TOOL_NAME: _INTERPRETER_DESCRIPTION}
+python_image_processing: BaseTool = _code_tool(VISION_TOOL_NAME, _VISION_DESCRIPTION, None, None, DEFAULT_CODE_TIMEOUT_S)
+"""Unbound: it names what is missing when called. Run tools come from :func:`bind_code_tools`."""
+python_interpreter: BaseTool = _code_tool(INTERPRETER_TOOL_NAME, _INTERPRETER_DESCRIPTION, None, None,
+                                          DEFAULT_CODE_TIMEOUT_S)

@@ -8,8 +8,8 @@ ToolMessage (status="error"); nothing raises into the graph.
 from __future__ import annotations
 
 from langchain_core.tools import BaseTool
-from pydantic import ValidationError
 
+from vtb_agents.tools.guard import invalid_arguments
 from vtb_agents.tools.network.cache import ToolCache, cache_key, compact_cassette, normalise_text, normalise_url
 from vtb_agents.tools.network.http import NetworkSettings, ToolFailure, default_search_backend, dump
 from vtb_agents.tools.network.page_text import build_page_text
@@ -17,12 +17,6 @@ from vtb_agents.tools.network.weather import build_weather
 from vtb_agents.tools.network.web_search import DDGSFactory, build_web_search
 
 NETWORK_TOOL_NAMES = ("web_search", "browser_get_page_text", "historical_weather")
-
-
-def invalid_arguments(error: ValidationError) -> str:
-    """The error ToolMessage text for arguments that do not fit the tool's schema."""
-    problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors())
-    return dump({"error": f"invalid arguments: {problems}"})
 
 
 def make_network_tools(settings: NetworkSettings | None = None, *,

@@ -46,6 +46,8 @@ QUOTA_POLL_S = 0.1
 class SandboxError(RuntimeError):
     """The sandbox itself failed (worker would not start, isolation unavailable, or closed)."""
 
+    passes_tool_guard = True  # not the code's failure: the episode ends (tools/guard.py)
+
 
 @dataclass(frozen=True)
 class Limits:

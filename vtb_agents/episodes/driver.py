@@ -1,5 +1,7 @@
 """The episode driver: feed a task's turns, in order and with their images, through its category graph.
 
+The one driver for every strategy, a user's own agent included: the strategy answers each turn
+inside the category graph; the driver does the rest, the same way for all of them.
 One thread per task (checkpointed when a checkpointer is given, e.g. SQLite in a run directory).
 The sandbox receives each turn's images when the turn starts. With ``history="golden"`` (the
 reference harness's default) the assistant's earlier answers are replaced by the golden answers
@@ -20,15 +22,19 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
-from vtb_agents.graphs.agent import recursion_limit
-from vtb_agents.graphs.categories import graph_builder
+from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.deadline import task_time_limit
+from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
 from vtb_agents.graphs.resumers import Resumer, ScriptedResumer
-from vtb_agents.graphs.state import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS, EpisodeContext
 from vtb_agents.models.replay import turn_message_id
 from vtb_agents.results import Episode, ToolCallRecord, TurnRecord, TurnStatus
+from vtb_agents.strategies.base import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS, EpisodeContext, Strategy
+from vtb_agents.strategies.loop import recursion_limit
+from vtb_agents.strategies.react import react
 from vtb_agents.tasks.model import Task
+from vtb_agents.tools import bind_episode_tools
+from vtb_agents.tools.python_tools import DEFAULT_CODE_TIMEOUT_S
 from vtb_agents.tools.sandbox.base import Sandbox, sandbox_settings
 
 History = Literal["golden", "model"]
@@ -42,7 +48,7 @@ class EpisodeSettings:
     prompt_level: PromptLevel = "high"
     history: History = "golden"
     max_image_side: int = DEFAULT_MAX_IMAGE_SIDE
-    code_timeout_s: float = 60.0
+    code_timeout_s: float = DEFAULT_CODE_TIMEOUT_S
     native_tool_images: bool = False
     task_timeout_s: float | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
@@ -76,9 +82,10 @@ def turn_record(messages: Sequence[AnyMessage], turn: int, status: TurnStatus) -
         for call in message.tool_calls:
             result = results.get(call["id"])
             artifact = result.artifact if result is not None and isinstance(result.artifact, dict) else {}
+            ok = result is not None and result.status != "error" and artifact.get("ok", True) is not False
             calls.append(ToolCallRecord(
                 turn=turn, round=rounds, id=call["id"], name=call["name"], args=call["args"],
-                ok=result is not None and result.status != "error", output=result.text if result else "",
+                ok=ok, output=result.text if result else "",
                 images=artifact.get("images", []), duration_s=artifact.get("duration_s"),
             ))
         rounds += bool(message.tool_calls)
@@ -94,20 +101,23 @@ def golden_rewrite(last: AnyMessage, golden_answer: str) -> list[AnyMessage]:
     return [AIMessage(id=replace_id, content=golden_answer)]
 
 
-def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, sandbox: Sandbox,
+def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
-                checkpointer: Any = None, resumer: Resumer | None = None,
+                checkpointer: Any = None, resumer: Resumer | None = None, strategy: Strategy = react,
                 graph: CompiledStateGraph | None = None) -> Episode:
-    """Run every turn of ``task`` through its category graph and return the episode.
+    """Run every turn of ``task`` with ``strategy`` inside its category graph and return the episode.
 
-    ``graph`` is that graph already compiled for ``tools`` and ``checkpointer`` (a run compiles
-    each category once); by default it is compiled here. Errors raised by the model or graph
-    propagate: the runner records them per task.
+    ``tools`` are the run's tools; their code tools are bound here to ``sandbox``. ``model`` is
+    None for strategies that bring their own (a user's agent). ``graph`` is the category graph
+    already compiled for ``strategy`` and ``checkpointer`` (a run compiles each category once); by
+    default it is compiled here. Errors raised by the model or graph propagate: the runner records
+    them per task.
     """
     resumer = resumer or ScriptedResumer()
-    graph = graph or graph_builder(task.category)(tools, checkpointer=checkpointer or InMemorySaver())
+    graph = graph or build_category_graph(task.category, strategy, checkpointer=checkpointer or InMemorySaver())
     context = EpisodeContext(
         model=model, sandbox=sandbox, artifacts=artifacts, system_prompt=system_prompt(settings.prompt_level),
+        tools=bind_episode_tools(tools, sandbox, artifacts, settings.code_timeout_s),
         max_tool_rounds=settings.max_tool_rounds, max_image_side=settings.max_image_side,
         code_timeout_s=settings.code_timeout_s, native_tool_images=settings.native_tool_images,
     )
@@ -115,16 +125,17 @@ def run_episode(task: Task, model: BaseChatModel, tools: Sequence[BaseTool], *, 
         "configurable": {"thread_id": task.id},
         "recursion_limit": recursion_limit(settings.max_tool_rounds),
         "run_name": f"vtb:{task.id}",
-        "tags": [task.category, task.domain, model_name, f"prompt:{settings.prompt_level}",
+        "tags": [task.category, task.domain, model_name, f"strategy:{strategy.name}", f"prompt:{settings.prompt_level}",
                  f"history:{settings.history}", *settings.tags],
-        "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name},
+        "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name,
+                     "strategy": strategy.name},
     }
     episode = Episode(task_id=task.id, model=model_name, settings={
-        "max_tool_rounds": settings.max_tool_rounds, "prompt_level": settings.prompt_level,
+        "strategy": strategy.name, "max_tool_rounds": settings.max_tool_rounds, "prompt_level": settings.prompt_level,
         "history": settings.history, "tools": [t.name for t in tools], "resumer": resumer.name,
         **sandbox_settings(sandbox), "graph": graph.name,
     })
-    with task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
+    with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
         return _drive(task, graph, limited, context, resumer, episode)
 
 

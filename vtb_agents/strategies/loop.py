@@ -1,0 +1,161 @@
+"""The model/tool loop every built-in strategy runs on, as reusable nodes.
+
+```
+model --vision calls---> vision_tools  --\\
+      \\--other calls----> general_tools --+--> observe -> model ...
+      \\--round cap hit---> round_cap (closing tool results, one last call without tools) -> END
+      \\--final answer----> END
+```
+Parallel calls of mixed kinds in one round go to both tool nodes at once (``Send``); ``observe``
+runs once after all of them and adds the round's images by the observation rule
+(:mod:`vtb_agents.strategies.observe`). Tools are the episode's own (``EpisodeContext.tools``,
+bound to its sandbox), so one compiled graph serves every episode of a run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph import END, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import RetryPolicy, Send
+from typing_extensions import TypedDict
+
+from vtb_agents.graphs.retry import model_retry_policy
+from vtb_agents.strategies.base import EpisodeContext, TurnState
+from vtb_agents.strategies.observe import observation_message, round_messages, with_native_images
+from vtb_agents.tools import VISION_TOOLS, guard_tool
+from vtb_agents.tools.python_tools import VISION_TOOL_NAME
+
+ROUND_CAP_MESSAGE = ("Not run: the limit of {cap} tool rounds for this turn is reached. "
+                     "Give your final answer now with what you have.")
+LOOP_NODES = ("model", "vision_tools", "general_tools", "observe", "round_cap")
+
+
+def recursion_limit(max_tool_rounds: int) -> int:
+    """Graph steps one turn may take: three per tool round (model, tools, observe) plus slack."""
+    return 3 * max_tool_rounds + 16
+
+
+def tool_specs(tools: Sequence[BaseTool], files: list[str]) -> list[dict[str, Any]]:
+    """OpenAI-format tool specs; the vision tool's description lists the working directory's files."""
+    specs = []
+    for tool in tools:
+        spec = convert_to_openai_tool(tool)
+        if tool.name == VISION_TOOL_NAME and files:
+            spec["function"]["description"] += " Files in the working directory now: " + ", ".join(files) + "."
+        specs.append(spec)
+    return specs
+
+
+def call_model(ctx: EpisodeContext, messages: Sequence[AnyMessage], *, tools: bool = True,
+               instruction: str | None = None, config: RunnableConfig | None = None) -> AIMessage:
+    """One model call: the system prompt (plus ``instruction``), the conversation with its images
+    materialised, and the episode's tools bound unless ``tools`` is False."""
+    if ctx.model is None:
+        raise ValueError("this strategy needs a model: pass --model provider:model (or replay)")
+    model = ctx.model.bind_tools(tool_specs(ctx.tools, ctx.sandbox.list_files())) if tools and ctx.tools else ctx.model
+    system = ctx.system_prompt + (f"\n\n{instruction}" if instruction else "")
+    reply = model.invoke([SystemMessage(system), *ctx.materialize(list(messages))], config)
+    return reply if isinstance(reply, AIMessage) else AIMessage(content=reply.content)
+
+
+def model_node(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
+    """Call the model with the tools; a reply with no tool calls ends the turn as answered, and
+    tool calls past the round cap end it as ``tool_round_cap`` (decided here, so routing reads state only)."""
+    reply = call_model(runtime.context, state["messages"], config=config)
+    update: dict[str, Any] = {"messages": [reply]}
+    if not reply.tool_calls:
+        update["status"] = "answered"
+    elif state.get("tool_rounds", 0) >= runtime.context.max_tool_rounds:
+        update["status"] = "tool_round_cap"
+    return update
+
+
+def execute_tool_call(ctx: EpisodeContext, call: dict[str, Any], config: RunnableConfig | None = None) -> ToolMessage:
+    """Run one tool call with the episode's tools; every failure becomes an error ToolMessage
+    (tools are guarded, :mod:`vtb_agents.tools.guard`; a call to an unknown tool is answered here)."""
+    tool = ctx.tool(call["name"])
+    if tool is None:
+        names = ", ".join(t.name for t in ctx.tools) or "none"
+        return ToolMessage(f"Error: {call['name']} is not a valid tool, try one of [{names}].",
+                           tool_call_id=call["id"], name=call["name"], status="error")
+    output = guard_tool(tool).invoke({**call, "type": "tool_call"}, config)
+    return output if isinstance(output, ToolMessage) else ToolMessage(str(output), tool_call_id=call["id"],
+                                                                      name=call["name"])
+
+
+class ToolBatch(TypedDict):
+    """A round's tool calls of one kind, sent to one tool node."""
+
+    tool_calls: list[dict[str, Any]]
+
+
+def tools_node(batch: ToolBatch, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
+    """Run a round's calls of one kind (sent by :func:`route_after_model`), in order."""
+    return {"messages": [execute_tool_call(runtime.context, call, config) for call in batch["tool_calls"]]}
+
+
+def observe(state: TurnState, runtime: Runtime[EpisodeContext]) -> dict[str, Any]:
+    """Count the round and show its new images: after all tool results, or inside them (native)."""
+    results = [m for m in round_messages(state["messages"]) if isinstance(m, ToolMessage)]
+    update: dict[str, Any] = {"tool_rounds": state.get("tool_rounds", 0) + 1}
+    if runtime.context.native_tool_images:
+        rewritten = [with_native_images(m) for m in results if isinstance(m.artifact, dict) and m.artifact.get("images")]
+        if rewritten:
+            update["messages"] = rewritten
+        return update
+    observation = observation_message(results)
+    if observation is not None:
+        update["messages"] = [observation]
+    return update
+
+
+def round_cap(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
+    """Answer the unrun calls with the cap notice, then ask the model once more, without tools,
+    for its final answer; the turn's status stays ``tool_round_cap``."""
+    last = state["messages"][-1]
+    note = ROUND_CAP_MESSAGE.format(cap=runtime.context.max_tool_rounds)
+    closing: list[AnyMessage] = [ToolMessage(content=note, tool_call_id=call["id"], name=call["name"], status="error")
+                                 for call in last.tool_calls]
+    final = call_model(runtime.context, [*state["messages"], *closing], tools=False, config=config)
+    return {"messages": [*closing, final], "status": "tool_round_cap"}
+
+
+def route_after_model(state: TurnState) -> list[Send] | str:
+    """Route a model reply: tool calls by kind (Send), the round cap, or the end of the turn."""
+    last = state["messages"][-1]
+    if not (isinstance(last, AIMessage) and last.tool_calls):
+        return END
+    if state.get("status") == "tool_round_cap":
+        return "round_cap"
+    vision = [c for c in last.tool_calls if c["name"] in VISION_TOOLS]
+    general = [c for c in last.tool_calls if c["name"] not in VISION_TOOLS]
+    return [Send(node, {"tool_calls": calls}) for node, calls in (("vision_tools", vision), ("general_tools", general)) if calls]
+
+
+def add_tool_loop(builder: StateGraph, *, after: str = END, retry_policy: RetryPolicy | None = None) -> str:
+    """Add the loop's nodes to ``builder``, leaving to ``after`` when the turn is answered or capped.
+
+    Returns the loop's entry node (``model``); the caller adds the edge into it.
+    """
+    builder.add_node("model", model_node, retry_policy=retry_policy or model_retry_policy())
+    builder.add_node("vision_tools", tools_node)
+    builder.add_node("general_tools", tools_node)
+    builder.add_node("observe", observe)
+    builder.add_node("round_cap", round_cap, retry_policy=retry_policy or model_retry_policy())
+
+    def route(state: TurnState) -> list[Send] | str:
+        target = route_after_model(state)
+        return after if target == END else target
+
+    builder.add_conditional_edges("model", route, ["vision_tools", "general_tools", "round_cap", after])
+    builder.add_edge("vision_tools", "observe")
+    builder.add_edge("general_tools", "observe")
+    builder.add_edge("observe", "model")
+    builder.add_edge("round_cap", after)
+    return "model"

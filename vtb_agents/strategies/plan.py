@@ -1,0 +1,43 @@
+"""``plan``: plan-then-act.
+
+One model call without tools writes a short plan (which regions, which tools, what to compute);
+then the tool loop carries it out. Plan-and-Solve prompting (Wang et al., 2023, arXiv 2305.04091)
+and LangChain's plan-and-execute agents, with the plan kept in the conversation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from vtb_agents.graphs.retry import model_retry_policy
+from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
+from vtb_agents.strategies.loop import call_model
+from vtb_agents.strategies.react import build_step_then_loop
+
+PLAN_INSTRUCTION = (
+    "Do not answer yet and do not call tools. Write a short numbered plan (at most 6 steps): which "
+    "parts of which image you will inspect, how (crop, zoom, enhance), which tools you will use and "
+    "what you will compute."
+)
+EXECUTE_REQUEST = "Now carry out your plan step by step with the tools, revise it if a step fails, and give the final answer."
+
+
+def write_plan(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
+    """Ask for the plan (no tools), keep it, and ask for its execution."""
+    plan = call_model(runtime.context, state["messages"], tools=False, instruction=PLAN_INSTRUCTION, config=config)
+    return {"messages": [AIMessage(content=plan.text), HumanMessage(content=EXECUTE_REQUEST)]}
+
+
+def build_plan_graph() -> CompiledStateGraph:
+    """plan -> tool loop."""
+    return build_step_then_loop("plan", write_plan, name="plan", retry_policy=model_retry_policy())
+
+
+plan = Strategy(name="plan", build=build_plan_graph,
+                summary="write a short plan without tools, then carry it out with the tool loop",
+                source="Plan-and-Solve (Wang et al., 2023, arXiv 2305.04091); plan-and-execute agents")

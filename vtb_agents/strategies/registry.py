@@ -1,0 +1,46 @@
+"""The strategy library and how a spec names a strategy: a built-in name, ``module:function`` for
+your own, or ``agent:module:function`` for your own LangChain agent behind the adapter."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+from vtb_agents.strategies.agent import AGENT_PREFIX, agent_strategy, load_agent_factory
+from vtb_agents.strategies.base import Strategy
+from vtb_agents.strategies.marks import marks
+from vtb_agents.strategies.plan import plan
+from vtb_agents.strategies.react import react
+from vtb_agents.strategies.reflect import reflect
+from vtb_agents.strategies.zoom import zoom
+
+BUILTIN: dict[str, Strategy] = {s.name: s for s in (react, zoom, marks, plan, reflect)}
+DEFAULT_STRATEGY = "react"
+
+
+def load_strategy(spec: str) -> Strategy:
+    """The strategy ``spec`` names; a bad spec raises ValueError naming it and what was expected.
+
+    ``module:function`` may name a :class:`Strategy` or a function returning a compiled turn graph.
+
+    >>> load_strategy("zoom").name
+    'zoom'
+    """
+    if spec in BUILTIN:
+        return BUILTIN[spec]
+    if spec.startswith(AGENT_PREFIX):
+        return agent_strategy(load_agent_factory(spec), spec)
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"unknown strategy {spec!r}: choose one of {', '.join(BUILTIN)}, "
+                         "or name your own as 'package.module:function'")
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"strategy {spec!r}: cannot load it: {exc}") from exc
+    if isinstance(target, Strategy):
+        return dataclasses.replace(target, name=spec)  # the spec is what reproduces the run
+    if callable(target):
+        return Strategy(name=spec, summary=(target.__doc__ or "").strip().splitlines()[0] if target.__doc__ else spec,
+                        build=target, source="user code")
+    raise ValueError(f"strategy {spec!r} is neither a Strategy nor a function returning a turn graph")
