@@ -71,7 +71,8 @@ def header(data: RunData) -> str:
     if data.tasks_note:
         parts.append(f'<div class="warn-box">{esc(data.tasks_note)}</div>')
     episodes = s.get("episodes") or {}
-    settings = [("model", model), ("judge", config.get("judge")), *settings_rows(data.run),
+    strategy = model if str(model).startswith("agent:") else config.get("strategy", "react")
+    settings = [("model", model), ("strategy", strategy), ("judge", config.get("judge")), *settings_rows(data.run),
                 ("task source", config.get("tasks")),
                 ("sandbox", config.get("sandbox")),
                 ("sandbox isolation", "; ".join(f"{k} ({n} episodes){': ' + ISOLATION[k] if k in ISOLATION else ''}"
