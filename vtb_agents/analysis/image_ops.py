@@ -341,7 +341,8 @@ def classify_image_ops_detail(code: str) -> ImageOpsResult:
         return ImageOpsResult(["other"], parse_error=True, counts={"other": 1})
     if not found:
         return ImageOpsResult(["other"], counts={"other": 1})
-    return ImageOpsResult([op for op in IMAGE_OPS if op in found], counts={op: found[op] for op in IMAGE_OPS if op in found})
+    return ImageOpsResult([op for op in IMAGE_OPS if op in found],
+                          counts={op: found[op] for op in IMAGE_OPS if op in found})
 
 
 def classify_image_ops(code: str) -> list[str]:

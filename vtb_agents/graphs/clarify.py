@@ -5,7 +5,8 @@ Detection: in a graph built with clarification (the ``follow_up`` category), a f
 task has a next turn to answer it. Clarifying questions often end with an offer ("Which item do
 you mean? ... Tell me and I'll read its price."), so the question may be anywhere. A rhetorical
 question also counts: with the scripted resumer that changes nothing (the next turn comes either
-way); with a simulated or human user it gives them a say. The node calls ``interrupt()`` with the question; the episode driver resumes it
+way); with a simulated or human user it gives them a say. The node calls ``interrupt()`` with the
+question; the episode driver resumes it
 with ``Command(resume={"messages": [...]})`` carrying the user's reply (and any history rewrite).
 Nothing with side effects runs before ``interrupt()``: the node re-runs from the top on resume.
 """

@@ -152,7 +152,8 @@ def build_resources(config: RunConfig, judge: RubricJudge, strategy: Strategy | 
     strategy = strategy or load_strategy(config.strategy_spec)
     models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s,
                             extra=config.model_kwargs) if strategy.needs_model else None)
-    user_model = chat_model(config.user_model, request_timeout_s=config.request_timeout_s) if config.user_model else None
+    user_model = (chat_model(config.user_model, request_timeout_s=config.request_timeout_s) if config.user_model
+                  else None)
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool, network=config.network())
     return RunResources(judge=judge, strategy=strategy, tools=tools, models=models,
                         resumer=load_resumer(config.resumer, user_model))

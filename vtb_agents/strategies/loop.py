@@ -105,7 +105,8 @@ def observe(state: TurnState, runtime: Runtime[EpisodeContext]) -> dict[str, Any
     results = [m for m in round_messages(state["messages"]) if isinstance(m, ToolMessage)]
     update: dict[str, Any] = {"tool_rounds": state.get("tool_rounds", 0) + 1}
     if runtime.context.native_tool_images:
-        rewritten = [with_native_images(m) for m in results if isinstance(m.artifact, dict) and m.artifact.get("images")]
+        rewritten = [with_native_images(m) for m in results
+                     if isinstance(m.artifact, dict) and m.artifact.get("images")]
         if rewritten:
             update["messages"] = rewritten
         return update
@@ -135,7 +136,8 @@ def route_after_model(state: TurnState) -> list[Send] | str:
         return "round_cap"
     vision = [c for c in last.tool_calls if c["name"] in VISION_TOOLS]
     general = [c for c in last.tool_calls if c["name"] not in VISION_TOOLS]
-    return [Send(node, {"tool_calls": calls}) for node, calls in (("vision_tools", vision), ("general_tools", general)) if calls]
+    return [Send(node, {"tool_calls": calls})
+            for node, calls in (("vision_tools", vision), ("general_tools", general)) if calls]
 
 
 def add_tool_loop(builder: StateGraph, *, after: str = END, retry_policy: RetryPolicy | None = None) -> str:

@@ -24,7 +24,8 @@ PLAN_INSTRUCTION = (
     "parts of which image you will inspect, how (crop, zoom, enhance), which tools you will use and "
     "what you will compute."
 )
-EXECUTE_REQUEST = "Now carry out your plan step by step with the tools, revise it if a step fails, and give the final answer."
+EXECUTE_REQUEST = ("Now carry out your plan step by step with the tools, revise it if a step fails, "
+                   "and give the final answer.")
 
 
 def write_plan(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:

@@ -75,7 +75,8 @@ def ingest(state: ChatState, config: RunnableConfig, runtime: Runtime[StudioCont
     messages = state["messages"]
     fresh = new_user_messages(messages)
     if not fresh:
-        raise ValueError("input: send a user message, e.g. {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}")
+        raise ValueError("input: send a user message, "
+                         "e.g. {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}")
     turn = sum(_is_turn_message(m) for m in messages)
     merged = HumanMessage(content=[block for m in fresh for block in
                                    (m.content if isinstance(m.content, list) else [m.content])])

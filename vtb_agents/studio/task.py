@@ -11,7 +11,8 @@ use the episode driver's own pieces: each turn's message and images (``turn_mess
 history rewrite (``golden_rewrite``) and the turn records (``turn_record``). When a follow-up task's
 answer asks the user something, the thread pauses in ``ask`` with ``{"question", "turn",
 "next_prompt"}``: resume with an empty string to let the context's resumer reply (``scripted``: the
-task's next prompt; LangGraph does not deliver a null resume), or with your own reply. The grading graph then gives per-rubric verdicts and the score.
+task's next prompt; LangGraph does not deliver a null resume), or with your own reply. The grading
+graph then gives per-rubric verdicts and the score.
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def open_turn(state: TaskState, config: RunnableConfig, runtime: Runtime[StudioC
     under golden history the previous answer becomes the golden one first."""
     ctx = context_of(runtime.context)
     task, turn, messages = stored_task(state, config), state["turn"], state["messages"]
-    rewrite = golden_rewrite(messages[-1], task.turns[turn - 1].golden_answer) if turn and ctx.history == "golden" else []
+    golden = turn and ctx.history == "golden"
+    rewrite = golden_rewrite(messages[-1], task.turns[turn - 1].golden_answer) if golden else []
     with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(messages)) as session:
         message = turn_message(task, turn, session.sandbox, session.artifacts, state.get("reply"))
     return {"messages": [*rewrite, message], "reply": None, "status": "running"}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -92,7 +92,7 @@ class _Guarded:
             return _error_result(self, exc, tool_call_id)  # type: ignore[arg-type]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _guarded_class(cls: type[BaseTool]) -> type[BaseTool]:
     return type(f"Guarded{cls.__name__}", (_Guarded, cls), {"__module__": __name__, "__slots__": ()})
 

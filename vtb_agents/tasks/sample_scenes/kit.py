@@ -13,7 +13,7 @@ import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 from PIL import Image, ImageDraw, ImageFont
 
@@ -35,7 +35,7 @@ def money(cents: int) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def font(size: int) -> ImageFont.FreeTypeFont:
     """Pillow's bundled scalable font at ``size`` px (no system fonts needed)."""
     return ImageFont.load_default(size=size)  # type: ignore[return-value]
