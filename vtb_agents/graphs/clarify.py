@@ -14,6 +14,7 @@ Nothing with side effects runs before ``interrupt()``: the node re-runs from the
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage
@@ -39,7 +40,7 @@ def asks_user(message: AnyMessage) -> str | None:
     return message.text.strip() if _QUESTION.search(text) else None
 
 
-def wants_clarification(state: EpisodeState) -> bool:
+def wants_clarification(state: Mapping[str, Any]) -> bool:
     """Whether the turn just ended with a question that a next turn can answer."""
     has_next_turn = state.get("turn", 0) + 1 < state.get("num_turns", 1)
     return has_next_turn and asks_user(state["messages"][-1]) is not None

@@ -31,7 +31,7 @@ Example: a strategy that answers with one model call and no tools::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Callable, Literal, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
@@ -105,6 +105,9 @@ class EpisodeContext:
         return next((t for t in self.tools if t.name == name), None)
 
 
+TurnGraph: TypeAlias = "CompiledStateGraph[TurnState, EpisodeContext, TurnInput, TurnOutput]"
+
+
 @dataclass(frozen=True)
 class Strategy:
     """A named turn policy: ``build()`` compiles its turn graph (once per process and run).
@@ -115,6 +118,6 @@ class Strategy:
 
     name: str
     summary: str
-    build: Callable[[], CompiledStateGraph]
+    build: Callable[[], TurnGraph]
     source: str = ""
     needs_model: bool = True

@@ -14,7 +14,7 @@ bound to its sandbox), so one compiled graph serves every episode of a run.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -119,7 +119,7 @@ def observe(state: TurnState, runtime: Runtime[EpisodeContext]) -> dict[str, Any
 def round_cap(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
     """Answer the unrun calls with the cap notice, then ask the model once more, without tools,
     for its final answer; the turn's status stays ``tool_round_cap``."""
-    last = state["messages"][-1]
+    last = cast(AIMessage, state["messages"][-1])  # the router comes here only after tool calls
     note = ROUND_CAP_MESSAGE.format(cap=runtime.context.max_tool_rounds)
     closing: list[AnyMessage] = [ToolMessage(content=note, tool_call_id=call["id"], name=call["name"], status="error")
                                  for call in last.tool_calls]
@@ -140,16 +140,18 @@ def route_after_model(state: TurnState) -> list[Send] | str:
             for node, calls in (("vision_tools", vision), ("general_tools", general)) if calls]
 
 
-def add_tool_loop(builder: StateGraph, *, after: str = END, retry_policy: RetryPolicy | None = None) -> str:
+def add_tool_loop(builder: StateGraph[Any, EpisodeContext, Any, Any], *, after: str = END,
+                  retry_policy: RetryPolicy | None = None) -> str:
     """Add the loop's nodes to ``builder``, leaving to ``after`` when the turn is answered or capped.
 
     Returns the loop's entry node (``model``); the caller adds the edge into it.
     """
-    builder.add_node("model", model_node, retry_policy=retry_policy or model_retry_policy())
-    builder.add_node("vision_tools", tools_node)
-    builder.add_node("general_tools", tools_node)
+    # LangGraph's node protocols have no (state, runtime, config) signature; LangGraph calls these by parameter name.
+    builder.add_node("model", model_node, retry_policy=retry_policy or model_retry_policy())  # type: ignore[call-overload]
+    builder.add_node("vision_tools", tools_node)  # type: ignore[call-overload]
+    builder.add_node("general_tools", tools_node)  # type: ignore[call-overload]
     builder.add_node("observe", observe)
-    builder.add_node("round_cap", round_cap, retry_policy=retry_policy or model_retry_policy())
+    builder.add_node("round_cap", round_cap, retry_policy=retry_policy or model_retry_policy())  # type: ignore[call-overload]
 
     def route(state: TurnState) -> list[Send] | str:
         target = route_after_model(state)

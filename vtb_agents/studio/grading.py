@@ -54,7 +54,7 @@ def answers_episode(task_id: str, model: str, answers: Any, num_turns: int) -> E
                    turns=[TurnRecord(index=i, answer=answer, status="answered") for i, answer in enumerate(answers)])
 
 
-def build_studio_grading_graph() -> CompiledStateGraph:
+def build_studio_grading_graph() -> CompiledStateGraph[StudioGradingState, StudioContext, GradingInput, GradingOutput]:
     """Compile the Studio grading graph."""
     vtb_grading = build_grading_graph()
 
@@ -68,7 +68,7 @@ def build_studio_grading_graph() -> CompiledStateGraph:
 
     builder = StateGraph(StudioGradingState, context_schema=StudioContext, input_schema=GradingInput,
                          output_schema=GradingOutput)
-    builder.add_node("grade", grade)
+    builder.add_node("grade", grade)  # type: ignore[call-overload]  # LangGraph's node protocols lack (state, config, runtime)
     builder.add_edge(START, "grade")
     builder.add_edge("grade", END)
     return builder.compile(name="grading")

@@ -25,12 +25,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from pydantic.v1 import ValidationError as ValidationErrorV1
 
 ERROR_CHARS = 2_000
 """Longest error text a guarded tool returns."""
@@ -55,7 +58,7 @@ def error_text(tool_name: str, exc: BaseException) -> str:
     return json.dumps({"error": text}, ensure_ascii=False)
 
 
-def invalid_arguments(error: ValidationError) -> str:
+def invalid_arguments(error: ValidationError | ValidationErrorV1) -> str:
     """The error text for arguments that do not fit a tool's schema: where and what, never the
     values (which could echo injected state back to the model)."""
     problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors())

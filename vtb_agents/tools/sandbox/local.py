@@ -212,11 +212,11 @@ class _Worker(WorkerPipes):
             what = f"the Python worker exited with code {code} (os._exit or a crash)"
         else:
             sig = {s.value: s for s in signal.Signals}.get(-code)
-            what = f"the Python worker was killed by {sig.name if sig else f'signal {-code}'}" + {
+            what = f"the Python worker was killed by {sig.name if sig else f'signal {-code}'}" + ({
                 signal.SIGXCPU: f" (CPU limit of {self.limits.cpu_seconds} s per worker reached)",
                 signal.SIGKILL: " (possibly out of memory)",
                 signal.SIGSEGV: " (crash in native code)",
-            }.get(sig, "")
+            }.get(sig, "") if sig else "")
         return f"{what}; {_STATE_RESET}"
 
 
@@ -257,7 +257,7 @@ def choose_level(requested: str, strict: bool, python: str, limits: Limits = Lim
     if level == "process":
         return level
     for candidate in ("bwrap", "fallback") if level == "auto" else (level,):
-        error = iso.probed(candidate, python, lambda c=candidate: _probe_and_warn(c, python, limits))
+        error = iso.probed(candidate, python, functools.partial(_probe_and_warn, candidate, python, limits))
         if error is None:
             return candidate
         if candidate == "bwrap" and strict:
