@@ -42,4 +42,4 @@ sample: $(STAMP)
 	$(BIN)/python -m vtb_agents.tasks.sample_suite
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache *.egg-info
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache *.egg-info
