@@ -60,11 +60,11 @@ def _fan_out(state: GradingState) -> list[Send] | str:
             for i in range(len(rubrics))]
 
 
-def _judge_rubric(job: RubricJob, runtime: Runtime[GradingContext]) -> dict[str, Any]:
-    turn, rubric = job["task"].rubrics[job["index"]]
+def _judge_rubric(state: RubricJob, runtime: Runtime[GradingContext]) -> dict[str, Any]:
+    turn, rubric = state["task"].rubrics[state["index"]]
     ctx = runtime.context
-    verdict = rubric_verdict(job["task"], job["episode"], ctx.judge, turn, rubric, ctx.critical_rule)
-    return {"verdicts": [(job["index"], verdict)]}
+    verdict = rubric_verdict(state["task"], state["episode"], ctx.judge, turn, rubric, ctx.critical_rule)
+    return {"verdicts": [(state["index"], verdict)]}
 
 
 def _aggregate(state: GradingState, runtime: Runtime[GradingContext]) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def _aggregate(state: GradingState, runtime: Runtime[GradingContext]) -> dict[st
 def build_grading_graph() -> CompiledStateGraph[GradingState, GradingContext, GradingState, GradingState]:
     """Compile the grading graph (stateless, so one compiled graph serves every task)."""
     builder = StateGraph(GradingState, context_schema=GradingContext)
-    builder.add_node("judge_rubric", _judge_rubric)  # type: ignore[call-overload]  # a Send target: its input is `job`
+    builder.add_node("judge_rubric", _judge_rubric)
     builder.add_node("aggregate", _aggregate)
     builder.add_conditional_edges(START, _fan_out, ["judge_rubric", "aggregate"])
     builder.add_edge("judge_rubric", "aggregate")

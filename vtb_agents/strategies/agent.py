@@ -37,7 +37,7 @@ from langgraph.graph import START
 from langgraph.runtime import Runtime
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState
+from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.observe import materialize_messages, show_tool_images
 from vtb_agents.strategies.react import turn_graph_builder
 
@@ -137,7 +137,7 @@ def agent_strategy(factory: AgentFactory, name: str) -> Strategy:
 
     def build() -> TurnGraph:
         builder = turn_graph_builder()
-        builder.add_node("agent", answer)  # type: ignore[arg-type]  # LangGraph's node protocols lack (state, runtime, config)
+        builder.add_node("agent", as_node(answer))
         builder.add_edge(START, "agent")
         return builder.compile(name="agent")
 

@@ -108,6 +108,13 @@ class EpisodeContext:
 TurnGraph: TypeAlias = "CompiledStateGraph[TurnState, EpisodeContext, TurnInput, TurnOutput]"
 
 
+def as_node(function: Callable[..., dict[str, Any]]) -> Any:
+    """``function`` for ``StateGraph.add_node``, typed ``Any``: LangGraph passes ``config`` and ``runtime``
+    by parameter name, but its node protocols have no signature taking both, so the type checker is told
+    here, once, rather than by an ignore at every such node."""
+    return function
+
+
 @dataclass(frozen=True)
 class Strategy:
     """A named turn policy: ``build()`` compiles its turn graph (once per process and run).

@@ -26,7 +26,7 @@ from langgraph.types import RetryPolicy, Send
 from typing_extensions import TypedDict
 
 from vtb_agents.graphs.retry import model_retry_policy
-from vtb_agents.strategies.base import EpisodeContext, TurnState
+from vtb_agents.strategies.base import EpisodeContext, TurnState, as_node
 from vtb_agents.strategies.observe import observation_message, round_messages, with_native_images
 from vtb_agents.tools import VISION_TOOLS, guard_tool
 from vtb_agents.tools.python_tools import VISION_TOOL_NAME
@@ -146,12 +146,11 @@ def add_tool_loop(builder: StateGraph[Any, EpisodeContext, Any, Any], *, after: 
 
     Returns the loop's entry node (``model``); the caller adds the edge into it.
     """
-    # LangGraph's node protocols have no (state, runtime, config) signature; LangGraph calls these by parameter name.
-    builder.add_node("model", model_node, retry_policy=retry_policy or model_retry_policy())  # type: ignore[call-overload]
-    builder.add_node("vision_tools", tools_node)  # type: ignore[call-overload]
-    builder.add_node("general_tools", tools_node)  # type: ignore[call-overload]
+    builder.add_node("model", as_node(model_node), retry_policy=retry_policy or model_retry_policy())
+    builder.add_node("vision_tools", as_node(tools_node))
+    builder.add_node("general_tools", as_node(tools_node))
     builder.add_node("observe", observe)
-    builder.add_node("round_cap", round_cap, retry_policy=retry_policy or model_retry_policy())  # type: ignore[call-overload]
+    builder.add_node("round_cap", as_node(round_cap), retry_policy=retry_policy or model_retry_policy())
 
     def route(state: TurnState) -> list[Send] | str:
         target = route_after_model(state)

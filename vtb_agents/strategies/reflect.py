@@ -16,7 +16,7 @@ from langgraph.graph import END, START
 from langgraph.runtime import Runtime
 
 from vtb_agents.graphs.retry import model_retry_policy
-from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState
+from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.loop import call_model
 from vtb_agents.strategies.react import build_react_graph, turn_graph_builder
 
@@ -40,7 +40,7 @@ def build_reflect_graph() -> TurnGraph:
     """answer (tool loop) -> critique -> revise (tool loop)."""
     builder = turn_graph_builder()
     builder.add_node("answer", build_react_graph(name="answer"))
-    builder.add_node("critique", critique, retry_policy=model_retry_policy())  # type: ignore[arg-type]  # LangGraph's node protocols lack (state, runtime, config)
+    builder.add_node("critique", as_node(critique), retry_policy=model_retry_policy())
     builder.add_node("revise", build_react_graph(name="revise"))
     builder.add_edge(START, "answer")
     builder.add_edge("answer", "critique")

@@ -28,7 +28,7 @@ from vtb_agents.episodes.driver import place_image
 from vtb_agents.graphs.categories import CATEGORIES, CLARIFYING
 from vtb_agents.graphs.clarify import asks_user
 from vtb_agents.models.replay import TURN_MESSAGE_PREFIX, turn_message_id
-from vtb_agents.strategies.base import TurnOutcome
+from vtb_agents.strategies.base import TurnOutcome, as_node
 from vtb_agents.studio.context import StudioContext, context_of
 from vtb_agents.studio.inputs import ingest_message, thread_images, user_image_count
 from vtb_agents.studio.sessions import SESSIONS
@@ -101,7 +101,7 @@ def build_chat_graph(category: str) -> CompiledStateGraph[ChatState, StudioConte
     if category not in CATEGORIES:
         raise ValueError(f"unknown category {category!r}: choose one of {', '.join(CATEGORIES)}")
     builder = StateGraph(ChatState, context_schema=StudioContext, input_schema=ChatInput, output_schema=ChatOutput)
-    builder.add_node("ingest", ingest)  # type: ignore[call-overload]  # LangGraph's node protocols lack (state, config, runtime)
+    builder.add_node("ingest", as_node(ingest))
     builder.add_node("turn", make_turn_node(category, chat=True))
     builder.add_edge(START, "ingest")
     builder.add_edge("ingest", "turn")

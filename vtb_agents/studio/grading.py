@@ -20,6 +20,7 @@ from typing_extensions import TypedDict
 
 from vtb_agents.graphs.grading import GradingContext, build_grading_graph
 from vtb_agents.results import Episode, TurnRecord
+from vtb_agents.strategies.base import as_node
 from vtb_agents.studio.context import StudioContext, context_of, judge_for
 from vtb_agents.studio.inputs import task_from_json
 
@@ -68,7 +69,7 @@ def build_studio_grading_graph() -> CompiledStateGraph[StudioGradingState, Studi
 
     builder = StateGraph(StudioGradingState, context_schema=StudioContext, input_schema=GradingInput,
                          output_schema=GradingOutput)
-    builder.add_node("grade", grade)  # type: ignore[call-overload]  # LangGraph's node protocols lack (state, config, runtime)
+    builder.add_node("grade", as_node(grade))
     builder.add_edge(START, "grade")
     builder.add_edge("grade", END)
     return builder.compile(name="grading")

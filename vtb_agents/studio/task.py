@@ -33,7 +33,7 @@ from vtb_agents.episodes.driver import golden_rewrite, turn_message, turn_record
 from vtb_agents.graphs.categories import CLARIFYING
 from vtb_agents.graphs.clarify import wants_clarification
 from vtb_agents.results import Episode, TurnRecord, TurnStatus
-from vtb_agents.strategies.base import TurnOutcome
+from vtb_agents.strategies.base import TurnOutcome, as_node
 from vtb_agents.studio.context import StudioContext, context_of, resources_for
 from vtb_agents.studio.grading import build_studio_grading_graph
 from vtb_agents.studio.inputs import task_from_json, thread_images
@@ -172,9 +172,8 @@ def finish(state: TaskState, runtime: Runtime[StudioContext]) -> dict[str, Any]:
 def build_task_graph() -> CompiledStateGraph[TaskState, StudioContext, TaskInput, TaskOutput]:
     """Compile the Studio task graph (any category: the task says which category graph answers)."""
     builder = StateGraph(TaskState, context_schema=StudioContext, input_schema=TaskInput, output_schema=TaskOutput)
-    # LangGraph's node protocols have no (state, config, runtime) signature; LangGraph calls these by parameter name.
-    builder.add_node("load", load)  # type: ignore[arg-type]
-    builder.add_node("open_turn", open_turn)  # type: ignore[arg-type]
+    builder.add_node("load", as_node(load))
+    builder.add_node("open_turn", as_node(open_turn))
     builder.add_node("turn", make_turn_node(None, chat=False))
     builder.add_node("close_turn", close_turn)
     builder.add_node("ask", ask)
