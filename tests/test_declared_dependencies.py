@@ -1,6 +1,7 @@
 """Every third-party module the package imports comes from a dependency pyproject.toml declares:
-imports that run when a module loads from the core dependencies, imports inside functions or
-behind an ``ImportError`` guard from the core or an extra. And every module of the package imports.
+imports that run when a module loads from the core dependencies, imports inside functions from the
+core or an extra (imports behind an ``ImportError`` guard are optional by construction: any may be
+missing). And every module of the package imports.
 
 Why a static check rather than a fresh environment per CI run: building a virtualenv from the
 declared dependencies needs the network (no test may use it) and would re-install ~1 GB of wheels
@@ -44,31 +45,32 @@ def _guards_import_error(node: ast.Try) -> bool:
     return bool(names & {"ImportError", "ModuleNotFoundError"})
 
 
-def imports(tree: ast.Module) -> list[tuple[str, bool, int]]:
-    """(top-level module, runs at module load unguarded, line) for each absolute import."""
-    found: list[tuple[str, bool, int]] = []
+def imports(tree: ast.Module) -> list[tuple[str, str, int]]:
+    """(top-level module, when, line) for each absolute import; ``when`` is "load" (runs when the
+    module loads), "lazy" (inside a function or under TYPE_CHECKING) or "guarded" (ImportError caught)."""
+    found: list[tuple[str, str, int]] = []
 
-    def visit(nodes: list[ast.stmt], at_load: bool) -> None:
+    def visit(nodes: list[ast.stmt], when: str) -> None:
         for node in nodes:
             if isinstance(node, ast.Import):
-                found.extend((a.name.split(".")[0], at_load, node.lineno) for a in node.names)
+                found.extend((a.name.split(".")[0], when, node.lineno) for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                found.append((node.module.split(".")[0], at_load, node.lineno))
+                found.append((node.module.split(".")[0], when, node.lineno))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                visit(node.body, False)
+                visit(node.body, "lazy" if when == "load" else when)
             elif isinstance(node, ast.ClassDef):
-                visit(node.body, at_load)
+                visit(node.body, when)
             elif isinstance(node, ast.If):
                 checking = "TYPE_CHECKING" in ast.unparse(node.test)
-                visit(node.body, at_load and not checking)
-                visit(node.orelse, at_load)
+                visit(node.body, "lazy" if checking and when == "load" else when)
+                visit(node.orelse, when)
             elif isinstance(node, ast.Try):
-                visit(node.body, at_load and not _guards_import_error(node))
+                visit(node.body, "guarded" if _guards_import_error(node) else when)
                 for part in (*(h.body for h in node.handlers), node.orelse, node.finalbody):
-                    visit(part, at_load)
+                    visit(part, when)
             elif isinstance(node, (ast.With, ast.For, ast.While)):
-                visit(node.body, at_load)
-    visit(tree.body, True)
+                visit(node.body, when)
+    visit(tree.body, "load")
     return found
 
 
@@ -77,14 +79,14 @@ def test_every_imported_distribution_is_declared():
     providers = metadata.packages_distributions()
     problems = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        for module, at_load, line in imports(ast.parse(path.read_text(encoding="utf-8"))):
-            if module in sys.stdlib_module_names or module in {"vtb_agents", "__future__"}:
+        for module, when, line in imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if module in sys.stdlib_module_names or module in {"vtb_agents", "__future__"} or when == "guarded":
                 continue
             dists = {normalize(d) for d in providers.get(module, [])}
             where = f"{path.relative_to(PROJECT)}:{line} imports {module}"
             if not dists:
                 problems.append(f"{where}, which no installed distribution provides")
-            elif at_load and not dists & core:
+            elif when == "load" and not dists & core:
                 problems.append(f"{where} when it loads, but none of {sorted(dists)} is a core dependency")
             elif not dists & (core | extras):
                 problems.append(f"{where}, but none of {sorted(dists)} is declared (core or extra)")
@@ -93,8 +95,10 @@ def test_every_imported_distribution_is_declared():
 
 def test_the_checker_sees_guarded_and_unguarded_imports():
     tree = ast.parse("import a\ntry:\n    import b\nexcept ImportError:\n    b = None\n"
-                     "def f():\n    import c\nif TYPE_CHECKING:\n    import d\n")
-    assert imports(tree) == [("a", True, 1), ("b", False, 3), ("c", False, 7), ("d", False, 9)]
+                     "def f():\n    import c\n    try:\n        import e\n    except ImportError:\n        pass\n"
+                     "if TYPE_CHECKING:\n    import d\n")
+    assert imports(tree) == [("a", "load", 1), ("b", "guarded", 3), ("c", "lazy", 7), ("e", "guarded", 9),
+                             ("d", "lazy", 13)]
 
 
 def test_every_module_of_the_package_imports():

@@ -41,3 +41,20 @@ def test_the_folder_of_a_killed_run_is_removed_at_the_next_start(tmp_path):
     finally:
         alive.rmdir()
         link.unlink()
+
+
+def test_sweeps_running_at_once_never_fail(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vtb_agents.tools.sandbox.leftovers import remove_leftovers
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for i in range(200):
+        (tmp_path / f"vtb-sandbox-{dead.pid}-{i}" / "sub").mkdir(parents=True)
+    sweep = remove_leftovers.__wrapped__  # the uncached sweep: as two processes starting at once would run it
+    with ThreadPoolExecutor(8) as pool:
+        removed = list(pool.map(lambda _: sweep("vtb-sandbox-", str(tmp_path)), range(8)))
+    expected = sorted(f"vtb-sandbox-{dead.pid}-{i}" for i in range(200))
+    assert sorted(name for names in removed for name in names) == expected
+    assert list(tmp_path.iterdir()) == []

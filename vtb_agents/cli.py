@@ -15,7 +15,6 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from vtb_agents.runner.saving import storage_cause
 from vtb_agents.cli_common import (check_choice, configure_logging, err, fail, load_or_fail, out, print_error,
                                    unexpected_error_line)
 from vtb_agents.tasks.model import Task
@@ -161,6 +160,8 @@ def main() -> None:
     try:
         app()
     except Exception as exc:
+        from vtb_agents.runner.saving import storage_cause
+
         if os.environ.get(DEBUG_ENV) or not isinstance(exc, (OSError, RecursionError)) and storage_cause(exc) is None:
             raise
         print_error(f"{unexpected_error_line(exc)} (--debug shows the traceback)")

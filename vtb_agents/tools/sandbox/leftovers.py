@@ -15,16 +15,20 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
+from .cgroup import _alive  # the same "is that owner still running" test as orphaned cgroups
 from .isolation import SANDBOX_ID
 
 _log = logging.getLogger(__name__)
+_SWEEP = threading.Lock()
 
 
 def owned_tempdir(prefix: str) -> Path:
     """A new temporary folder ``<prefix><pid>-<random>`` (after removing dead owners' leftovers)."""
-    remove_leftovers(prefix, tempfile.gettempdir())
+    with _SWEEP:  # sandboxes start in several threads at once: one sweep per process and prefix
+        remove_leftovers(prefix, tempfile.gettempdir())
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
 
 
@@ -39,11 +43,13 @@ def remove_leftovers(prefix: str, parent: str) -> list[str]:
         match = pattern.fullmatch(entry.name)
         if match is None or _alive(int(match.group(1))):
             continue
-        info = entry.stat(follow_symlinks=False)
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid not in owners:
-            continue
         try:
+            info = entry.stat(follow_symlinks=False)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid not in owners:
+                continue
             shutil.rmtree(entry.path)
+        except FileNotFoundError:
+            continue  # another process is sweeping too
         except OSError as exc:  # another user's files inside, say: worth a note, not a failed run
             _log.warning("could not remove the sandbox folder %s left by a killed run: %s", entry.path, exc)
             continue
@@ -51,13 +57,3 @@ def remove_leftovers(prefix: str, parent: str) -> list[str]:
     if removed:
         _log.info("removed %d sandbox folder(s) left by killed runs in %s", len(removed), parent)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
