@@ -62,8 +62,7 @@ def configure_logging(verbosity: int) -> None:
 
 def check_choice(option: str, value: str, allowed: tuple[str, ...]) -> None:
     """Exit with a clear error unless ``value`` is one of ``allowed``."""
-    if value not in allowed:
-        fail(f"{option} must be one of {', '.join(allowed)}, not {value!r}")
+    choice(option, value, allowed)
 
 
 def choice(option: str, value: str, allowed: tuple[Choice, ...]) -> Choice:
