@@ -31,7 +31,8 @@ from vtb_agents.tools.sandbox import open_sandbox
 
 ROUNDS, IMAGES, SIZE = 10, 5, (2000, 1500)
 # Each saved image is a crop of the sample invoice zoomed back to 2000x1500, as a model would.
-SAVE = ("from PIL import Image\nim = Image.open('image_0.png')\nbox = ({n} * 100, {n} * 75, {n} * 100 + 1000, {n} * 75 + 750)\n"
+SAVE = ("from PIL import Image\nim = Image.open('image_0.png')\n"
+        "box = ({n} * 100, {n} * 75, {n} * 100 + 1000, {n} * 75 + 750)\n"
         "im.crop(box).resize(({w}, {h}), Image.Resampling.LANCZOS).save('transformed_image_{n}.png')")
 CALC = "{n} * 3"
 
@@ -68,7 +69,8 @@ def main() -> None:
         saver = SqliteSaver(connection)
         graph = build_category_graph("region_switch", checkpointer=saver)
         context = EpisodeContext(model=ScriptedChatModel(replies=script()), sandbox=sandbox, artifacts=artifacts,
-                                 tools=bind_episode_tools(select_tools(), sandbox, artifacts), system_prompt="bench", max_image_side=SIZE[0])
+                                 tools=bind_episode_tools(select_tools(), sandbox, artifacts), system_prompt="bench",
+                                 max_image_side=SIZE[0])
         config = {"configurable": {"thread_id": "refs"}, "recursion_limit": recursion_limit(20)}
         state = graph.invoke({"messages": [opening], "turn": 0, "num_turns": 1}, config, context=context)
         inline = materialize_messages(state["messages"], artifacts, max_side=SIZE[0])

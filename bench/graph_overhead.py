@@ -54,7 +54,8 @@ def bare() -> float:
 def through_graph(checkpointer, sandbox, artifacts, thread: str) -> float:
     graph = build_category_graph("region_switch", checkpointer=checkpointer)
     context = EpisodeContext(model=ScriptedChatModel(replies=replies()), sandbox=sandbox, artifacts=artifacts,
-                             tools=bind_episode_tools(select_tools(), sandbox, artifacts), system_prompt="bench", max_tool_rounds=ROUNDS)
+                             tools=bind_episode_tools(select_tools(), sandbox, artifacts), system_prompt="bench",
+                             max_tool_rounds=ROUNDS)
     config = {"configurable": {"thread_id": thread}, "recursion_limit": recursion_limit(ROUNDS)}
     start = time.perf_counter()
     state = graph.invoke({"messages": [HumanMessage("go", id="turn-0")], "turn": 0, "num_turns": 1}, config,

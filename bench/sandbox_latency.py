@@ -99,7 +99,7 @@ def measure_starts(level: str, image: bytes, count: int) -> tuple[list[float], l
         starts.append(time.perf_counter() - start)
         try:
             sandbox.put_file("image_0.png", image)
-            firsts.append(timed(lambda: sandbox_call(sandbox)(CODE.format(n=0))))
+            firsts.append(timed(lambda s=sandbox: sandbox_call(s)(CODE.format(n=0))))
         finally:
             sandbox.close()
     return starts, firsts
@@ -127,7 +127,7 @@ def run(rounds: int, starts: int) -> dict[str, object]:
             for n in range(1, rounds + 1):
                 order = "abcd"[n % 4:] + "abcd"[:n % 4]
                 for m in order:
-                    warm[m].append(timed(lambda m=m: methods[m](CODE.format(n=n))))
+                    warm[m].append(timed(lambda m=m, n=n: methods[m](CODE.format(n=n))))
                     empty[m].append(timed(lambda m=m: methods[m]("pass")))
         finally:
             bwrap.close()

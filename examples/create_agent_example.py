@@ -2,7 +2,8 @@
 
     export OPENAI_API_KEY=...                       # or OPENAI_BASE_URL for a local server
     VTB_EXAMPLE_MODEL=openai:gpt-4o \\
-        PYTHONPATH=. .venv/bin/vtb run --tasks sample --model agent:examples.create_agent_example:build --out runs/my-agent
+        PYTHONPATH=. .venv/bin/vtb run --tasks sample --model agent:examples.create_agent_example:build \\
+            --out runs/my-agent
 
 ``build`` receives the tools of one episode, already bound to that task's sandbox (the task's
 images are ``image_0.png``, ... in its working directory), the system prompt of the run's

@@ -32,7 +32,8 @@ def write_task(root: Path, task_id: str, **overrides: Any) -> Path:
                 "r1": {"description": "Says 42", "weight": 5, "critical": "yes", "objective/subjective": "objective",
                        "explicit/implicit": "explicit", "category": ["visual understanding"], "final_answer": "yes",
                        "check": {"type": "number", "value": 42}},
-                "r2": {"description": "Is concise", "weight": 1, "critical": "no", "category": ["writing style / presentation"]},
+                "r2": {"description": "Is concise", "weight": 1, "critical": "no",
+                       "category": ["writing style / presentation"]},
             },
         }],
     }

@@ -27,7 +27,7 @@ import json
 import re
 import threading
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlsplit
@@ -68,7 +68,7 @@ def noise_png(width: int = 800, height: int = 600, seed: int = 0) -> bytes:
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat()
+    return datetime.now(UTC).isoformat()
 
 
 def parse_multipart(body: bytes, content_type: str) -> list[tuple[str, dict[str, str], bytes]]:

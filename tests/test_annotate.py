@@ -92,7 +92,8 @@ def test_labels_made_in_a_real_browser_reach_alignment(run_dir, tmp_path):
         on_disk = read_labels(labels)
         assert on_disk == [
             {"task_id": "a", "turn": 1, "rubric_id": "r1", "label": "met", "note": ""},
-            {"task_id": "a", "turn": 1, "rubric_id": "r2", "label": "not_met", "note": "says 'number' but no full sentence"},
+            {"task_id": "a", "turn": 1, "rubric_id": "r2", "label": "not_met",
+             "note": "says 'number' but no full sentence"},
         ]
         proc, url = start(run_dir, labels)  # a restart resumes where the person stopped
         try:

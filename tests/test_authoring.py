@@ -82,7 +82,8 @@ def test_review_block_survives_parquet_and_filters_the_listing(tmp_path):
     assert imported.exit_code == 0, imported.output
     back = {t.id: t for t in load_tasks(tmp_path / "back")}
     assert back["done"].review.model_dump() == data["review"] and back["wip"].review.status == "draft"
-    assert back["legacy"].review is None and "review" not in json.loads((tmp_path / "back/legacy/task.json").read_text())
+    assert back["legacy"].review is None
+    assert "review" not in json.loads((tmp_path / "back/legacy/task.json").read_text())
     listed = runner.invoke(app, ["tasks", "list", str(tmp_path / "back"), "--status", "accepted", "--json"])
     assert [json.loads(line)["id"] for line in listed.output.splitlines()] == ["done"]
     assert json.loads(listed.output)["review"] == "accepted"

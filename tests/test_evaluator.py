@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 import pytest
 from langchain_core.load import dumpd
@@ -143,7 +143,7 @@ def langsmith_pair(task: Task, outputs: dict | None) -> tuple[Run, Example]:
     """A finished target run and its dataset example, built locally (no LangSmith server)."""
     inputs = {"task_id": task.id, "prompts": [turn.prompt for turn in task.turns]}
     run = Run(id=uuid.uuid4(), trace_id=uuid.uuid4(), name="vtb-target", run_type="chain",
-              start_time=datetime.now(timezone.utc), inputs=inputs, outputs=outputs)
+              start_time=datetime.now(UTC), inputs=inputs, outputs=outputs)
     example = Example(id=uuid.uuid4(), inputs=inputs, outputs=dump(task))
     return run, example
 

@@ -24,7 +24,8 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 
 def build(tools):
-    return RunnableLambda(lambda state: {"messages": [*state["messages"], AIMessage(f"pid={os.getpid()}; The number is 42.")]})
+    return RunnableLambda(
+        lambda state: {"messages": [*state["messages"], AIMessage(f"pid={os.getpid()}; The number is 42.")]})
 '''
 IDS = [f"t{i}" for i in range(6)]
 
@@ -118,7 +119,8 @@ def test_a_worker_refuses_a_run_directory_it_cannot_see(tmp_path):
     (tmp_path / "run" / "run.json").write_text("{}")
     (tmp_path / "run" / "artifacts").write_text("a file where the folder should be")
     worker = TaskWorker(RunConfig(model="replay"), str(tmp_path / "run"), str(tmp_path / "cache.sqlite"), 0)
-    assert worker.error is not None and "cannot write" in worker.error and "writable by every Ray worker" in worker.error
+    assert worker.error is not None
+    assert "cannot write" in worker.error and "writable by every Ray worker" in worker.error
 
 
 @ray.remote

@@ -67,7 +67,8 @@ def test_report_shows_summary_numbers_and_every_task(run_dir, report):
         assert f"<td>{name}</td><td>{block['n']}</td><td>{block['graded']}</td><td>{pct(block['apr'])}</td>" in report
     assert "critical rubric(s) left unjudged" in report  # why the ungraded task is ungraded
     assert "<tr><td>strategy</td><td>react</td>" in report
-    settings = [json.loads(line)["episode"]["settings"] for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    lines = (run_dir / "results.jsonl").read_text().splitlines()
+    settings = [json.loads(line)["episode"]["settings"] for line in lines]
     levels = {s["sandbox_isolation"] for s in settings}
     assert len(levels) == 1 and f"{levels.pop()} (3 episodes)" in report  # isolation from the episodes
     for key in ("sandbox_memory_cap", "sandbox_syscall_filter"):

@@ -132,7 +132,8 @@ def small_disk(tmp_path: Path):
     disk.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs to fill needs root")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True, text=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:

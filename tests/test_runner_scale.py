@@ -125,7 +125,8 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(many_tasks, tmp_path):
     straight = subprocess.run([*command[:-4], "--out", str(tmp_path / "straight")], env=env, capture_output=True,
                               text=True, timeout=120)
     assert straight.returncode == 0, straight.stderr
-    assert json.loads((out / "summary.json").read_text()) == json.loads((tmp_path / "straight" / "summary.json").read_text())
+    straight = json.loads((tmp_path / "straight" / "summary.json").read_text())
+    assert json.loads((out / "summary.json").read_text()) == straight
 
 
 def test_task_timeout_stops_at_the_next_model_call(task_root, artifacts):
@@ -147,7 +148,8 @@ def test_model_calls_retry_rate_limits_and_server_errors_only(failures, status, 
     with OpenAIServer(lambda body: next(replies)) as server, open_sandbox("local") as sandbox:
         model = ChatOpenAI(model="m", base_url=server.base_url, api_key="k", max_retries=0)
         graph = build_react_graph(retry_policy=model_retry_policy(initial_interval_s=0.01))
-        context = EpisodeContext(model=model, sandbox=sandbox, artifacts=artifacts, system_prompt="s", tools=[calculator])
+        context = EpisodeContext(model=model, sandbox=sandbox, artifacts=artifacts, system_prompt="s",
+                                 tools=[calculator])
         run = lambda: graph.invoke({"messages": [HumanMessage("hi", id="turn-0")]}, context=context)  # noqa: E731
         if status == 400:
             with pytest.raises(Exception, match="scripted failure 400"):

@@ -191,7 +191,7 @@ def test_rubrics_in_vtb_format(tasks: list[Task]) -> None:
         for turn in raw["turns"]:
             assert 2 <= len(turn["rubrics"]) <= 5, task.id
             for rid, body in turn["rubrics"].items():
-                assert VTB_RUBRIC_KEYS <= set(body), (task.id, rid)
+                assert set(body) >= VTB_RUBRIC_KEYS, (task.id, rid)
                 assert isinstance(body["weight"], int) and 1 <= body["weight"] <= 5
                 assert body["objective/subjective"] in {"objective", "subjective"}
                 assert body["explicit/implicit"] in {"explicit", "implicit"}

@@ -116,7 +116,8 @@ def test_supervisor_fds_cannot_be_opened_through_proc(sb: LocalSandbox) -> None:
         pytest.skip("the process level gives no such guarantee (README: debugging only)")
     code = ("import json, os\nppid = os.getppid()\nout = {}\n"
             "for name in ('fd', 'mem', 'environ'):\n"
-            "    try:\n        os.listdir(f'/proc/{ppid}/fd') if name == 'fd' else open(f'/proc/{ppid}/{name}', 'rb').read(1)\n"
+            "    try:\n"
+            "        os.listdir(f'/proc/{ppid}/fd') if name == 'fd' else open(f'/proc/{ppid}/{name}', 'rb').read(1)\n"
             "        out[name] = 'open'\n"
             "    except OSError as exc:\n        out[name] = type(exc).__name__\nprint(json.dumps(out))")
     result = sb.run(code)

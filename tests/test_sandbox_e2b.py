@@ -19,7 +19,7 @@ import threading
 import traceback
 import typing
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ class FakeFiles:
         return [EntryInfo(name=p.name, type=FileType.FILE if p.is_file() else FileType.DIR,
                           path=str(p), size=(st := p.stat()).st_size, mode=st.st_mode,
                           permissions="", owner="user", group="user",
-                          modified_time=datetime.fromtimestamp(st.st_mtime, timezone.utc))
+                          modified_time=datetime.fromtimestamp(st.st_mtime, UTC))
                 for p in base.rglob("*") if len(p.relative_to(base).parts) <= (depth or 99)]
 
     @recorded
@@ -288,8 +288,8 @@ def test_the_vm_has_no_internet_unless_asked_and_the_episode_records_it(remote: 
 
 
 def test_sandbox_network_needs_the_e2b_sandbox() -> None:
-    with pytest.raises(ValueError, match="local sandbox never has network access"):
-        with open_sandbox("local", network=True):
-            pass
+    with (pytest.raises(ValueError, match="local sandbox never has network access"),
+          open_sandbox("local", network=True)):
+        pass
     result = vtb("run", "--sandbox-network", "--out", "unused")
     assert result.returncode == 2 and "--sandbox-network needs --sandbox e2b" in one_error_line(result)

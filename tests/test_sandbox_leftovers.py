@@ -55,5 +55,6 @@ def test_sweeps_running_at_once_never_fail(tmp_path):
     sweep = remove_leftovers.__wrapped__  # the uncached sweep: as two processes starting at once would run it
     with ThreadPoolExecutor(8) as pool:
         removed = list(pool.map(lambda _: sweep("vtb-sandbox-", str(tmp_path)), range(8)))
-    assert sorted(name for names in removed for name in names) == sorted(f"vtb-sandbox-{dead.pid}-{i}" for i in range(200))
+    expected = sorted(f"vtb-sandbox-{dead.pid}-{i}" for i in range(200))
+    assert sorted(name for names in removed for name in names) == expected
     assert list(tmp_path.iterdir()) == []

@@ -226,9 +226,8 @@ def test_given_workdir_is_created_and_kept(tmp_path: Path) -> None:
 
 
 def test_unknown_kind_is_rejected() -> None:
-    with pytest.raises(ValueError, match="local.*e2b"):
-        with open_sandbox("docker"):
-            pass
+    with pytest.raises(ValueError, match="local.*e2b"), open_sandbox("docker"):
+        pass
 
 
 def test_run_is_thread_safe(sb: LocalSandbox) -> None:

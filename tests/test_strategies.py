@@ -78,7 +78,8 @@ def test_every_strategy_runs_the_bundled_suite_without_episode_errors(name, samp
                          for r in multi)
     assert all(turn.answer for r in results for turn in r.episode.turns)
     sent = [m for call in model.calls for m in call]
-    shown = {b.get("text", "").split(" ")[0] for m in sent if isinstance(m, HumanMessage) and isinstance(m.content, list)
+    shown = {b.get("text", "").split(" ")[0] for m in sent
+             if isinstance(m, HumanMessage) and isinstance(m.content, list)
              for b in m.content if isinstance(b, dict) and b.get("type") == "text"}
     if name == "marks":
         assert "marked_image_0.png" in shown
@@ -117,7 +118,8 @@ def test_bad_strategy_specs_are_clear_errors(tmp_path):
     assert result.exit_code != 0 and "unknown strategy 'nope'" in result.output
     result = CliRunner().invoke(app, ["run", "--strategy", "no_such_module:f", "--out", str(tmp_path / "r2")])
     assert result.exit_code != 0 and "cannot load it" in result.output
-    result = CliRunner().invoke(app, ["run", "--strategy", "zoom", "--model", "agent:m:f", "--out", str(tmp_path / "r3")])
+    result = CliRunner().invoke(app, ["run", "--strategy", "zoom", "--model", "agent:m:f",
+                                      "--out", str(tmp_path / "r3")])
     assert result.exit_code != 0 and "cannot be combined with --strategy zoom" in result.output
 
 

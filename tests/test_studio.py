@@ -101,7 +101,8 @@ def test_ingest_places_images_under_the_next_free_names(tmp_path):
         return [{"type": "text", "text": f"[{name}]"}, {"type": "image_ref", "ref": store.put(data), "name": name}]
 
     url = "data:image/png;base64," + base64.b64encode(png()).decode()
-    message = HumanMessage(content=[{"type": "text", "text": "compare"}, {"type": "image_url", "image_url": {"url": url}},
+    message = HumanMessage(content=[{"type": "text", "text": "compare"},
+                                    {"type": "image_url", "image_url": {"url": url}},
                                     {"type": "image_url", "image_url": {"url": url}}])
     turn = ingest_message(message, 2, place, "turn-1")
     assert turn.id == "turn-1" and sorted(placed) == ["image_2.png", "image_3.png"]

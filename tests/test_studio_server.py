@@ -74,14 +74,16 @@ def server_url(model_server: OpenAIServer, tmp_path_factory: pytest.TempPathFact
     try:
         while True:
             if process.poll() is not None:
-                pytest.fail(f"langgraph dev exited with {process.returncode}:\n{(work / 'server.log').read_text()[-3000:]}")
+                log = (work / "server.log").read_text()[-3000:]
+                pytest.fail(f"langgraph dev exited with {process.returncode}:\n{log}")
             try:
                 if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"langgraph dev did not answer in {START_TIMEOUT_S}s:\n{(work / 'server.log').read_text()[-3000:]}")
+                log = (work / "server.log").read_text()[-3000:]
+                pytest.fail(f"langgraph dev did not answer in {START_TIMEOUT_S}s:\n{log}")
             time.sleep(0.3)
         yield url
     finally:
@@ -117,12 +119,14 @@ def test_all_seven_graphs_are_served_with_json_schemas(client: Any) -> None:
     for graph_id in GRAPHS:
         [assistant] = client.assistants.search(graph_id=graph_id)
         schemas = client.assistants.get_schemas(assistant["assistant_id"])
-        assert {"model", "judge", "strategy", "sandbox", "max_tool_rounds"} <= set(schemas["context_schema"]["properties"])
+        fields = set(schemas["context_schema"]["properties"])
+        assert {"model", "judge", "strategy", "sandbox", "max_tool_rounds"} <= fields
         assert schemas["input_schema"]["properties"]
 
 
 @pytest.mark.parametrize("graph_id", [c for c in CATEGORIES if c != "follow_up"])
-def test_category_graph_answers_a_chat_message_with_an_image(client: Any, model_server: OpenAIServer, graph_id: str) -> None:
+def test_category_graph_answers_a_chat_message_with_an_image(client: Any, model_server: OpenAIServer,
+                                                             graph_id: str) -> None:
     thread = client.threads.create()
     sent = len(model_server.requests)
     state = client.runs.wait(thread["thread_id"], graph_id, input={"messages": [user_message("What number is it?")]})
@@ -156,7 +160,8 @@ def test_a_thread_keeps_its_turns_and_streams_the_category_graph_steps(client: A
     assert last_ai_text(state) == "Final answer: 42."
 
 
-def test_follow_up_graph_pauses_on_a_question_and_resumes_with_plain_text(client: Any, model_server: OpenAIServer) -> None:
+def test_follow_up_graph_pauses_on_a_question_and_resumes_with_plain_text(client: Any,
+                                                                          model_server: OpenAIServer) -> None:
     thread = client.threads.create()["thread_id"]
     state = client.runs.wait(thread, "follow_up", input={"messages": [user_message(AMBIGUOUS)]})
     assert last_ai_text(state) == QUESTION
@@ -196,7 +201,8 @@ def inline_follow_up_task() -> dict[str, Any]:
                                           "check": {"type": "number", "value": 42}}}}]}
 
 
-def test_task_graph_runs_a_follow_up_task_through_its_question_to_verdicts(client: Any, model_server: OpenAIServer) -> None:
+def test_task_graph_runs_a_follow_up_task_through_its_question_to_verdicts(client: Any,
+                                                                           model_server: OpenAIServer) -> None:
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "task", input={"task": inline_follow_up_task()})
     [pending] = client.threads.get_state(thread)["interrupts"]
@@ -237,7 +243,8 @@ def test_bad_inputs_fail_the_run_with_a_clear_error(client: Any) -> None:
         ("task", {"task_id": "no-such-task"}, None, "task_id 'no-such-task': no such task in suite 'sample'"),
         ("region_switch", {"messages": [{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]}, None, "does not download"),
-        ("grading", {"task": load_tasks("sample")[0].model_dump(mode="json"), "answers": []}, None, "one answer per turn"),
+        ("grading", {"task": load_tasks("sample")[0].model_dump(mode="json"), "answers": []}, None,
+         "one answer per turn"),
         ("temporal", chat, {"max_tool_rounds": "many"}, "context field 'max_tool_rounds'"),
         ("hybrid_tool", chat, {"model": "replay"}, "use the 'task' graph"),
     ]:

@@ -161,7 +161,8 @@ def test_validate_catches_checks_that_would_fail_at_grading(crafted, check, mess
 
 def test_deeply_nested_json_is_a_task_error_not_a_recursion_error(crafted):
     text = (crafted / "evil" / "task.json").read_text()
-    (crafted / "evil" / "task.json").write_text(text[:-1] + ', "metadata": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}")
+    deep = "[" * 100_000 + "]" * 100_000
+    (crafted / "evil" / "task.json").write_text(text[:-1] + ', "metadata": {"x": ' + deep + "}}")
     line = one_error_line(vtb("tasks", "validate", str(crafted)))
     assert "task.json" in line and "nested" in line
     deep = "[" * 70 + "]" * 70  # parses, but deeper than the bound

@@ -221,8 +221,9 @@ def test_bound_code_tools_take_plain_arguments(tmp_path: Path) -> None:
 @pytest.mark.parametrize("tool", [python_image_processing, python_interpreter], ids=lambda t: t.name)
 def test_unbound_code_tools_say_what_is_missing(tool: BaseTool) -> None:
     for given in ({"code": "print(1)"}, call_of(tool, {"code": "print(1)"})):
-        with pytest.raises(UnboundToolError, match=rf"^{tool.name} has no sandbox to run in: use the tools of "
-                                                   r"`with vtb_agents.task_tools\(task\) as tools:` or `bind_code_tools"):
+        with pytest.raises(UnboundToolError,
+                           match=rf"^{tool.name} has no sandbox to run in: use the tools of "
+                                 r"`with vtb_agents.task_tools\(task\) as tools:` or `bind_code_tools"):
             tool.invoke(given)
 
 

@@ -131,7 +131,8 @@ def test_episode_traced_through_the_installed_client_is_image_safe(tmp_path, art
     assert episode.turns[0].answer == "The number is 42."
     (root,) = server.root_runs()
     assert root["name"] == f"vtb:{task.id}" and root["session_name"] == "vtb-tests"
-    assert set(root["tags"]) == {task.category, task.domain, "replay", "strategy:react", "prompt:high", "history:golden"}
+    assert set(root["tags"]) == {task.category, task.domain, "replay", "strategy:react", "prompt:high",
+                                 "history:golden"}
     metadata = root["extra"]["metadata"]
     assert {k: metadata[k] for k in ("task_id", "category", "domain", "model")} == {
         "task_id": task.id, "category": task.category, "domain": task.domain, "model": "replay"}

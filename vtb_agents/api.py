@@ -84,8 +84,9 @@ def task_tools(task: Task | None = None, *, sandbox: str = "local", artifacts_di
     """
     with tempfile.TemporaryDirectory(prefix="vtb-tools-") as scratch, open_sandbox(sandbox) as box:
         artifacts = ArtifactStore(artifacts_dir or Path(scratch) / "artifacts")
-        for index, image in enumerate(task.images if task is not None else []):
-            box.put_file(task.image_name(index), to_png(image.read_bytes()))
+        named = [(task.image_name(i), image) for i, image in enumerate(task.images)] if task is not None else []
+        for name, image in named:
+            box.put_file(name, to_png(image.read_bytes()))
         yield bind_episode_tools(select_tools(no_vision_tool=no_vision_tool, network=network), box, artifacts)
 
 

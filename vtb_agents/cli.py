@@ -15,7 +15,8 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from vtb_agents.cli_common import check_choice, err, fail, load_or_fail, out, print_error, unexpected_error_line
+from vtb_agents.cli_common import (check_choice, configure_logging, err, fail, load_or_fail, out, print_error,
+                                   unexpected_error_line)
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import iter_source
 
@@ -27,10 +28,14 @@ DEBUG_ENV = "VTB_DEBUG"
 
 @app.callback()
 def main_options(debug: bool = typer.Option(False, "--debug", help="Show a traceback for unexpected errors "
-                                            "(also VTB_DEBUG=1)."))  -> None:
+                                            "(also VTB_DEBUG=1)."),
+                 verbose: int = typer.Option(0, "--verbose", "-v", count=True,
+                                             help="Show the package's log messages: -v INFO, -vv DEBUG."),
+                 ) -> None:
     """VisualToolBench on LangGraph."""
     if debug:
         os.environ[DEBUG_ENV] = "1"
+    configure_logging(verbose)
 
 
 def task_row(task: Task) -> dict[str, Any]:

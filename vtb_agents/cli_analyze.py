@@ -48,7 +48,8 @@ def errors(run_dir: Path = typer.Argument(..., help="A run directory written by 
         _fail(str(exc))
     counts = report.counts()
     failed = len(report.failures)
-    table = Table("failure category", "tasks", "share", title=f"{failed} failed task(s), classifier {report.classifier}")
+    table = Table("failure category", "tasks", "share",
+                  title=f"{failed} failed task(s), classifier {report.classifier}")
     for name, n in counts.items():
         table.add_row(name, str(n), _pct(n / failed if failed else None))
     out.print(table)

@@ -20,10 +20,12 @@ authoring_cli = typer.Typer(add_completion=False)
 @authoring_cli.command("new")
 def tasks_new(task_id: str = typer.Argument(..., help="Id of the new task (also its folder name)."),
               category: str = typer.Option(..., help="region_switch, hybrid_tool, follow_up, temporal or progressive."),
-              domain: str = typer.Option(..., help="stem (or chemistry, maths, ...), medical, finance, sports, generalist."),
+              domain: str = typer.Option(..., help="stem (or chemistry, maths, ...), medical, finance, sports, "
+                                                   "generalist."),
               image: list[Path] = typer.Option(..., "--image", help="An image of the task (repeatable, in order)."),
               root: Path = typer.Option(Path("."), "--root", help="Folder to create the task folder in."),
-              turns: Optional[int] = typer.Option(None, min=1, help="Turns (default 1, or 2 for multi-turn categories)."),
+              turns: Optional[int] = typer.Option(None, min=1,
+                                                  help="Turns (default 1, or 2 for multi-turn categories)."),
               ) -> None:
     """Scaffold a task folder (task.json with a rubric template, the images, review status draft)."""
     from vtb_agents.tasks.authoring import AuthoringError, scaffold_task

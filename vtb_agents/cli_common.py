@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+from typing import TypeVar
+
 import typer
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.markup import escape
 
 from vtb_agents.tasks.errors import TaskLoadError
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import load_tasks
+
+Choice = TypeVar("Choice", bound=str)
 
 out = Console()
 err = Console(stderr=True)
@@ -43,9 +49,28 @@ def load_or_fail(spec: str) -> list[Task]:
         raise  # unreachable: fail() exits
 
 
+def configure_logging(verbosity: int) -> None:
+    """Show the package's log messages on stderr: ``-v`` its INFO lines (network retries, sandbox
+    clean-up), ``-vv`` also DEBUG. Without ``-v`` logging stays as Python leaves it (warnings only)."""
+    if verbosity <= 0:
+        return
+    handler = RichHandler(console=err, show_path=False, markup=False, rich_tracebacks=False)
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", datefmt="[%X]", handlers=[handler],
+                        force=True)
+    logging.getLogger("vtb_agents").setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)
+
+
 def check_choice(option: str, value: str, allowed: tuple[str, ...]) -> None:
     """Exit with a clear error unless ``value`` is one of ``allowed``."""
-    if value not in allowed:
-        fail(f"{option} must be one of {', '.join(allowed)}, not {value!r}")
+    choice(option, value, allowed)
+
+
+def choice(option: str, value: str, allowed: tuple[Choice, ...]) -> Choice:
+    """``value`` as the member of ``allowed`` it names (typed as their Literal), or exit with a clear error."""
+    for member in allowed:
+        if member == value:
+            return member
+    fail(f"{option} must be one of {', '.join(allowed)}, not {value!r}")
+    raise AssertionError("unreachable: fail() exits")
 
 

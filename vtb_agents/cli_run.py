@@ -12,19 +12,25 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, get_args
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from vtb_agents.cli_common import check_choice, err, fail, load_or_fail, out
-from vtb_agents.episodes.driver import EpisodeSettings
+from vtb_agents.cli_common import check_choice, choice, err, fail, load_or_fail, out
+from vtb_agents.episodes.driver import EpisodeSettings, History
+from vtb_agents.graphs.prompts import PromptLevel
+from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.results import TaskResult
 from vtb_agents.tasks.errors import TaskLoadError
 from vtb_agents.tasks.model import Task
 
 run_cli = typer.Typer(add_completion=False)
+
+PROMPT_LEVELS: tuple[PromptLevel, ...] = get_args(PromptLevel)
+HISTORIES: tuple[History, ...] = get_args(History)
+CRITICAL_RULES: tuple[CriticalRule, ...] = get_args(CriticalRule)
 
 TASKS = typer.Option("sample", help="Task source: 'sample', a folder, parquet, 'hf:...'.")
 MODEL = typer.Option("replay", help="'replay', a preset (`vtb models`), 'provider:model' (init_chat_model) or "
@@ -34,7 +40,7 @@ MODEL_KWARGS = typer.Option(None, "--model-kwargs", help="JSON object of extra c
 STRATEGY = typer.Option("react", help="Turn policy: react, zoom, marks, plan, reflect (see 'vtb strategies'), "
                                       "or 'module:function' for your own.")
 JUDGE = typer.Option("rule", help="'rule' (deterministic checks only) or 'provider:model' (LLM judge).")
-RESUME = typer.Option(False, help="Continue the run in --out, skipping finished tasks.")
+RESUME = typer.Option(False, "--resume", help="Continue the run in --out, skipping finished tasks.")
 CONCURRENCY = typer.Option(1, min=1, help="Tasks run at once.")
 LIMIT = typer.Option(None, min=1, help="Run at most this many tasks.")
 CATEGORY = typer.Option([], help="Only these categories (repeatable).")
@@ -142,12 +148,14 @@ def summary_table(summary: dict[str, Any]) -> Table:
     title = f"{summary.get('model')} (judge: {summary['judge']['model']})"
     failed = (summary.get("infrastructure_errors") or {}).get("count", 0)
     if failed:
-        title += f"\n[bold red]INCOMPLETE: {failed} task(s) ungraded by infrastructure failures; scores over graded tasks only[/]"
+        title += (f"\n[bold red]INCOMPLETE: {failed} task(s) ungraded by infrastructure failures; "
+                  "scores over graded tasks only[/]")
     table = Table("group", "n", "graded", "APR", "ARS", title=title)
     table.add_row("overall", str(summary["tasks"]), str(summary["graded"]), pct(summary["apr"]), pct(summary["ars"]))
     for section in ("by_category", "by_domain", "by_turncase"):
         for name, block in summary[section].items():
-            table.add_row(f"{section[3:]}: {name}", str(block["n"]), str(block["graded"]), pct(block["apr"]), pct(block["ars"]))
+            table.add_row(f"{section[3:]}: {name}", str(block["n"]), str(block["graded"]), pct(block["apr"]),
+                          pct(block["ars"]))
     return table
 
 
@@ -158,37 +166,45 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: st
         resume: bool = RESUME, max_tool_rounds: int = MAX_ROUNDS,
         prompt_level: str = typer.Option("high", help="System prompt strength: low, mid, high."),
         history: str = HISTORY,
-        no_tools: bool = typer.Option(False, help="Ablation: no tools at all."),
-        no_vision_tool: bool = typer.Option(False, help="Ablation: no python_image_processing."),
+        tools: bool = typer.Option(True, "--tools/--no-tools", help="Give the model tools (--no-tools: none at all)."),
+        vision_tool: bool = typer.Option(True, "--vision-tool/--no-vision-tool",
+                                         help="Offer python_image_processing (--no-vision-tool: ablation without it)."),
         critical_rule: str = CRITICAL, limit: Optional[int] = LIMIT, category: list[str] = CATEGORY,
         task_id: list[str] = TASK_ID,
         resumer: str = typer.Option("scripted", help="Who answers clarifying questions: scripted, simulated, human."),
         user_model: Optional[str] = typer.Option(None, help="provider:model of the simulated user."),
-        native_tool_images: bool = typer.Option(False, help="Put new images inside tool results (Anthropic, Responses API)."),
-        max_image_side: int = typer.Option(2048, min=64, help="Images sent to the model are downscaled to this longer side."),
+        native_tool_images: bool = typer.Option(False,
+                                                help="Put new images inside tool results (Anthropic, Responses API)."),
+        max_image_side: int = typer.Option(2048, min=64,
+                                           help="Images sent to the model are downscaled to this longer side."),
         sandbox: str = typer.Option("local", help="Where code runs: local or e2b."),
         judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: OUT/judge_cache.sqlite)."),
         concurrency: int = CONCURRENCY,
         rps: Optional[float] = typer.Option(None, min=0.001, help="At most this many model requests per second."),
-        task_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds a task's episode may take: checked at every model call, tool call and graph step (agent: runs too); stops running code."),
+        task_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds a task's episode may take: checked "
+                                                     "at every model call, tool call and graph step (agent: runs too); "
+                                                     "stops running code."),
         tools_mode: Optional[str] = TOOLS_MODE, tools_cache: Optional[Path] = TOOLS_CACHE,
         executor: str = EXECUTOR, ray_address: Optional[str] = RAY_ADDRESS,
         request_timeout: float = REQUEST_TIMEOUT,
         retry_errors: bool = typer.Option(False, "--retry-errors", help="With --resume: run again the tasks that "
                                           "infrastructure failures (provider, sandbox, storage) left ungraded."),
-        sandbox_strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run code without full isolation (bwrap)."),
-        sandbox_network: bool = typer.Option(False, "--sandbox-network",
-                                             help="Let the E2B sandbox reach the internet (off by default; recorded in the results)."),
+        sandbox_strict: bool = typer.Option(False, "--sandbox-strict",
+                                            help="Refuse to run code without full isolation (bwrap)."),
+        sandbox_network: bool = typer.Option(False, "--sandbox-network", help="Let the E2B sandbox reach the internet "
+                                             "(off by default; recorded in the results)."),
         langsmith_experiment: Optional[str] = typer.Option(
-            None, help="Run as LangSmith experiment NAME-<suffix>: tasks pushed as a dataset, rubric feedback in LangSmith."),
-        langsmith_dataset: Optional[str] = typer.Option(None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
+            None, help="Run as LangSmith experiment NAME-<suffix>: tasks pushed as a dataset, "
+                       "rubric feedback in LangSmith."),
+        langsmith_dataset: Optional[str] = typer.Option(
+            None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
     from vtb_agents.runner.run import RunConfig, RunError, run_suite
 
-    check_choice("--prompt-level", prompt_level, ("low", "mid", "high"))
-    check_choice("--history", history, ("golden", "model"))
-    check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
+    level = choice("--prompt-level", prompt_level, PROMPT_LEVELS)
+    turns_history = choice("--history", history, HISTORIES)
+    rule = choice("--critical-rule", critical_rule, CRITICAL_RULES)
     check_choice("--resumer", resumer, ("scripted", "simulated", "human"))
     if sandbox_network and sandbox != "e2b":
         fail("--sandbox-network needs --sandbox e2b (the local sandbox never has network access)")
@@ -197,15 +213,14 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: st
         fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
     extra = parse_model_kwargs(model_kwargs, model)
     selected = select_tasks(tasks, category, task_id, limit)
-    config = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy,
-                       critical_rule=critical_rule,  # type: ignore[arg-type]
-                       model_kwargs=extra, no_tools=no_tools, no_vision_tool=no_vision_tool, resumer=resumer,
+    config = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy, critical_rule=rule,
+                       model_kwargs=extra, no_tools=not tools, no_vision_tool=not vision_tool, resumer=resumer,
                        user_model=user_model,
                        sandbox=sandbox, sandbox_strict=sandbox_strict, sandbox_network=sandbox_network,
                        tools_mode=mode, tools_cache=cassette,
                        requests_per_second=rps, request_timeout_s=request_timeout,
-                       episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, prompt_level=prompt_level,  # type: ignore[arg-type]
-                                               history=history, native_tool_images=native_tool_images,  # type: ignore[arg-type]
+                       episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, prompt_level=level,
+                                               history=turns_history, native_tool_images=native_tool_images,
                                                max_image_side=max_image_side, task_timeout_s=task_timeout))
     if langsmith_experiment:
         from vtb_agents.cli_langsmith import run_langsmith_experiment
@@ -266,15 +281,14 @@ def ablate(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy:
     chosen = settings or list(ABLATIONS)
     for setting in chosen:
         check_choice("--setting", setting, tuple(ABLATIONS))
-    check_choice("--history", history, ("golden", "model"))
-    check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
+    turns_history = choice("--history", history, HISTORIES)
+    rule = choice("--critical-rule", critical_rule, CRITICAL_RULES)
     mode, cassette = network_options(tools_mode, tools_cache)
     extra = parse_model_kwargs(model_kwargs, model)
     selected = select_tasks(tasks, category, task_id, limit)
-    base = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy,
-                     critical_rule=critical_rule,  # type: ignore[arg-type]
+    base = RunConfig(model=model, judge=judge, tasks=tasks, strategy=strategy, critical_rule=rule,
                      model_kwargs=extra, tools_mode=mode, tools_cache=cassette,
-                     episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, history=history))  # type: ignore[arg-type]
+                     episode=EpisodeSettings(max_tool_rounds=max_tool_rounds, history=turns_history))
     with progress_bar(len(selected) * len(chosen)) as (on_result, stop):
         done = {"n": 0}
 
@@ -307,10 +321,10 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     from vtb_agents.runner.regrade import regrade_run
     from vtb_agents.runner.run import RunError
 
-    check_choice("--critical-rule", critical_rule, ("weight", "flag", "either"))
+    rule = choice("--critical-rule", critical_rule, CRITICAL_RULES)
     task_list = load_or_fail(tasks) if tasks else None
     try:
-        summary = regrade_run(run_dir, judge, critical_rule=critical_rule, tasks=task_list,  # type: ignore[arg-type]
+        summary = regrade_run(run_dir, judge, critical_rule=rule, tasks=task_list,
                               judge_cache=judge_cache, request_timeout_s=request_timeout)
     except (RunError, TaskLoadError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
@@ -318,7 +332,8 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     j = summary["judge"]
     out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
               f"{j['checks']} check(s), {j['unjudged']} unjudged")
-    exit_if_incomplete(summary, f"vtb grade {run_dir} (judge errors) or vtb run --out {run_dir} --resume --retry-errors")
+    exit_if_incomplete(summary,
+                       f"vtb grade {run_dir} (judge errors) or vtb run --out {run_dir} --resume --retry-errors")
 
 
 @run_cli.command("strategies")

@@ -21,8 +21,10 @@ sandbox_app = typer.Typer(help="Run code in the sandbox the model's tools use.",
 
 @sandbox_app.command("exec")
 def sandbox_exec(code_file: Path = typer.Option(..., "--code-file", help="Python file to run."),
-                 image: list[Path] = typer.Option([], "--image", help="Images, placed as image_0.png, image_1.png, ..."),
-                 workdir: Optional[Path] = typer.Option(None, help="Working directory to use and keep (default: temporary)."),
+                 image: list[Path] = typer.Option([], "--image",
+                                                  help="Images, placed as image_0.png, image_1.png, ..."),
+                 workdir: Optional[Path] = typer.Option(None,
+                                                        help="Working directory to use and keep (default: temporary)."),
                  timeout: float = typer.Option(60.0, min=0.001, help="Seconds before the call is stopped."),
                  as_json: bool = typer.Option(False, "--json", help="Print the ExecResult as one JSON object."),
                  sandbox: str = typer.Option("local", help="local or e2b."),

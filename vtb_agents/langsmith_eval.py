@@ -78,7 +78,8 @@ def evaluate_with_langsmith(tasks_or_dataset: Sequence[Task] | str, config: RunC
         resources.artifacts = ArtifactStore(folder / "artifacts")
         results = langsmith.evaluate(
             make_target(lookup, config, resources), data=examples,
-            evaluators=[make_rubric_evaluator(lookup, judge=judge, critical_rule=config.critical_rule)],
+            # langsmith takes an evaluator's list of results (the openevals shape); its annotation does not say so
+            evaluators=[make_rubric_evaluator(lookup, judge=judge, critical_rule=config.critical_rule)],  # type: ignore[list-item]
             experiment_prefix=experiment_prefix, description=description, client=client,
             metadata={"vtb_agents": __version__, "model": config.model, "judge": config.judge,
                       "vtb_config": config.to_dict()},

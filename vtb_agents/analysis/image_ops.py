@@ -315,7 +315,8 @@ def _store_ops(target: ast.expr, value: ast.expr, op: ast.operator | None, ctx: 
     if op is not None:
         return _tone(ast.BinOp(ast.Name("_", ast.Load()), op, value), ctx, depth=0)
     is_array = isinstance(value, ast.Call) and ctx.qualname(value.func) == "numpy.array"
-    return _EDIT if _literal(value.args[0] if is_array and value.args else value) is not _MISSING else ()
+    first = value.args[0] if is_array and isinstance(value, ast.Call) and value.args else value
+    return _EDIT if _literal(first) is not _MISSING else ()
 
 
 def classify_image_ops_detail(code: str) -> ImageOpsResult:
@@ -341,7 +342,8 @@ def classify_image_ops_detail(code: str) -> ImageOpsResult:
         return ImageOpsResult(["other"], parse_error=True, counts={"other": 1})
     if not found:
         return ImageOpsResult(["other"], counts={"other": 1})
-    return ImageOpsResult([op for op in IMAGE_OPS if op in found], counts={op: found[op] for op in IMAGE_OPS if op in found})
+    return ImageOpsResult([op for op in IMAGE_OPS if op in found],
+                          counts={op: found[op] for op in IMAGE_OPS if op in found})
 
 
 def classify_image_ops(code: str) -> list[str]:

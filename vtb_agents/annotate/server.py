@@ -68,7 +68,7 @@ class AnnotationSession:
 
     def state(self) -> dict[str, Any]:
         """Everything the page shows, and the labels so far."""
-        views = []
+        views: list[dict[str, Any]] = []
         for index, result in enumerate(self.results):
             task = self.tasks[result.task_id]
             views.append({"task_id": task.id, "category": task.category, "domain": task.domain,

@@ -12,10 +12,11 @@ graph interrupts with a clarifying question, the resumer's reply opens the next 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph.state import CompiledStateGraph
@@ -97,11 +98,12 @@ def turn_record(messages: Sequence[AnyMessage], turn: int, status: TurnStatus) -
             continue
         answer = message.text
         for call in message.tool_calls:
-            result = results.get(call["id"])
+            call_id = call["id"] or ""  # providers give every call an id; LangChain's type allows none
+            result = results.get(call_id)
             artifact = result.artifact if result is not None and isinstance(result.artifact, dict) else {}
             ok = result is not None and result.status != "error" and artifact.get("ok", True) is not False
             calls.append(ToolCallRecord(
-                turn=turn, round=rounds, id=call["id"], name=call["name"], args=call["args"],
+                turn=turn, round=rounds, id=call_id, name=call["name"], args=call["args"],
                 ok=ok, output=result.text if result else "",
                 images=artifact.get("images", []), duration_s=artifact.get("duration_s"),
             ))
@@ -121,7 +123,7 @@ def golden_rewrite(last: AnyMessage, golden_answer: str) -> list[AnyMessage]:
 def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
                 checkpointer: Any = None, resumer: Resumer | None = None, strategy: Strategy = react,
-                graph: CompiledStateGraph | None = None) -> Episode:
+                graph: CompiledStateGraph[Any, EpisodeContext, Any, Any] | None = None) -> Episode:
     """Run every turn of ``task`` with ``strategy`` inside its category graph and return the episode.
 
     ``tools`` are the run's tools; their code tools are bound here to ``sandbox``. ``model`` is
@@ -151,8 +153,8 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
         return _drive(task, graph, limited, context, resumer, episode)
 
 
-def _drive(task: Task, graph: CompiledStateGraph, config: dict[str, Any], context: EpisodeContext,
-           resumer: Resumer, episode: Episode) -> Episode:
+def _drive(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, Any], config: dict[str, Any],
+           context: EpisodeContext, resumer: Resumer, episode: Episode) -> Episode:
     """Feed the turns through ``graph`` until the last one is answered; fill ``episode``."""
     sandbox, artifacts = context.sandbox, context.artifacts
     history = episode.settings["history"]
@@ -162,7 +164,7 @@ def _drive(task: Task, graph: CompiledStateGraph, config: dict[str, Any], contex
     while True:
         # the turn in the run's metadata: token usage is summed per turn from it (models/usage.py)
         turn_config = {**config, "metadata": {**config.get("metadata", {}), TURN_METADATA_KEY: turn}}
-        state = graph.invoke(step, turn_config, context=context)
+        state = graph.invoke(step, cast(RunnableConfig, turn_config), context=context)
         messages = state["messages"]
         rewrite = golden_rewrite(messages[-1], task.turns[turn].golden_answer) if history == "golden" else []
         if state.get("__interrupt__"):  # the model asked a clarifying question

@@ -37,7 +37,7 @@ CLARIFYING = frozenset({"follow_up"})
 
 
 def build_category_graph(category: str, strategy: Strategy = react, *, checkpointer: Any = None
-                         ) -> CompiledStateGraph:
+                         ) -> CompiledStateGraph[EpisodeState, EpisodeContext, EpisodeInput, EpisodeOutput]:
     """Compile ``category``'s graph around ``strategy`` (unknown categories get the plain graph).
 
     Example:

@@ -5,7 +5,8 @@ Detection: in a graph built with clarification (the ``follow_up`` category), a f
 task has a next turn to answer it. Clarifying questions often end with an offer ("Which item do
 you mean? ... Tell me and I'll read its price."), so the question may be anywhere. A rhetorical
 question also counts: with the scripted resumer that changes nothing (the next turn comes either
-way); with a simulated or human user it gives them a say. The node calls ``interrupt()`` with the question; the episode driver resumes it
+way); with a simulated or human user it gives them a say. The node calls ``interrupt()`` with the
+question; the episode driver resumes it
 with ``Command(resume={"messages": [...]})`` carrying the user's reply (and any history rewrite).
 Nothing with side effects runs before ``interrupt()``: the node re-runs from the top on resume.
 """
@@ -13,6 +14,7 @@ Nothing with side effects runs before ``interrupt()``: the node re-runs from the
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage
@@ -38,7 +40,7 @@ def asks_user(message: AnyMessage) -> str | None:
     return message.text.strip() if _QUESTION.search(text) else None
 
 
-def wants_clarification(state: EpisodeState) -> bool:
+def wants_clarification(state: Mapping[str, Any]) -> bool:
     """Whether the turn just ended with a question that a next turn can answer."""
     has_next_turn = state.get("turn", 0) + 1 < state.get("num_turns", 1)
     return has_next_turn and asks_user(state["messages"][-1]) is not None

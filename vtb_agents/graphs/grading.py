@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
@@ -59,11 +60,11 @@ def _fan_out(state: GradingState) -> list[Send] | str:
             for i in range(len(rubrics))]
 
 
-def _judge_rubric(job: RubricJob, runtime: Runtime[GradingContext]) -> dict[str, Any]:
-    turn, rubric = job["task"].rubrics[job["index"]]
+def _judge_rubric(state: RubricJob, runtime: Runtime[GradingContext]) -> dict[str, Any]:
+    turn, rubric = state["task"].rubrics[state["index"]]
     ctx = runtime.context
-    verdict = rubric_verdict(job["task"], job["episode"], ctx.judge, turn, rubric, ctx.critical_rule)
-    return {"verdicts": [(job["index"], verdict)]}
+    verdict = rubric_verdict(state["task"], state["episode"], ctx.judge, turn, rubric, ctx.critical_rule)
+    return {"verdicts": [(state["index"], verdict)]}
 
 
 def _aggregate(state: GradingState, runtime: Runtime[GradingContext]) -> dict[str, Any]:
@@ -72,7 +73,7 @@ def _aggregate(state: GradingState, runtime: Runtime[GradingContext]) -> dict[st
 
 
 @lru_cache(maxsize=1)
-def build_grading_graph() -> CompiledStateGraph:
+def build_grading_graph() -> CompiledStateGraph[GradingState, GradingContext, GradingState, GradingState]:
     """Compile the grading graph (stateless, so one compiled graph serves every task)."""
     builder = StateGraph(GradingState, context_schema=GradingContext)
     builder.add_node("judge_rubric", _judge_rubric)
@@ -86,7 +87,7 @@ def build_grading_graph() -> CompiledStateGraph:
 def grade_episode(task: Task, episode: Episode, judge: RubricJudge, critical_rule: CriticalRule = "weight",
                   *, max_concurrency: int | None = None) -> TaskGrade:
     """Grade ``episode`` of ``task`` through the grading graph (judge calls run in parallel)."""
-    config: dict[str, Any] = {"run_name": f"vtb-grade:{task.id}", "metadata": {"task_id": task.id, "judge": judge.name}}
+    config: RunnableConfig = {"run_name": f"vtb-grade:{task.id}", "metadata": {"task_id": task.id, "judge": judge.name}}
     if max_concurrency:
         config["max_concurrency"] = max_concurrency
     state = build_grading_graph().invoke({"task": task, "episode": episode}, config,

@@ -69,8 +69,10 @@ def score_verdicts(verdicts: list[RubricVerdict], critical_rule: CriticalRule = 
     A task with any error verdict, or with a critical rubric left unjudged, is ungraded.
     """
     turns = sorted({v.turn for v in verdicts})
-    by_turn = [TurnGrade(turn=t, **dict(zip(("score", "passed"), weighted([v for v in verdicts if v.turn == t]))))
-               for t in turns]
+    by_turn: list[TurnGrade] = []
+    for t in turns:
+        score, passed = weighted([v for v in verdicts if v.turn == t])
+        by_turn.append(TurnGrade(turn=t, score=score, passed=passed))
     grade = TaskGrade(verdicts=verdicts, critical_rule=critical_rule, by_turn=by_turn)
     errors = [v for v in verdicts if v.status == "error"]
     unjudged_critical = [v for v in verdicts if v.critical and v.status == "unjudged"]

@@ -27,7 +27,7 @@ def current_turn(messages: Sequence[BaseMessage]) -> tuple[int, int]:
     for i in range(len(messages) - 1, -1, -1):
         message = messages[i]
         if isinstance(message, HumanMessage) and (message.id or "").startswith(TURN_MESSAGE_PREFIX):
-            turn = int(message.id[len(TURN_MESSAGE_PREFIX):])
+            turn = int((message.id or "")[len(TURN_MESSAGE_PREFIX):])
             calls = sum(isinstance(m, AIMessage) for m in messages[i + 1:])
             return turn, calls
     raise ValueError("replay model: no turn message (id 'turn-N') in the conversation")

@@ -79,7 +79,7 @@ def chat_model(spec: str, requests_per_second: float | None = None,
     from langchain.chat_models import init_chat_model
 
     provider = choice.spec.partition(":")[0]
-    options: dict[str, object] = {**client_options(provider, request_timeout_s), **choice.settings}
+    options: dict[str, Any] = {**client_options(provider, request_timeout_s), **choice.settings}
     if requests_per_second:
         options["rate_limiter"] = InMemoryRateLimiter(requests_per_second=requests_per_second,
                                                       check_every_n_seconds=0.05,

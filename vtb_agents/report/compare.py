@@ -27,7 +27,8 @@ def settings_text(config: dict[str, Any]) -> str:
     episode = config.get("episode") or {}
     model = str(config.get("model", ""))
     strategy = model if model.startswith("agent:") else config.get("strategy", "react")
-    parts = [f"strategy {strategy}", f"prompt {episode.get('prompt_level', '?')}", f"history {episode.get('history', '?')}",
+    parts = [f"strategy {strategy}", f"prompt {episode.get('prompt_level', '?')}",
+             f"history {episode.get('history', '?')}",
              f"≤{episode.get('max_tool_rounds', '?')} rounds", f"critical {config.get('critical_rule', '?')}",
              f"sandbox {config.get('sandbox', '?')}"]
     parts += [name.replace("_", " ") for name in ("no_tools", "no_vision_tool") if config.get(name)]

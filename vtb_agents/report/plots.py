@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import matplotlib
 
@@ -18,9 +18,13 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from vtb_agents.analysis.image_ops import IMAGE_OPS  # noqa: E402
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 BAR = "#2f6fb2"
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)  # RDF boilerplate with URIs; not needed
-RC = {"svg.fonttype": "none", "font.size": 10, "axes.spines.top": False, "axes.spines.right": False}
+RC: dict[RcKeyType, Any] = {"svg.fonttype": "none", "font.size": 10, "axes.spines.top": False,
+                            "axes.spines.right": False}
 
 
 def to_svg(fig: Figure) -> str:

@@ -34,8 +34,8 @@ def ablation_config(base: RunConfig, setting: str) -> RunConfig:
 
 
 def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings: Sequence[str] = tuple(ABLATIONS),
-                  resume: bool = False, executor: Executor | RemoteExecutor | None = None, stop: threading.Event | None = None,
-                  progress: ProgressFn | None = None) -> dict[str, dict[str, Any]]:
+                  resume: bool = False, executor: Executor | RemoteExecutor | None = None,
+                  stop: threading.Event | None = None, progress: ProgressFn | None = None) -> dict[str, dict[str, Any]]:
     """Run every setting into ``out/<setting>`` and return their summaries, in order."""
     configs = {setting: ablation_config(base, setting) for setting in settings}  # bad names fail first
     summaries: dict[str, dict[str, Any]] = {}

@@ -40,7 +40,7 @@ from vtb_agents.runner.lock import run_dir_lock
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.saving import ResultSaver, storage_cause
 from vtb_agents.runner.store import ResultsStore, latest_results, write_json_atomic
-from vtb_agents.strategies import DEFAULT_STRATEGY, Strategy, load_strategy
+from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy
 from vtb_agents.strategies.agent import AGENT_PREFIX
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
@@ -95,8 +95,10 @@ class RunConfig:
     def open_sandbox(self) -> ContextManager[Sandbox]:
         """A sandbox of the run's kind; ``sandbox_strict`` refuses anything short of full isolation,
         ``sandbox_network`` lets an E2B sandbox reach the internet (off by default)."""
-        options = {"strict": True} if self.sandbox_strict else {}
-        return open_sandbox(self.sandbox, **options, **({"network": True} if self.sandbox_network else {}))
+        options: dict[str, Any] = {"strict": True} if self.sandbox_strict else {}
+        if self.sandbox_network:
+            options["network"] = True
+        return open_sandbox(self.sandbox, **options)
 
     def network(self) -> NetworkSettings:
         """Settings of the network tools: live, or recording to / replaying from ``tools_cache``.
@@ -134,9 +136,9 @@ class RunResources:
     checkpointer: SqliteSaver | None = None
     models: ModelFactory | None = None
     resumer: Resumer | None = None
-    graphs: dict[str, CompiledStateGraph] = field(default_factory=dict)
+    graphs: dict[str, CompiledStateGraph[Any, EpisodeContext, Any, Any]] = field(default_factory=dict)
 
-    def graph(self, category: str) -> CompiledStateGraph:
+    def graph(self, category: str) -> CompiledStateGraph[Any, EpisodeContext, Any, Any]:
         """The category's graph around the run's strategy, with its checkpointer, compiled once per run."""
         if category not in self.graphs:
             self.graphs[category] = build_category_graph(category, self.strategy, checkpointer=self.checkpointer)
@@ -152,7 +154,8 @@ def build_resources(config: RunConfig, judge: RubricJudge, strategy: Strategy | 
     strategy = strategy or load_strategy(config.strategy_spec)
     models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s,
                             extra=config.model_kwargs) if strategy.needs_model else None)
-    user_model = chat_model(config.user_model, request_timeout_s=config.request_timeout_s) if config.user_model else None
+    user_model = (chat_model(config.user_model, request_timeout_s=config.request_timeout_s) if config.user_model
+                  else None)
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool, network=config.network())
     return RunResources(judge=judge, strategy=strategy, tools=tools, models=models,
                         resumer=load_resumer(config.resumer, user_model))

@@ -34,11 +34,10 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 from langgraph.graph import START
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
+from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.observe import materialize_messages, show_tool_images
 from vtb_agents.strategies.react import turn_graph_builder
 
@@ -136,9 +135,9 @@ def agent_strategy(factory: AgentFactory, name: str) -> Strategy:
         rounds = sum(1 for m in new if isinstance(m, AIMessage) and m.tool_calls)
         return {"messages": new, "tool_rounds": state.get("tool_rounds", 0) + rounds, "status": "answered"}
 
-    def build() -> CompiledStateGraph:
+    def build() -> TurnGraph:
         builder = turn_graph_builder()
-        builder.add_node("agent", answer)
+        builder.add_node("agent", as_node(answer))
         builder.add_edge(START, "agent")
         return builder.compile(name="agent")
 

@@ -14,7 +14,7 @@ bound to its sandbox), so one compiled graph serves every episode of a run.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -26,7 +26,7 @@ from langgraph.types import RetryPolicy, Send
 from typing_extensions import TypedDict
 
 from vtb_agents.graphs.retry import model_retry_policy
-from vtb_agents.strategies.base import EpisodeContext, TurnState
+from vtb_agents.strategies.base import EpisodeContext, TurnState, as_node
 from vtb_agents.strategies.observe import observation_message, round_messages, with_native_images
 from vtb_agents.tools import VISION_TOOLS, guard_tool
 from vtb_agents.tools.python_tools import VISION_TOOL_NAME
@@ -105,7 +105,8 @@ def observe(state: TurnState, runtime: Runtime[EpisodeContext]) -> dict[str, Any
     results = [m for m in round_messages(state["messages"]) if isinstance(m, ToolMessage)]
     update: dict[str, Any] = {"tool_rounds": state.get("tool_rounds", 0) + 1}
     if runtime.context.native_tool_images:
-        rewritten = [with_native_images(m) for m in results if isinstance(m.artifact, dict) and m.artifact.get("images")]
+        rewritten = [with_native_images(m) for m in results
+                     if isinstance(m.artifact, dict) and m.artifact.get("images")]
         if rewritten:
             update["messages"] = rewritten
         return update
@@ -118,7 +119,7 @@ def observe(state: TurnState, runtime: Runtime[EpisodeContext]) -> dict[str, Any
 def round_cap(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
     """Answer the unrun calls with the cap notice, then ask the model once more, without tools,
     for its final answer; the turn's status stays ``tool_round_cap``."""
-    last = state["messages"][-1]
+    last = cast(AIMessage, state["messages"][-1])  # the router comes here only after tool calls
     note = ROUND_CAP_MESSAGE.format(cap=runtime.context.max_tool_rounds)
     closing: list[AnyMessage] = [ToolMessage(content=note, tool_call_id=call["id"], name=call["name"], status="error")
                                  for call in last.tool_calls]
@@ -135,19 +136,21 @@ def route_after_model(state: TurnState) -> list[Send] | str:
         return "round_cap"
     vision = [c for c in last.tool_calls if c["name"] in VISION_TOOLS]
     general = [c for c in last.tool_calls if c["name"] not in VISION_TOOLS]
-    return [Send(node, {"tool_calls": calls}) for node, calls in (("vision_tools", vision), ("general_tools", general)) if calls]
+    return [Send(node, {"tool_calls": calls})
+            for node, calls in (("vision_tools", vision), ("general_tools", general)) if calls]
 
 
-def add_tool_loop(builder: StateGraph, *, after: str = END, retry_policy: RetryPolicy | None = None) -> str:
+def add_tool_loop(builder: StateGraph[Any, EpisodeContext, Any, Any], *, after: str = END,
+                  retry_policy: RetryPolicy | None = None) -> str:
     """Add the loop's nodes to ``builder``, leaving to ``after`` when the turn is answered or capped.
 
     Returns the loop's entry node (``model``); the caller adds the edge into it.
     """
-    builder.add_node("model", model_node, retry_policy=retry_policy or model_retry_policy())
-    builder.add_node("vision_tools", tools_node)
-    builder.add_node("general_tools", tools_node)
+    builder.add_node("model", as_node(model_node), retry_policy=retry_policy or model_retry_policy())
+    builder.add_node("vision_tools", as_node(tools_node))
+    builder.add_node("general_tools", as_node(tools_node))
     builder.add_node("observe", observe)
-    builder.add_node("round_cap", round_cap, retry_policy=retry_policy or model_retry_policy())
+    builder.add_node("round_cap", as_node(round_cap), retry_policy=retry_policy or model_retry_policy())
 
     def route(state: TurnState) -> list[Send] | str:
         target = route_after_model(state)

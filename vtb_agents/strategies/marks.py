@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
+from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState
 from vtb_agents.strategies.react import build_step_then_loop
 from vtb_agents.strategies.views import make_views, turn_images, views_message
 
@@ -75,7 +74,7 @@ def mark_images(state: TurnState, runtime: Runtime[EpisodeContext], config: Runn
     return {"messages": [views_message(text, views)]}
 
 
-def build_marks_graph() -> CompiledStateGraph:
+def build_marks_graph() -> TurnGraph:
     """mark -> tool loop."""
     return build_step_then_loop("mark", mark_images, name="marks")
 

@@ -31,7 +31,8 @@ def materialize_messages(messages: Sequence[AnyMessage], artifacts: ArtifactStor
     for message in messages:
         content = message.content
         if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == IMAGE_REF_TYPE for b in content):
-            message = message.model_copy(update={"content": [materialize_block(b, artifacts, max_side) for b in content]})
+            blocks = [materialize_block(b, artifacts, max_side) for b in content]
+            message = message.model_copy(update={"content": blocks})
         out.append(message)
     return out
 
@@ -46,7 +47,8 @@ def images_of(message: AnyMessage) -> list[dict[str, Any]]:
 def image_blocks(image: dict[str, Any]) -> list[dict[str, Any]]:
     """A caption and an image reference block for one saved image."""
     width, height = image["size"]
-    return [{"type": "text", "text": f"{image['name']} ({width}x{height}):"}, image_ref_block(image["ref"], image["name"])]
+    return [{"type": "text", "text": f"{image['name']} ({width}x{height}):"},
+            image_ref_block(image["ref"], image["name"])]
 
 
 def observation_message(tool_messages: Sequence[AnyMessage]) -> HumanMessage | None:

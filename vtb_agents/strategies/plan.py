@@ -11,11 +11,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from vtb_agents.graphs.retry import model_retry_policy
-from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
+from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState
 from vtb_agents.strategies.loop import call_model
 from vtb_agents.strategies.react import build_step_then_loop
 
@@ -24,7 +23,8 @@ PLAN_INSTRUCTION = (
     "parts of which image you will inspect, how (crop, zoom, enhance), which tools you will use and "
     "what you will compute."
 )
-EXECUTE_REQUEST = "Now carry out your plan step by step with the tools, revise it if a step fails, and give the final answer."
+EXECUTE_REQUEST = ("Now carry out your plan step by step with the tools, revise it if a step fails, "
+                   "and give the final answer.")
 
 
 def write_plan(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
@@ -33,7 +33,7 @@ def write_plan(state: TurnState, runtime: Runtime[EpisodeContext], config: Runna
     return {"messages": [AIMessage(content=plan.text), HumanMessage(content=EXECUTE_REQUEST)]}
 
 
-def build_plan_graph() -> CompiledStateGraph:
+def build_plan_graph() -> TurnGraph:
     """plan -> tool loop."""
     return build_step_then_loop("plan", write_plan, name="plan", retry_policy=model_retry_policy())
 

@@ -11,19 +11,18 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from langgraph.graph import START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
 
-from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnInput, TurnOutput, TurnState
+from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnInput, TurnOutput, TurnState
 from vtb_agents.strategies.loop import add_tool_loop
 
 
-def turn_graph_builder() -> StateGraph:
+def turn_graph_builder() -> StateGraph[TurnState, EpisodeContext, TurnInput, TurnOutput]:
     """An empty turn graph with the strategy contract's state, input, output and context."""
     return StateGraph(TurnState, context_schema=EpisodeContext, input_schema=TurnInput, output_schema=TurnOutput)
 
 
-def build_react_graph(*, retry_policy: RetryPolicy | None = None, name: str = "react") -> CompiledStateGraph:
+def build_react_graph(*, retry_policy: RetryPolicy | None = None, name: str = "react") -> TurnGraph:
     """Compile the model/tool loop as a turn graph.
 
     Example:
@@ -37,7 +36,7 @@ def build_react_graph(*, retry_policy: RetryPolicy | None = None, name: str = "r
 
 
 def build_step_then_loop(step_name: str, step: Callable[..., Any], *, name: str,
-                         retry_policy: RetryPolicy | None = None) -> CompiledStateGraph:
+                         retry_policy: RetryPolicy | None = None) -> TurnGraph:
     """A turn graph with one step of a strategy's own (``step_name``) before the tool loop.
 
     ``retry_policy`` suits steps that call the model (a retry re-runs the whole step).

@@ -13,11 +13,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from vtb_agents.graphs.retry import model_retry_policy
-from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
+from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.loop import call_model
 from vtb_agents.strategies.react import build_react_graph, turn_graph_builder
 
@@ -37,11 +36,11 @@ def critique(state: TurnState, runtime: Runtime[EpisodeContext], config: Runnabl
     return {"messages": [request, AIMessage(content=review.text), HumanMessage(content=REVISE_REQUEST)]}
 
 
-def build_reflect_graph() -> CompiledStateGraph:
+def build_reflect_graph() -> TurnGraph:
     """answer (tool loop) -> critique -> revise (tool loop)."""
     builder = turn_graph_builder()
     builder.add_node("answer", build_react_graph(name="answer"))
-    builder.add_node("critique", critique, retry_policy=model_retry_policy())
+    builder.add_node("critique", as_node(critique), retry_policy=model_retry_policy())
     builder.add_node("revise", build_react_graph(name="revise"))
     builder.add_edge(START, "answer")
     builder.add_edge("answer", "critique")

@@ -16,14 +16,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
 from vtb_agents.graphs.retry import model_retry_policy
-from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
+from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState
 from vtb_agents.strategies.loop import call_model
 from vtb_agents.strategies.react import build_step_then_loop
 from vtb_agents.strategies.views import make_views, turn_images, views_message
@@ -107,7 +106,7 @@ def absolute_box(parent: tuple[float, float, float, float], box: tuple[float, fl
 def plan_views(regions: list[Region], known: dict[str, View], images: list[str], made: int) -> list[View]:
     """The next views to make: regions of the images, or of views the model was not confident in,
     within the depth and view bounds."""
-    views = []
+    views: list[View] = []
     for region in regions:
         parent = known.get(region.source) or (View(region.source, region.source, (0.0, 0.0, 1.0, 1.0), 0)
                                               if region.source in images else None)
@@ -142,7 +141,7 @@ def zoom_search(state: TurnState, runtime: Runtime[EpisodeContext], config: Runn
     images = turn_images(state["messages"])
     if not images:
         return {}
-    messages, added = list(state["messages"]), []
+    messages, added = list(state["messages"]), list[AnyMessage]()
     known: dict[str, View] = {}
     instruction = PROPOSE_INSTRUCTION.replace("{sources}", ", ".join(images))
     while True:
@@ -162,7 +161,7 @@ def zoom_search(state: TurnState, runtime: Runtime[EpisodeContext], config: Runn
         instruction = REFINE_INSTRUCTION
 
 
-def build_zoom_graph() -> CompiledStateGraph:
+def build_zoom_graph() -> TurnGraph:
     """zoom search -> tool loop."""
     return build_step_then_loop("zoom", zoom_search, name="zoom", retry_policy=model_retry_policy())
 

@@ -13,7 +13,7 @@ just send the next message.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from langchain_core.messages import AnyMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
@@ -28,7 +28,7 @@ from vtb_agents.episodes.driver import place_image
 from vtb_agents.graphs.categories import CATEGORIES, CLARIFYING
 from vtb_agents.graphs.clarify import asks_user
 from vtb_agents.models.replay import TURN_MESSAGE_PREFIX, turn_message_id
-from vtb_agents.strategies.base import TurnOutcome
+from vtb_agents.strategies.base import TurnOutcome, as_node
 from vtb_agents.studio.context import StudioContext, context_of
 from vtb_agents.studio.inputs import ingest_message, thread_images, user_image_count
 from vtb_agents.studio.sessions import SESSIONS
@@ -75,7 +75,8 @@ def ingest(state: ChatState, config: RunnableConfig, runtime: Runtime[StudioCont
     messages = state["messages"]
     fresh = new_user_messages(messages)
     if not fresh:
-        raise ValueError("input: send a user message, e.g. {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}")
+        raise ValueError("input: send a user message, "
+                         "e.g. {\"messages\": [{\"role\": \"user\", \"content\": \"...\"}]}")
     turn = sum(_is_turn_message(m) for m in messages)
     merged = HumanMessage(content=[block for m in fresh for block in
                                    (m.content if isinstance(m.content, list) else [m.content])])
@@ -84,7 +85,8 @@ def ingest(state: ChatState, config: RunnableConfig, runtime: Runtime[StudioCont
         message = ingest_message(merged, user_image_count(messages),
                                  lambda name, data: place_image(name, data, session.sandbox, session.artifacts),
                                  turn_message_id(turn))
-    return {"messages": [*(RemoveMessage(id=m.id) for m in fresh), message], "turn": turn, "status": "running"}
+    removed = [RemoveMessage(id=cast(str, m.id)) for m in fresh]  # add_messages gave every state message an id
+    return {"messages": [*removed, message], "turn": turn, "status": "running"}
 
 
 def ask(state: ChatState) -> dict[str, Any]:
@@ -94,12 +96,12 @@ def ask(state: ChatState) -> dict[str, Any]:
     return {"messages": [reply_message(reply, "follow_up")]}
 
 
-def build_chat_graph(category: str) -> CompiledStateGraph:
+def build_chat_graph(category: str) -> CompiledStateGraph[ChatState, StudioContext, ChatInput, ChatOutput]:
     """The Studio chat graph of ``category`` (one of :data:`~vtb_agents.graphs.categories.CATEGORIES`)."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown category {category!r}: choose one of {', '.join(CATEGORIES)}")
     builder = StateGraph(ChatState, context_schema=StudioContext, input_schema=ChatInput, output_schema=ChatOutput)
-    builder.add_node("ingest", ingest)
+    builder.add_node("ingest", as_node(ingest))
     builder.add_node("turn", make_turn_node(category, chat=True))
     builder.add_edge(START, "ingest")
     builder.add_edge("ingest", "turn")

@@ -20,6 +20,7 @@ from typing_extensions import TypedDict
 
 from vtb_agents.graphs.grading import GradingContext, build_grading_graph
 from vtb_agents.results import Episode, TurnRecord
+from vtb_agents.strategies.base import as_node
 from vtb_agents.studio.context import StudioContext, context_of, judge_for
 from vtb_agents.studio.inputs import task_from_json
 
@@ -54,7 +55,7 @@ def answers_episode(task_id: str, model: str, answers: Any, num_turns: int) -> E
                    turns=[TurnRecord(index=i, answer=answer, status="answered") for i, answer in enumerate(answers)])
 
 
-def build_studio_grading_graph() -> CompiledStateGraph:
+def build_studio_grading_graph() -> CompiledStateGraph[StudioGradingState, StudioContext, GradingInput, GradingOutput]:
     """Compile the Studio grading graph."""
     vtb_grading = build_grading_graph()
 
@@ -68,7 +69,7 @@ def build_studio_grading_graph() -> CompiledStateGraph:
 
     builder = StateGraph(StudioGradingState, context_schema=StudioContext, input_schema=GradingInput,
                          output_schema=GradingOutput)
-    builder.add_node("grade", grade)
+    builder.add_node("grade", as_node(grade))
     builder.add_edge(START, "grade")
     builder.add_edge("grade", END)
     return builder.compile(name="grading")

@@ -11,7 +11,8 @@ use the episode driver's own pieces: each turn's message and images (``turn_mess
 history rewrite (``golden_rewrite``) and the turn records (``turn_record``). When a follow-up task's
 answer asks the user something, the thread pauses in ``ask`` with ``{"question", "turn",
 "next_prompt"}``: resume with an empty string to let the context's resumer reply (``scripted``: the
-task's next prompt; LangGraph does not deliver a null resume), or with your own reply. The grading graph then gives per-rubric verdicts and the score.
+task's next prompt; LangGraph does not deliver a null resume), or with your own reply. The grading
+graph then gives per-rubric verdicts and the score.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from vtb_agents.api import load_tasks
 from vtb_agents.episodes.driver import golden_rewrite, turn_message, turn_record
 from vtb_agents.graphs.categories import CLARIFYING
 from vtb_agents.graphs.clarify import wants_clarification
-from vtb_agents.results import Episode, TurnRecord
-from vtb_agents.strategies.base import TurnOutcome
+from vtb_agents.results import Episode, TurnRecord, TurnStatus
+from vtb_agents.strategies.base import TurnOutcome, as_node
 from vtb_agents.studio.context import StudioContext, context_of, resources_for
 from vtb_agents.studio.grading import build_studio_grading_graph
 from vtb_agents.studio.inputs import task_from_json, thread_images
@@ -114,7 +115,8 @@ def open_turn(state: TaskState, config: RunnableConfig, runtime: Runtime[StudioC
     under golden history the previous answer becomes the golden one first."""
     ctx = context_of(runtime.context)
     task, turn, messages = stored_task(state, config), state["turn"], state["messages"]
-    rewrite = golden_rewrite(messages[-1], task.turns[turn - 1].golden_answer) if turn and ctx.history == "golden" else []
+    golden = turn and ctx.history == "golden"
+    rewrite = golden_rewrite(messages[-1], task.turns[turn - 1].golden_answer) if golden else []
     with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(messages)) as session:
         message = turn_message(task, turn, session.sandbox, session.artifacts, state.get("reply"))
     return {"messages": [*rewrite, message], "reply": None, "status": "running"}
@@ -124,7 +126,8 @@ def close_turn(state: TaskState) -> dict[str, Any]:
     """Record the turn; note the question if a follow-up answer asks one and a next turn can answer."""
     turn, task = state["turn"], state["task"]
     asked = task["category"] in CLARIFYING and wants_clarification(state)
-    status = "asked_user" if asked else "tool_round_cap" if state.get("status") == "tool_round_cap" else "answered"
+    capped = state.get("status") == "tool_round_cap"
+    status: TurnStatus = "asked_user" if asked else "tool_round_cap" if capped else "answered"
     record = turn_record(state["messages"], turn, status)
     last = turn + 1 >= state["num_turns"]
     return {"turns": [*state.get("turns", []), record.model_dump(mode="json")], "turn": turn if last else turn + 1,
@@ -146,8 +149,10 @@ def ask(state: TaskState, runtime: Runtime[StudioContext]) -> dict[str, Any]:
                        "resume": "an empty string lets the resumer reply (scripted: next_prompt); "
                                  "or send your own reply"})
     if isinstance(reply, str) and not reply.strip():
-        resources = resources_for(context_of(runtime.context), chat=False)
-        text = resources.resumer.reply(task, turn, question)
+        resumer = resources_for(context_of(runtime.context), chat=False).resumer
+        if resumer is None:
+            raise RuntimeError("the task graph's resources have no resumer")
+        text = resumer.reply(task, turn, question)
     else:
         text = reply_message(reply, f"task {task.id!r}, turn {turn + 1}").text
     return {"reply": text, "question": None}
@@ -164,11 +169,11 @@ def finish(state: TaskState, runtime: Runtime[StudioContext]) -> dict[str, Any]:
     return {"episode": episode.model_dump(mode="json"), "answers": [t.answer for t in turns]}
 
 
-def build_task_graph() -> CompiledStateGraph:
+def build_task_graph() -> CompiledStateGraph[TaskState, StudioContext, TaskInput, TaskOutput]:
     """Compile the Studio task graph (any category: the task says which category graph answers)."""
     builder = StateGraph(TaskState, context_schema=StudioContext, input_schema=TaskInput, output_schema=TaskOutput)
-    builder.add_node("load", load)
-    builder.add_node("open_turn", open_turn)
+    builder.add_node("load", as_node(load))
+    builder.add_node("open_turn", as_node(open_turn))
     builder.add_node("turn", make_turn_node(None, chat=False))
     builder.add_node("close_turn", close_turn)
     builder.add_node("ask", ask)

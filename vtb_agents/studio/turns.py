@@ -77,7 +77,7 @@ def make_turn_node(category: str | None, *, chat: bool) -> Callable[..., dict[st
             out = graph.invoke(
                 {"messages": messages, "turn": state.get("turn", 0), "num_turns": state.get("turn", 0) + 1,
                  "tool_rounds": 0, "status": "running"},
-                {**config, "recursion_limit": recursion_limit(ctx.max_tool_rounds)},
+                config | {"recursion_limit": recursion_limit(ctx.max_tool_rounds)},
                 context=live_context(ctx, resources, session, task),
             )
         return {"messages": out["messages"], "status": out.get("status", "answered")}

@@ -14,7 +14,8 @@ Choices where the dataset is not documented:
 
 * Images are named ``image_{i}{ext}`` with the extension sniffed from the bytes (png when
   unknown); the struct ``path`` becomes ``source_name`` unless it equals that file name (the
-  writer stores ``source_name or file``, so both round-trip). A turn's images are matched to the flat list by content (sha256); a by-turn image
+  writer stores ``source_name or file``, so both round-trip). A turn's images are matched to the flat
+  list by content (sha256); a by-turn image
   missing from the flat list is appended to it. Without ``images_by_turn`` every flat image
   belongs to turn 1. Null image bytes are an error (field ``images`` / ``images_by_turn``).
 * A trajectory string that is a JSON list of ``{"tool": str, "args": dict}`` objects becomes

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from functools import lru_cache
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphBubbleUp
 from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from pydantic.v1 import ValidationError as ValidationErrorV1
 
 ERROR_CHARS = 2_000
 """Longest error text a guarded tool returns."""
@@ -55,7 +58,7 @@ def error_text(tool_name: str, exc: BaseException) -> str:
     return json.dumps({"error": text}, ensure_ascii=False)
 
 
-def invalid_arguments(error: ValidationError) -> str:
+def invalid_arguments(error: ValidationError | ValidationErrorV1) -> str:
     """The error text for arguments that do not fit a tool's schema: where and what, never the
     values (which could echo injected state back to the model)."""
     problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors())
@@ -92,7 +95,7 @@ class _Guarded:
             return _error_result(self, exc, tool_call_id)  # type: ignore[arg-type]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _guarded_class(cls: type[BaseTool]) -> type[BaseTool]:
     return type(f"Guarded{cls.__name__}", (_Guarded, cls), {"__module__": __name__, "__slots__": ()})
 

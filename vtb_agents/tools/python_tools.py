@@ -127,7 +127,8 @@ def bind_code_tools(sandbox: Sandbox, artifacts: ArtifactStore, timeout_s: float
 
 
 _DESCRIPTIONS = {VISION_TOOL_NAME: _VISION_DESCRIPTION, INTERPRETER_TOOL_NAME: _INTERPRETER_DESCRIPTION}
-python_image_processing: BaseTool = _code_tool(VISION_TOOL_NAME, _VISION_DESCRIPTION, None, None, DEFAULT_CODE_TIMEOUT_S)
+python_image_processing: BaseTool = _code_tool(VISION_TOOL_NAME, _VISION_DESCRIPTION, None, None,
+                                                DEFAULT_CODE_TIMEOUT_S)
 """Unbound: it names what is missing when called. Run tools come from :func:`bind_code_tools`."""
 python_interpreter: BaseTool = _code_tool(INTERPRETER_TOOL_NAME, _INTERPRETER_DESCRIPTION, None, None,
                                           DEFAULT_CODE_TIMEOUT_S)

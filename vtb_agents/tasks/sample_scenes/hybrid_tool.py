@@ -30,7 +30,7 @@ def _resistor(c: Canvas, start: tuple[int, int], end: tuple[int, int], teeth: in
     """A zigzag resistor between two points on a horizontal or vertical wire."""
     (x0, y0), (x1, y1) = start, end
     n = teeth * 2
-    points = [start]
+    points: list[tuple[float, float]] = [start]
     for i in range(1, n):
         t = i / n
         x, y = x0 + (x1 - x0) * t, y0 + (y1 - y0) * t
@@ -331,7 +331,8 @@ def _page_html(title: str, heading: str, blocks: list[str], site: str) -> str:
 # --- sports: weather on race day, from a poster on a corkboard ---------------------------------
 
 RACE_CITY, RACE_DATE = "Rotterdam", "2023-09-17"
-ROTTERDAM = {"id": 2747891, "name": "Rotterdam", "latitude": 51.9225, "longitude": 4.47917, "elevation": 0.0,
+ROTTERDAM: dict[str, Any] = {
+             "id": 2747891, "name": "Rotterdam", "latitude": 51.9225, "longitude": 4.47917, "elevation": 0.0,
              "feature_code": "PPLA2", "country_code": "NL", "timezone": "Europe/Amsterdam", "population": 598199,
              "country": "Netherlands", "admin1": "South Holland"}
 RACE_DAY = {"temperature_2m_max": 24.6, "temperature_2m_min": 14.1, "temperature_2m_mean": 18.9,
@@ -492,8 +493,8 @@ def ht_generalist_power_station() -> SampleTask:
         y = 600 + row * 40
         inset = 10 * row
         for i in range(12):
-            x = 930 - inset + i * (420 + 2 * inset) / 12
-            c.rect((round(x), y, round(x + 28), y + 26), fill=(70, 72, 80), radius=3)
+            left = 930 - inset + i * (420 + 2 * inset) / 12
+            c.rect((round(left), y, round(left + 28), y + 26), fill=(70, 72, 80), radius=3)
     c.rect((1080, 780, 1240, 870), fill=(176, 178, 186), radius=6)
     c.rect((1270, 830, 1420, 870), fill=(238, 238, 240), outline=(160, 160, 165))
     c.text((1276, 836), "Li-ion 15.4 V 3640 mAh", 8, INK, mark="battery")
@@ -632,8 +633,8 @@ def ht_biology_growth_curve() -> SampleTask:
                    py1 - (py1 - py0 - 60) * (math.log2(od / 0.08) / math.log2(0.5 / 0.08)) - 10)
                   for t, od in zip(GROWTH_TIMES, ods)]
         c.draw.line(points, fill=color, width=3)
-        for x, y in points:
-            c.circle((x, y), 5, fill=color)
+        for point in points:
+            c.circle(point, 5, fill=color)
         c.text((points[-1][0] + 12, points[-1][1]), label, 18, color, anchor="lm")
 
     wt, mutant = _doubling_minutes(OD_WT), _doubling_minutes(OD_MUTANT)

@@ -13,7 +13,7 @@ import math
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 from PIL import Image, ImageDraw, ImageFont
 
@@ -35,7 +35,7 @@ def money(cents: int) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def font(size: int) -> ImageFont.FreeTypeFont:
     """Pillow's bundled scalable font at ``size`` px (no system fonts needed)."""
     return ImageFont.load_default(size=size)  # type: ignore[return-value]
@@ -213,7 +213,7 @@ class Trajectory:
              enhance: str | None = None) -> ToolStep:
         """PIL: crop each labelled box of ``image_{image}.png``, upscale, optionally enhance."""
         modules = ", ".join(["Image"] + [m for m in ("ImageFilter", "ImageOps") if m in (ENHANCERS[enhance] or "")])
-        parts = [f"from PIL import {modules}", "",
+        parts: list[str | None] = [f"from PIL import {modules}", "",
                  f'img = Image.open("image_{image}.png").convert("RGB")']
         for label, box in crops:
             out = self._output()
@@ -297,7 +297,7 @@ class Trajectory:
         return ToolStep(tool="calculator", args={"expression": expression})
 
 
-def _code_step(parts: list[str | None]) -> ToolStep:
+def _code_step(parts: Sequence[str | None]) -> ToolStep:
     code = "\n".join(p for p in parts if p is not None) + "\n"
     return ToolStep(tool="python_image_processing", args={"code": code})
 

@@ -11,7 +11,7 @@ from langchain_core.tools import BaseTool
 
 from vtb_agents.tools.guard import invalid_arguments
 from vtb_agents.tools.network.cache import ToolCache, cache_key, compact_cassette, normalise_text, normalise_url
-from vtb_agents.tools.network.http import NetworkSettings, ToolFailure, default_search_backend, dump
+from vtb_agents.tools.network.http import NetworkSettings, ToolFailure, default_search_backend
 from vtb_agents.tools.network.page_text import build_page_text
 from vtb_agents.tools.network.weather import build_weather
 from vtb_agents.tools.network.web_search import DDGSFactory, build_web_search

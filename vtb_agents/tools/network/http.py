@@ -142,7 +142,7 @@ def _refuse_private_hosts(request: httpx.Request) -> None:
     except socket.gaierror as exc:
         raise httpx.ConnectError(f"cannot resolve host {host!r}: {exc.strerror}", request=request) from exc
     for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
+        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
         if not address.is_global:
             raise ToolFailure(f"refusing to fetch {host} ({address}): not a public internet address",
                               deterministic=True)

@@ -62,7 +62,8 @@ class E2BSandbox:
         try:
             import e2b
             if sdk is None:
-                from e2b_code_interpreter import Sandbox as sdk
+                import e2b_code_interpreter
+                sdk = e2b_code_interpreter.Sandbox
         except ImportError as exc:
             raise SandboxError(f"the E2B SDK is not installed: {_INSTALL}") from exc
         self._errors = e2b

@@ -79,7 +79,8 @@ def supervisor_reply_problem(reply: dict[str, Any], cell: int) -> str | None:
     """Why ``reply`` is not the supervisor's answer to ``cell`` (worker.py's schema); None if it is."""
     if reply.get("id") != cell or not isinstance(reply.get("ok"), bool):
         return "wrong id or no 'ok'"
-    if not (reply.get("error") is None or isinstance(reply["error"], str)) or not isinstance(reply.get("traceback"), str):
+    if (not (reply.get("error") is None or isinstance(reply["error"], str))
+            or not isinstance(reply.get("traceback"), str)):
         return "bad 'error' or 'traceback'"
     for key in ("reset_before", "failure"):
         reset = reply.get(key, 0)
@@ -211,15 +212,15 @@ class _Worker(WorkerPipes):
             what = f"the Python worker exited with code {code} (os._exit or a crash)"
         else:
             sig = {s.value: s for s in signal.Signals}.get(-code)
-            what = f"the Python worker was killed by {sig.name if sig else f'signal {-code}'}" + {
+            what = f"the Python worker was killed by {sig.name if sig else f'signal {-code}'}" + ({
                 signal.SIGXCPU: f" (CPU limit of {self.limits.cpu_seconds} s per worker reached)",
                 signal.SIGKILL: " (possibly out of memory)",
                 signal.SIGSEGV: " (crash in native code)",
-            }.get(sig, "")
+            }.get(sig, "") if sig else "")
         return f"{what}; {_STATE_RESET}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _warn_once_without_cgroup(reason: str) -> None:
     _log.warning("sandbox memory is capped per process only (no cgroup for the sandbox): %s", reason)
 
@@ -256,7 +257,7 @@ def choose_level(requested: str, strict: bool, python: str, limits: Limits = Lim
     if level == "process":
         return level
     for candidate in ("bwrap", "fallback") if level == "auto" else (level,):
-        error = iso.probed(candidate, python, lambda: _probe_and_warn(candidate, python, limits))
+        error = iso.probed(candidate, python, functools.partial(_probe_and_warn, candidate, python, limits))
         if error is None:
             return candidate
         if candidate == "bwrap" and strict:

@@ -263,7 +263,7 @@ def _run_cell(code: str, namespace: dict[str, Any], cell: int) -> None:
     tree = ast.parse(code, filename, "exec")
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
     exec(compile(tree, filename, "exec"), namespace)
-    if last is not None:
+    if isinstance(last, ast.Expr):
         value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
         if value is not None:
             namespace["_"] = value

@@ -1,0 +1,92 @@
+"""The `vtb` command line reads naturally: no `--no-no-*` flags, the ablation switches keep their old
+spellings, and `-v` shows the package's log messages on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer.main
+
+from vtb_agents.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def vtb(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """The real `vtb` command (python -m vtb_agents); a wide terminal so that log lines are not wrapped."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "250", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=240)
+
+
+def every_command(command: Any, path: str = "vtb") -> list[tuple[str, Any]]:
+    """``command`` and all its subcommands, depth first, with their command lines."""
+    found = [(path, command)]
+    for name, sub in getattr(command, "commands", {}).items():
+        found += every_command(sub, f"{path} {name}")
+    return found
+
+
+def test_no_option_of_any_command_starts_with_no_no() -> None:
+    commands = every_command(typer.main.get_command(app))
+    assert len(commands) > 20  # the whole tree was walked: run, ablate, tasks ..., sandbox exec, ...
+    flags = {(path, flag) for path, command in commands for param in command.params
+             for flag in [*param.opts, *param.secondary_opts]}
+    assert not [(path, flag) for path, flag in flags if flag.startswith("--no-no-")]
+    assert {("vtb run", "--tools"), ("vtb run", "--no-tools"), ("vtb run", "--vision-tool"),
+            ("vtb run", "--no-vision-tool"), ("vtb run", "--resume"), ("vtb ablate", "--resume")} <= flags
+    assert ("vtb run", "--no-resume") not in flags  # a plain switch, off unless given
+
+
+def test_tools_and_vision_tool_default_on_and_turn_off_with_the_old_spellings() -> None:
+    run = typer.main.get_command(app).commands["run"]
+    defaults = run.make_context("run", []).params
+    assert defaults["tools"] is True and defaults["vision_tool"] is True and defaults["resume"] is False
+    off = run.make_context("run", ["--no-tools", "--no-vision-tool", "--resume"]).params
+    assert off["tools"] is False and off["vision_tool"] is False and off["resume"] is True
+
+
+def test_no_tools_and_no_vision_tool_reach_the_recorded_run(tmp_path: Path) -> None:
+    out = tmp_path / "ablated"
+    done = vtb("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--limit", "1",
+               "--no-tools", "--no-vision-tool", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    config = json.loads((out / "run.json").read_text())["config"]
+    assert config["no_tools"] is True and config["no_vision_tool"] is True
+
+
+def test_verbose_shows_the_packages_info_messages_on_stderr(tmp_path: Path) -> None:
+    # A sandbox folder whose owner process is gone: the first sandbox of the next run removes it
+    # and says so at INFO level (vtb_agents' sandbox clean-up), which only -v shows.
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    code = tmp_path / "code.py"
+    code.write_text("print(6 * 7)\n")
+    message = "removed 1 sandbox folder(s) left by killed runs"
+
+    (temp / f"vtb-sandbox-{gone.stdout.strip()}-quiet").mkdir()
+    quiet = vtb("sandbox", "exec", "--code-file", str(code), env={"TMPDIR": str(temp)})
+    assert quiet.returncode == 0, quiet.stderr
+    assert "42" in quiet.stdout and message not in quiet.stderr
+    assert not (temp / f"vtb-sandbox-{gone.stdout.strip()}-quiet").exists()  # removed all the same
+
+    (temp / f"vtb-sandbox-{gone.stdout.strip()}-loud").mkdir()
+    loud = vtb("-v", "sandbox", "exec", "--code-file", str(code), env={"TMPDIR": str(temp)})
+    assert loud.returncode == 0, loud.stderr
+    assert "42" in loud.stdout
+    assert message in loud.stderr and "INFO" in loud.stderr and "vtb_agents" in loud.stderr, loud.stderr
+    assert message not in loud.stdout  # logs go to stderr only
+
+
+def test_verbose_is_counted_and_documented() -> None:
+    done = vtb("--help")
+    assert done.returncode == 0
+    assert "--verbose" in done.stdout and "-v" in done.stdout
+    callback = typer.main.get_command(app)
+    assert callback.make_context("vtb", ["-vv", "models"]).params["verbose"] == 2
