@@ -142,9 +142,10 @@ class Measured:
     peak_rss: int = 0
 
 
-def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log: Path) -> Measured:
-    """One ``vtb run`` over the suite; its wall time, model span, first request and peak RSS."""
-    env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "bench", "PYTHONPATH": str(ROOT)}
+def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log: Path, source: Path = ROOT) -> Measured:
+    """One ``vtb run`` (of the checkout ``source``) over the suite; its wall time, model span, first
+    request and peak RSS."""
+    env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "bench", "PYTHONPATH": str(source)}
     command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(suite), "--model", f"openai:{model}",
                "--judge", "rule", "--concurrency", str(concurrency), "--out", str(out)]
     start_epoch, start = time.time(), time.perf_counter()
@@ -238,28 +239,35 @@ def median_of(rows: list[Measured], field: str) -> float:
 def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     suite = write_suite(root, args.tasks)
     log = root / "requests.log"
-    results: dict[int, dict[str, list[Measured]]] = {n: {"vtb": [], "loop": []} for n in args.levels}
+    contenders = ("vtb", "loop", *(["base"] if args.baseline else []))
+    results: dict[int, dict[str, list[Measured]]] = {n: {who: [] for who in contenders} for n in args.levels}
     runs = 0
     with api_server(args.latency, log) as url:
         for rep in range(args.repeat):
             for n in args.levels:
-                order = ("vtb", "loop") if rep % 2 == 0 else ("loop", "vtb")
+                order = contenders if rep % 2 == 0 else contenders[::-1]
                 for who in order:
                     runs += 1
                     model = f"{who}-{n}-{rep}"
-                    if who == "vtb":
-                        results[n]["vtb"].append(run_vtb(suite, root / f"run-{runs}", url, model, n, log))
+                    if who != "loop":
+                        source = ROOT if who == "vtb" else Path(args.baseline)
+                        results[n][who].append(run_vtb(suite, root / f"run-{runs}", url, model, n, log, source))
                     else:
                         results[n]["loop"].append(run_loop(suite, url, model, n, log))
                     print(f"  N={n:2d} {who:4s} rep {rep}: {results[n][who][-1]}", flush=True)
-    zero_vtb, zero_loop = [], []
+    zero_vtb, zero_loop, zero_base = [], [], []
     with api_server(0.0, log) as url:
         for rep in range(args.repeat):
             runs += 1
             zero_vtb.append(run_vtb(suite, root / f"run-{runs}", url, f"zvtb-{rep}", 1, log))
             zero_loop.append(run_loop(suite, url, f"zloop-{rep}", 1, log))
+            if args.baseline:
+                runs += 1
+                zero_base.append(run_vtb(suite, root / f"run-{runs}", url, f"zbase-{rep}", 1, log,
+                                         Path(args.baseline)))
     help_s, base_s = startup_times(max(3, args.repeat * 2))
-    return {"results": results, "zero_vtb": zero_vtb, "zero_loop": zero_loop, "help": help_s, "base": base_s}
+    return {"results": results, "zero_vtb": zero_vtb, "zero_loop": zero_loop, "zero_base": zero_base,
+            "help": help_s, "base": base_s}
 
 
 def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
@@ -267,19 +275,27 @@ def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
     lines = ["| concurrency N | vtb: share of ideal (whole command) | vtb: share of ideal (model span) | "
              "loop: share of ideal | vtb / loop | vtb peak RSS of the tree | vtb first model request |",
              "|---|---|---|---|---|---|---|"]
+    if args.baseline:
+        lines[0] += " before (baseline checkout): whole / model span |"
+        lines[1] += "---|"
     for n in args.levels:
         ideal = calls * args.latency / n
         vtb, loop = m["results"][n]["vtb"], m["results"][n]["loop"]
         whole = share(ideal, median_of(vtb, "wall"))
         span = share(ideal - args.latency, median_of(vtb, "span"))
         looped = share(ideal, median_of(loop, "wall"))
-        lines.append(f"| {n} | {whole:.2f} | {span:.2f} | {looped:.2f} | {whole / looped:.2f} | "
-                     f"{median_of(vtb, 'peak_rss') / 2**20:,.0f} MB | {median_of(vtb, 'first_request'):.2f} s |")
+        row = (f"| {n} | {whole:.2f} | {span:.2f} | {looped:.2f} | {whole / looped:.2f} | "
+               f"{median_of(vtb, 'peak_rss') / 2**20:,.0f} MB | {median_of(vtb, 'first_request'):.2f} s |")
+        if args.baseline:
+            base = m["results"][n]["base"]
+            row += (f" {share(ideal, median_of(base, 'wall')):.2f} / {share(ideal - args.latency, median_of(base, 'span')):.2f} |")
+        lines.append(row)
     added = (median_of(m["zero_vtb"], "span") - median_of(m["zero_loop"], "span")) / calls * 1000
     lines += ["", f"- Added harness time per model call over the loop, zero-latency model, concurrency 1 "
               f"(model spans): **{added:.1f} ms** (vtb {median_of(m['zero_vtb'], 'span'):.2f} s, loop "
               f"{median_of(m['zero_loop'], 'span'):.2f} s for {calls} calls); whole `vtb run` at zero latency "
               f"{median_of(m['zero_vtb'], 'wall'):.2f} s.",
+              *([f"- Baseline checkout, same measurement: **{(median_of(m['zero_base'], 'span') - median_of(m['zero_loop'], 'span')) / calls * 1000:.1f} ms** per call."] if args.baseline else []),
               f"- `vtb --help`: {m['help']:.2f} s; `python -c \"import typer, rich\"`: {m['base']:.2f} s "
               f"(**{m['help'] / m['base']:.1f}x**), medians of interleaved runs."]
     return "\n".join(lines)
@@ -317,6 +333,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="smoke check: 8 tasks, 0.2 s, N = 1 and 4, once")
     parser.add_argument("--write", action="store_true", help="put the table into BENCHMARKS.md")
+    parser.add_argument("--baseline", default=None,
+                        help="another checkout (e.g. `git archive main`) whose vtb runs too, interleaved: before/after")
     parser.add_argument("--serve", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
