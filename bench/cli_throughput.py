@@ -157,7 +157,7 @@ def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log:
     wall = time.perf_counter() - start
     stderr = process.stderr.read() if process.stderr else ""
     if process.returncode != 0:
-        raise SystemExit(f"vtb run exited {process.returncode}: {stderr[-2000:]}")
+        raise RuntimeError(f"vtb run exited {process.returncode}: {stderr.strip()[-500:]}")
     times = request_times(log, model)
     return Measured(wall, max(times) - min(times), min(times) - start_epoch, peak)
 
@@ -227,6 +227,17 @@ def startup_times(repeat: int) -> tuple[float, float]:
 
 # ---------------------------------------------------------------- main
 
+def retried(attempt: Any, tries: int = 3) -> Measured:
+    """``attempt(k)`` until one succeeds: on this shared machine other people's runs can break one
+    (each failure is printed, never hidden)."""
+    for k in range(tries):
+        try:
+            return attempt(k)
+        except RuntimeError as exc:
+            print(f"  attempt {k} failed, measured again: {exc}", flush=True)
+    raise SystemExit(f"{tries} attempts failed")
+
+
 def share(ideal: float, wall: float) -> float:
     return ideal / wall if wall else 0.0
 
@@ -251,7 +262,8 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     model = f"{who}-{n}-{rep}"
                     if who != "loop":
                         source = ROOT if who == "vtb" else Path(args.baseline)
-                        results[n][who].append(run_vtb(suite, root / f"run-{runs}", url, model, n, log, source))
+                        results[n][who].append(retried(lambda k: run_vtb(
+                            suite, root / f"run-{runs}-{k}", url, f"{model}-{k}", n, log, source)))
                     else:
                         results[n]["loop"].append(run_loop(suite, url, model, n, log))
                     print(f"  N={n:2d} {who:4s} rep {rep}: {results[n][who][-1]}", flush=True)
@@ -259,12 +271,12 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     with api_server(0.0, log) as url:
         for rep in range(args.repeat):
             runs += 1
-            zero_vtb.append(run_vtb(suite, root / f"run-{runs}", url, f"zvtb-{rep}", 1, log))
+            zero_vtb.append(retried(lambda k: run_vtb(suite, root / f"run-{runs}-{k}", url, f"zvtb-{rep}-{k}", 1, log)))
             zero_loop.append(run_loop(suite, url, f"zloop-{rep}", 1, log))
             if args.baseline:
                 runs += 1
-                zero_base.append(run_vtb(suite, root / f"run-{runs}", url, f"zbase-{rep}", 1, log,
-                                         Path(args.baseline)))
+                zero_base.append(retried(lambda k: run_vtb(suite, root / f"run-{runs}-{k}", url, f"zbase-{rep}-{k}", 1,
+                                                           log, Path(args.baseline))))
     help_s, base_s = startup_times(max(3, args.repeat * 2))
     return {"results": results, "zero_vtb": zero_vtb, "zero_loop": zero_loop, "zero_base": zero_base,
             "help": help_s, "base": base_s}
@@ -309,7 +321,7 @@ def write_benchmarks(args: argparse.Namespace, body: str) -> None:
                f"chat-completions server (its own process) with {args.latency:g} s per call; {args.tasks} one-turn "
                f"tasks, {CALLS_PER_TASK} calls each (two calculator rounds, then the answer; the task's image in "
                f"every call); next to a hand-written openai-client loop (threads, one client, the same calls), "
-               f"interleaved, medians of {args.repeat} repetitions. Ideal = tasks x calls x latency / N. "
+               f"interleaved, " + (f"medians of {args.repeat} repetitions" if args.repeat > 1 else "one repetition") + f". Ideal = tasks x calls x latency / N. "
                f"\"Whole command\" is start to exit (start-up, sandboxes, grading, summary, report); \"model span\" "
                f"is first to last model request (ideal minus one call).\n\n{body}\n\n"
                f"Load average when the run ended: {load} (a shared 2-core machine; compare the columns of one "
