@@ -32,7 +32,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -171,10 +170,10 @@ CALCULATOR_SPEC = {"type": "function", "function": {
 
 def loop_task(client: Any, model: str, prompt: str, image_b64: str) -> str:
     """One task the hand-written way: call, run the tools, call again until an answer."""
+    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image_b64}"}}
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": "You answer questions about images."},
-        {"role": "user", "content": [{"type": "text", "text": prompt},
-                                     {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image_b64}"}}]}]
+        {"role": "user", "content": [{"type": "text", "text": prompt}, image]}]
     while True:
         reply = client.chat.completions.create(model=model, messages=messages, tools=[CALCULATOR_SPEC],
                                                temperature=0).choices[0].message
@@ -262,8 +261,9 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     model = f"{who}-{n}-{rep}"
                     if who != "loop":
                         source = ROOT if who == "vtb" else Path(args.baseline)
-                        results[n][who].append(retried(lambda k: run_vtb(
-                            suite, root / f"run-{runs}-{k}", url, f"{model}-{k}", n, log, source)))
+                        results[n][who].append(retried(
+                            lambda k, runs=runs, model=model, n=n, source=source: run_vtb(
+                                suite, root / f"run-{runs}-{k}", url, f"{model}-{k}", n, log, source)))
                     else:
                         results[n]["loop"].append(run_loop(suite, url, model, n, log))
                     print(f"  N={n:2d} {who:4s} rep {rep}: {results[n][who][-1]}", flush=True)
@@ -271,12 +271,13 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     with api_server(0.0, log) as url:
         for rep in range(args.repeat):
             runs += 1
-            zero_vtb.append(retried(lambda k: run_vtb(suite, root / f"run-{runs}-{k}", url, f"zvtb-{rep}-{k}", 1, log)))
+            zero_vtb.append(retried(lambda k, runs=runs, rep=rep: run_vtb(
+                suite, root / f"run-{runs}-{k}", url, f"zvtb-{rep}-{k}", 1, log)))
             zero_loop.append(run_loop(suite, url, f"zloop-{rep}", 1, log))
             if args.baseline:
                 runs += 1
-                zero_base.append(retried(lambda k: run_vtb(suite, root / f"run-{runs}-{k}", url, f"zbase-{rep}-{k}", 1,
-                                                           log, Path(args.baseline))))
+                zero_base.append(retried(lambda k, runs=runs, rep=rep: run_vtb(
+                    suite, root / f"run-{runs}-{k}", url, f"zbase-{rep}-{k}", 1, log, Path(args.baseline))))
     help_s, base_s = startup_times(max(3, args.repeat * 2))
     return {"results": results, "zero_vtb": zero_vtb, "zero_loop": zero_loop, "zero_base": zero_base,
             "help": help_s, "base": base_s}
@@ -300,14 +301,16 @@ def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
                f"{median_of(vtb, 'peak_rss') / 2**20:,.0f} MB | {median_of(vtb, 'first_request'):.2f} s |")
         if args.baseline:
             base = m["results"][n]["base"]
-            row += (f" {share(ideal, median_of(base, 'wall')):.2f} / {share(ideal - args.latency, median_of(base, 'span')):.2f} |")
+            before_span = share(ideal - args.latency, median_of(base, 'span'))
+            row += f" {share(ideal, median_of(base, 'wall')):.2f} / {before_span:.2f} |"
         lines.append(row)
     added = (median_of(m["zero_vtb"], "span") - median_of(m["zero_loop"], "span")) / calls * 1000
+    added_base = (median_of(m["zero_base"], "span") - median_of(m["zero_loop"], "span")) / calls * 1000
     lines += ["", f"- Added harness time per model call over the loop, zero-latency model, concurrency 1 "
               f"(model spans): **{added:.1f} ms** (vtb {median_of(m['zero_vtb'], 'span'):.2f} s, loop "
               f"{median_of(m['zero_loop'], 'span'):.2f} s for {calls} calls); whole `vtb run` at zero latency "
               f"{median_of(m['zero_vtb'], 'wall'):.2f} s.",
-              *([f"- Baseline checkout, same measurement: **{(median_of(m['zero_base'], 'span') - median_of(m['zero_loop'], 'span')) / calls * 1000:.1f} ms** per call."] if args.baseline else []),
+              *([f"- Baseline checkout, same measurement: **{added_base:.1f} ms** per call."] if args.baseline else []),
               f"- `vtb --help`: {m['help']:.2f} s; `python -c \"import typer, rich\"`: {m['base']:.2f} s "
               f"(**{m['help'] / m['base']:.1f}x**), medians of interleaved runs."]
     return "\n".join(lines)
@@ -316,12 +319,13 @@ def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
 def write_benchmarks(args: argparse.Namespace, body: str) -> None:
     path = ROOT / "BENCHMARKS.md"
     text = path.read_text()
+    repeats = f"medians of {args.repeat} repetitions" if args.repeat > 1 else "one repetition"
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     section = (f"{SECTION}\n\n`bench/cli_throughput.py`: the real `vtb run` as a subprocess against a local "
                f"chat-completions server (its own process) with {args.latency:g} s per call; {args.tasks} one-turn "
                f"tasks, {CALLS_PER_TASK} calls each (two calculator rounds, then the answer; the task's image in "
                f"every call); next to a hand-written openai-client loop (threads, one client, the same calls), "
-               f"interleaved, " + (f"medians of {args.repeat} repetitions" if args.repeat > 1 else "one repetition") + f". Ideal = tasks x calls x latency / N. "
+               f"interleaved, {repeats}. Ideal = tasks x calls x latency / N. "
                f"\"Whole command\" is start to exit (start-up, sandboxes, grading, summary, report); \"model span\" "
                f"is first to last model request (ideal minus one call).\n\n{body}\n\n"
                f"Load average when the run ended: {load} (a shared 2-core machine; compare the columns of one "
