@@ -15,6 +15,7 @@ trickles bytes forever is bounded by the task limit, checked again before every 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,10 +70,32 @@ def completion_problem(body: bytes) -> str | None:
     return None
 
 
+_STREAM_KEY = b'"stream"'
+_STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
+
+
 def _streamed(request: httpx.Request) -> bool:
+    """Whether ``request`` asks for a streamed completion (``"stream": true`` at the top level).
+
+    The body is parsed only when it holds ``"stream"`` followed by ``true`` somewhere: a request
+    body carries every image of the conversation as base64, megabytes that a full parse on every
+    model call would spend the GIL on. Inside JSON strings a quote is escaped, so a body without
+    that unescaped key and value cannot be a streamed request.
+    """
     try:
-        return bool(json.loads(request.content or b"{}").get("stream"))
-    except (ValueError, AttributeError, httpx.RequestNotRead):
+        content = request.content
+    except httpx.RequestNotRead:
+        return False
+    position = content.find(_STREAM_KEY)
+    while position >= 0:
+        if _STREAM_TRUE.match(content, position):
+            break
+        position = content.find(_STREAM_KEY, position + 1)
+    else:
+        return False
+    try:
+        return bool(json.loads(content).get("stream"))
+    except (ValueError, AttributeError):
         return False
 
 

@@ -1,0 +1,370 @@
+"""Throughput of the real ``vtb run`` command, next to a minimal hand-written openai-client loop.
+
+A chat-completions server in its own process (the tests' real one, ``tests/openai_server.py``) plays
+a model that takes ``--latency`` seconds per call. Each task makes 3 calls: two calculator rounds,
+then the answer; every call carries the task's image, as a vision model's would. ``--tasks`` copies
+of a one-turn sample task are written to a temporary suite. For every concurrency N (1, 4, 16, 32)
+the two contenders run back to back, interleaved, ``--repeat`` times:
+
+* ``vtb``: ``python -m vtb_agents run --tasks SUITE --model openai:... --concurrency N`` as a
+  subprocess (start, sandboxes, graphs, grading, results, summary and report included);
+* ``loop``: a thread pool of N workers sharing one ``openai.OpenAI`` client, making the same calls
+  with the same image and tool specs, the calculator run in-process.
+
+Reported: share of ideal (ideal wall time = tasks x calls x latency / N) for the whole command and
+for its model span (first to last request seen by the server), peak RSS of the ``vtb`` process tree
+(sampled from /proc every 50 ms), the time from start to its first model request, ``vtb --help``
+against ``python -c "import typer, rich"``, and the time vtb adds per model call over the loop with a
+zero-latency model (model spans compared, concurrency 1). ``--write`` puts the table into
+BENCHMARKS.md.
+
+    .venv/bin/python bench/cli_throughput.py [--quick] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from openai_server import OpenAIServer  # noqa: E402  (the tests' real chat-completions server)
+
+SAMPLE_TASK = ROOT / "vtb_agents" / "tasks" / "sample" / "rs-chemistry-bench"
+CALLS_PER_TASK = 3
+EXPRESSIONS = ("0.125 * 2", "4418 - 0")
+ANSWER = "The bottle is HCl 0.25 M; the flask's lot number is 7Q-4418."
+SECTION = "## Throughput through the CLI"
+
+
+# ---------------------------------------------------------------- the scripted model (server process)
+
+def respond(body: dict[str, Any], latency: float, log: Path) -> object:
+    """Two calculator rounds, then the answer; log (model, arrival time) of every request."""
+    with log.open("a") as handle:
+        handle.write(f"{body.get('model')} {time.time():.6f}\n")
+    time.sleep(latency)
+    rounds = sum(1 for m in body["messages"] if m.get("role") == "tool")
+    if rounds < len(EXPRESSIONS):
+        return {"tool_calls": [{"id": f"call_{rounds}", "name": "calculator",
+                                "arguments": {"expression": EXPRESSIONS[rounds]}}]}
+    return ANSWER
+
+
+def serve(latency: float, log: Path) -> None:
+    """The server process: print the base URL, then serve until terminated."""
+    with OpenAIServer(lambda body: respond(body, latency, log)) as server:
+        print(server.base_url, flush=True)
+        while True:
+            time.sleep(3600)
+
+
+@contextmanager
+def api_server(latency: float, log: Path) -> Iterator[str]:
+    """Serve the scripted model from a separate process; yield its base URL."""
+    process = subprocess.Popen([sys.executable, __file__, "--serve", str(latency), str(log)],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        yield process.stdout.readline().strip()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def request_times(log: Path, model: str) -> list[float]:
+    """Arrival times (epoch seconds) of the requests made for ``model``."""
+    if not log.exists():
+        return []
+    return [float(t) for name, t in (line.split() for line in log.read_text().splitlines()) if name == model]
+
+
+# ---------------------------------------------------------------- the suite
+
+def write_suite(root: Path, count: int) -> Path:
+    """``count`` copies of a one-turn sample task (first turn, its image) as task folders."""
+    task = json.loads((SAMPLE_TASK / "task.json").read_text())
+    task["turns"] = task["turns"][:1]
+    suite = root / "suite"
+    for i in range(count):
+        folder = suite / f"bench-{i:03d}"
+        folder.mkdir(parents=True)
+        shutil.copy(SAMPLE_TASK / "image_0.png", folder / "image_0.png")
+        (folder / "task.json").write_text(json.dumps({**task, "id": f"bench-{i:03d}"}))
+    return suite
+
+
+# ---------------------------------------------------------------- contender 1: the real CLI
+
+def tree_rss(pid: int) -> int:
+    """Resident memory (bytes) of ``pid`` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            statm = Path(f"/proc/{entry}/statm").read_text().split()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+        rss[int(entry)] = int(statm[1]) * os.sysconf("SC_PAGE_SIZE")
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        total += rss.get(current, 0)
+        todo += children.get(current, [])
+    return total
+
+
+@dataclass
+class Measured:
+    wall: float
+    span: float  # first to last model request
+    first_request: float | None = None  # seconds from start to the first request
+    peak_rss: int = 0
+
+
+def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log: Path, source: Path = ROOT) -> Measured:
+    """One ``vtb run`` (of the checkout ``source``) over the suite; its wall time, model span, first
+    request and peak RSS."""
+    env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "bench", "PYTHONPATH": str(source)}
+    command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(suite), "--model", f"openai:{model}",
+               "--judge", "rule", "--concurrency", str(concurrency), "--out", str(out)]
+    start_epoch, start = time.time(), time.perf_counter()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, tree_rss(process.pid))
+        time.sleep(0.05)
+    wall = time.perf_counter() - start
+    stderr = process.stderr.read() if process.stderr else ""
+    if process.returncode != 0:
+        raise RuntimeError(f"vtb run exited {process.returncode}: {stderr.strip()[-500:]}")
+    times = request_times(log, model)
+    return Measured(wall, max(times) - min(times), min(times) - start_epoch, peak)
+
+
+# ---------------------------------------------------------------- contender 2: a hand-written loop
+
+CALCULATOR_SPEC = {"type": "function", "function": {
+    "name": "calculator", "description": "Evaluate an arithmetic expression and return the number.",
+    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}
+
+
+def loop_task(client: Any, model: str, prompt: str, image_b64: str) -> str:
+    """One task the hand-written way: call, run the tools, call again until an answer."""
+    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image_b64}"}}
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You answer questions about images."},
+        {"role": "user", "content": [{"type": "text", "text": prompt}, image]}]
+    while True:
+        reply = client.chat.completions.create(model=model, messages=messages, tools=[CALCULATOR_SPEC],
+                                               temperature=0).choices[0].message
+        if not reply.tool_calls:
+            return reply.content or ""
+        messages.append(reply.model_dump(exclude_none=True))
+        for call in reply.tool_calls:
+            expression = json.loads(call.function.arguments)["expression"]
+            result = eval(expression, {"__builtins__": {}})  # noqa: S307 (our own scripted expressions)
+            messages.append({"role": "tool", "tool_call_id": call.id,
+                             "content": json.dumps({"expression": expression, "result": result})})
+
+
+def run_loop(suite: Path, url: str, model: str, concurrency: int, log: Path) -> Measured:
+    """The suite through :func:`loop_task` on ``concurrency`` threads."""
+    import openai
+
+    client = openai.OpenAI(base_url=url, api_key="bench", max_retries=0)
+    tasks = [json.loads((folder / "task.json").read_text()) for folder in sorted(suite.iterdir())]
+    start = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        futures = [pool.submit(loop_task, client, model, task["turns"][0]["prompt"],
+                               base64.b64encode((suite / task["id"] / "image_0.png").read_bytes()).decode())
+                   for task in tasks]
+        answers = [f.result() for f in futures]
+    wall = time.perf_counter() - start
+    assert all(a == ANSWER for a in answers)
+    times = request_times(log, model)
+    client.close()
+    return Measured(wall, max(times) - min(times))
+
+
+# ---------------------------------------------------------------- start-up
+
+def command_time(command: list[str], env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def startup_times(repeat: int) -> tuple[float, float]:
+    """Median times of ``vtb --help`` and of ``python -c "import typer, rich"``, interleaved."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    helps, bases = [], []
+    for _ in range(repeat):
+        helps.append(command_time([sys.executable, "-m", "vtb_agents", "--help"], env))
+        bases.append(command_time([sys.executable, "-c", "import typer, rich"], env))
+    return statistics.median(helps), statistics.median(bases)
+
+
+# ---------------------------------------------------------------- main
+
+def retried(attempt: Any, tries: int = 3) -> Measured:
+    """``attempt(k)`` until one succeeds: on this shared machine other people's runs can break one
+    (each failure is printed, never hidden)."""
+    for k in range(tries):
+        try:
+            return attempt(k)
+        except RuntimeError as exc:
+            print(f"  attempt {k} failed, measured again: {exc}", flush=True)
+    raise SystemExit(f"{tries} attempts failed")
+
+
+def share(ideal: float, wall: float) -> float:
+    return ideal / wall if wall else 0.0
+
+
+def median_of(rows: list[Measured], field: str) -> float:
+    values = [getattr(r, field) for r in rows if getattr(r, field) is not None]
+    return statistics.median(values) if values else float("nan")
+
+
+def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    suite = write_suite(root, args.tasks)
+    log = root / "requests.log"
+    contenders = ("vtb", "loop", *(["base"] if args.baseline else []))
+    results: dict[int, dict[str, list[Measured]]] = {n: {who: [] for who in contenders} for n in args.levels}
+    runs = 0
+    with api_server(args.latency, log) as url:
+        for rep in range(args.repeat):
+            for n in args.levels:
+                order = contenders if rep % 2 == 0 else contenders[::-1]
+                for who in order:
+                    runs += 1
+                    model = f"{who}-{n}-{rep}"
+                    if who != "loop":
+                        source = ROOT if who == "vtb" else Path(args.baseline)
+                        results[n][who].append(retried(
+                            lambda k, runs=runs, model=model, n=n, source=source: run_vtb(
+                                suite, root / f"run-{runs}-{k}", url, f"{model}-{k}", n, log, source)))
+                    else:
+                        results[n]["loop"].append(run_loop(suite, url, model, n, log))
+                    print(f"  N={n:2d} {who:4s} rep {rep}: {results[n][who][-1]}", flush=True)
+    zero_vtb, zero_loop, zero_base = [], [], []
+    with api_server(0.0, log) as url:
+        for rep in range(args.repeat):
+            runs += 1
+            zero_vtb.append(retried(lambda k, runs=runs, rep=rep: run_vtb(
+                suite, root / f"run-{runs}-{k}", url, f"zvtb-{rep}-{k}", 1, log)))
+            zero_loop.append(run_loop(suite, url, f"zloop-{rep}", 1, log))
+            if args.baseline:
+                runs += 1
+                zero_base.append(retried(lambda k, runs=runs, rep=rep: run_vtb(
+                    suite, root / f"run-{runs}-{k}", url, f"zbase-{rep}-{k}", 1, log, Path(args.baseline))))
+    help_s, base_s = startup_times(max(3, args.repeat * 2))
+    return {"results": results, "zero_vtb": zero_vtb, "zero_loop": zero_loop, "zero_base": zero_base,
+            "help": help_s, "base": base_s}
+
+
+def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
+    calls = args.tasks * CALLS_PER_TASK
+    lines = ["| concurrency N | vtb: share of ideal (whole command) | vtb: share of ideal (model span) | "
+             "loop: share of ideal | vtb / loop | vtb peak RSS of the tree | vtb first model request |",
+             "|---|---|---|---|---|---|---|"]
+    if args.baseline:
+        lines[0] += " before (baseline checkout): whole / model span |"
+        lines[1] += "---|"
+    for n in args.levels:
+        ideal = calls * args.latency / n
+        vtb, loop = m["results"][n]["vtb"], m["results"][n]["loop"]
+        whole = share(ideal, median_of(vtb, "wall"))
+        span = share(ideal - args.latency, median_of(vtb, "span"))
+        looped = share(ideal, median_of(loop, "wall"))
+        row = (f"| {n} | {whole:.2f} | {span:.2f} | {looped:.2f} | {whole / looped:.2f} | "
+               f"{median_of(vtb, 'peak_rss') / 2**20:,.0f} MB | {median_of(vtb, 'first_request'):.2f} s |")
+        if args.baseline:
+            base = m["results"][n]["base"]
+            before_span = share(ideal - args.latency, median_of(base, 'span'))
+            row += f" {share(ideal, median_of(base, 'wall')):.2f} / {before_span:.2f} |"
+        lines.append(row)
+    added = (median_of(m["zero_vtb"], "span") - median_of(m["zero_loop"], "span")) / calls * 1000
+    added_base = (median_of(m["zero_base"], "span") - median_of(m["zero_loop"], "span")) / calls * 1000
+    lines += ["", f"- Added harness time per model call over the loop, zero-latency model, concurrency 1 "
+              f"(model spans): **{added:.1f} ms** (vtb {median_of(m['zero_vtb'], 'span'):.2f} s, loop "
+              f"{median_of(m['zero_loop'], 'span'):.2f} s for {calls} calls); whole `vtb run` at zero latency "
+              f"{median_of(m['zero_vtb'], 'wall'):.2f} s.",
+              *([f"- Baseline checkout, same measurement: **{added_base:.1f} ms** per call."] if args.baseline else []),
+              f"- `vtb --help`: {m['help']:.2f} s; `python -c \"import typer, rich\"`: {m['base']:.2f} s "
+              f"(**{m['help'] / m['base']:.1f}x**), medians of interleaved runs."]
+    return "\n".join(lines)
+
+
+def write_benchmarks(args: argparse.Namespace, body: str) -> None:
+    path = ROOT / "BENCHMARKS.md"
+    text = path.read_text()
+    repeats = f"medians of {args.repeat} repetitions" if args.repeat > 1 else "one repetition"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    section = (f"{SECTION}\n\n`bench/cli_throughput.py`: the real `vtb run` as a subprocess against a local "
+               f"chat-completions server (its own process) with {args.latency:g} s per call; {args.tasks} one-turn "
+               f"tasks, {CALLS_PER_TASK} calls each (two calculator rounds, then the answer; the task's image in "
+               f"every call); next to a hand-written openai-client loop (threads, one client, the same calls), "
+               f"interleaved, {repeats}. Ideal = tasks x calls x latency / N. "
+               f"\"Whole command\" is start to exit (start-up, sandboxes, grading, summary, report); \"model span\" "
+               f"is first to last model request (ideal minus one call).\n\n{body}\n\n"
+               f"Load average when the run ended: {load} (a shared 2-core machine; compare the columns of one "
+               f"row, measured side by side, rather than absolute numbers).\n\n"
+               f"Reproduce: `.venv/bin/python bench/cli_throughput.py --write` (`--quick` for a smoke check).\n")
+    start = text.find(SECTION)
+    if start >= 0:
+        end = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+    else:
+        first = text.find("\n## ")
+        text = text[:first + 1] + section + "\n" + text[first + 1:]
+    path.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=64)
+    parser.add_argument("--latency", type=float, default=1.0)
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 4, 16, 32])
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="smoke check: 8 tasks, 0.2 s, N = 1 and 4, once")
+    parser.add_argument("--write", action="store_true", help="put the table into BENCHMARKS.md")
+    parser.add_argument("--baseline", default=None,
+                        help="another checkout (e.g. `git archive main`) whose vtb runs too, interleaved: before/after")
+    parser.add_argument("--serve", nargs=2, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        serve(float(args.serve[0]), Path(args.serve[1]))
+        return
+    if args.quick:
+        args.tasks, args.latency, args.levels, args.repeat = 8, 0.2, [1, 4], 1
+    with tempfile.TemporaryDirectory() as tmp:
+        measured = measure(args, Path(tmp))
+    body = table(args, measured)
+    print(body)
+    if args.write:
+        write_benchmarks(args, body)
+
+
+if __name__ == "__main__":
+    main()
