@@ -13,7 +13,7 @@ from vtb_agents.graphs.resumers import HumanResumer, SimulatedResumer, load_resu
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks.local import load_task_dir
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import open_sandbox
+from vtb_agents.sandbox import open_sandbox
 
 QUESTION = "There are two prices on the shelf. Which item do you mean, the apples or the pears?"
 

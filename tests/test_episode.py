@@ -13,7 +13,7 @@ from vtb_agents.models import ReplayChatModel
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks.local import load_task_dir
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import open_sandbox
+from vtb_agents.sandbox import open_sandbox
 
 LIST_FILES = "import os\nprint(sorted(f for f in os.listdir('.') if f.startswith('image_')))"
 

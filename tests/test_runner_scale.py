@@ -28,7 +28,7 @@ from vtb_agents.runner.store import ResultsStore
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import select_tools
 from vtb_agents.tools.calculator import calculator
-from vtb_agents.tools.sandbox import open_sandbox
+from vtb_agents.sandbox import open_sandbox
 
 SLOW_AGENT = '''
 import threading, time

@@ -20,7 +20,7 @@ from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.runner.store import ResultsStore
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import SandboxError, open_sandbox
+from vtb_agents.sandbox import SandboxError, open_sandbox
 
 # Each test would take at least 60 s (the code call's own limit) if the deadline did not stop it.
 pytestmark = pytest.mark.timeout(45)

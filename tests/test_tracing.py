@@ -24,7 +24,7 @@ from vtb_agents.models import ReplayChatModel
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks.local import load_task_dir
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import open_sandbox
+from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tracing import (THUMBNAIL_KEY, THUMBNAIL_SIDE, install_tracing, make_langsmith_client, scrub_images,
                                 tracing_callbacks)
 

@@ -33,7 +33,7 @@ from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import load_tasks as load_source
 from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
-from vtb_agents.tools.sandbox import open_sandbox
+from vtb_agents.sandbox import open_sandbox
 
 StrategyLike = str | Strategy | Callable[..., Any]
 

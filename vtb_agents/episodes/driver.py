@@ -36,7 +36,7 @@ from vtb_agents.strategies.react import react
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import bind_episode_tools
 from vtb_agents.tools.python_tools import DEFAULT_CODE_TIMEOUT_S
-from vtb_agents.tools.sandbox.base import Sandbox, sandbox_settings
+from vtb_agents.sandbox.base import Sandbox, sandbox_settings
 
 History = Literal["golden", "model"]
 

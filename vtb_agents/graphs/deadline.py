@@ -28,7 +28,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from vtb_agents.graphs.retry import TaskTimeout
 from vtb_agents.models.http import requests_until
-from vtb_agents.tools.sandbox.base import Sandbox
+from vtb_agents.sandbox.base import Sandbox
 
 
 class _NoDeadlineWarnings(logging.Filter):

@@ -27,7 +27,7 @@ REPORT_FILE = "report.html"
 ISOLATION = {"bwrap": "bubblewrap namespaces: host out of reach", "fallback": "namespaces via unshare; "
              "host files readable", "process": "plain process, no namespaces: debugging only",
              "e2b": "remote E2B sandbox"}
-"""What each sandbox isolation level means (``vtb_agents/tools/sandbox/isolation.py`` has the details)."""
+"""What each sandbox isolation level means (``vtb_agents/sandbox/isolation.py`` has the details)."""
 INDEX_LIMIT = 300
 """At most this many failed/ungraded task links in the index (every task still has its section)."""
 

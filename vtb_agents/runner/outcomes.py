@@ -28,7 +28,7 @@ from langgraph.errors import GraphRecursionError
 from vtb_agents.graphs.partial import partial_episode
 from vtb_agents.graphs.retry import MalformedResponse, TaskTimeout
 from vtb_agents.results import Episode, Outcome
-from vtb_agents.tools.sandbox import SandboxError
+from vtb_agents.sandbox import SandboxError
 
 _PROVIDER_ERRORS: tuple[type[BaseException], ...] = (httpx.HTTPError, MalformedResponse, ConnectionError)
 _PROVIDER_SDKS = frozenset({"openai", "anthropic"})

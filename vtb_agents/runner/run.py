@@ -46,8 +46,8 @@ from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
 from vtb_agents.tools import select_tools
 from vtb_agents.tools.network import NetworkSettings
-from vtb_agents.tools.sandbox import open_sandbox
-from vtb_agents.tools.sandbox.base import Sandbox
+from vtb_agents.sandbox import open_sandbox
+from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tracing import install_tracing_from_env
 
 RUN_FILE = "run.json"
