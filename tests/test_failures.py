@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from conftest import write_task
 from openai_server import OpenAIServer
 from vtb_agents.analysis.failures import FAILURES_FILE, FailureClassifier, classify_failures
-from vtb_agents.cli_analyze import analyze_app
+from vtb_agents.cli.analyze import analyze_app
 from vtb_agents.runner.run import RunConfig, RunError, run_suite
 from vtb_agents.tasks import load_tasks
 

@@ -19,7 +19,8 @@ from conftest import write_task
 from openai_server import OpenAIServer
 from vtb_agents.strategies.react import build_react_graph
 from vtb_agents.episodes.driver import EpisodeSettings, run_episode
-from vtb_agents.graphs.retry import TaskTimeout, model_retry_policy
+from vtb_agents.models.deadline import TaskTimeout
+from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.runner.executors import LocalExecutor

@@ -12,7 +12,7 @@ from openai_server import OpenAIServer
 from scripted_vision import VisionModel
 from vtb_agents.cli import app
 
-from vtb_agents.graphs.grading import grade_episode
+from vtb_agents.judges.graph import grade_episode
 from vtb_agents.episodes.driver import run_episode
 from vtb_agents.judges import RuleJudge
 from vtb_agents.models.scripted import ScriptedChatModel

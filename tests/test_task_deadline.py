@@ -12,9 +12,9 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 
 from vtb_agents.agents import episode_tools, run_agent_episode
-from vtb_agents.graphs.deadline import TaskDeadline, with_deadline
+from vtb_agents.models.deadline import TaskDeadline, with_deadline
 from vtb_agents.episodes.driver import EpisodeSettings, run_episode
-from vtb_agents.graphs.retry import TaskTimeout
+from vtb_agents.models.deadline import TaskTimeout
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.runner.store import ResultsStore

@@ -22,7 +22,7 @@ from langgraph.errors import GraphInterrupt
 
 from vtb_agents.agents import episode_tools
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.graphs.retry import TaskTimeout
+from vtb_agents.models.deadline import TaskTimeout
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.strategies.react import build_react_graph

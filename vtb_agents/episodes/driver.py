@@ -23,7 +23,7 @@ from langgraph.types import Command
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
 from vtb_agents.graphs.categories import build_category_graph
-from vtb_agents.graphs.deadline import task_time_limit
+from vtb_agents.models.deadline import task_time_limit
 from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
 from vtb_agents.graphs.resumers import Resumer, ScriptedResumer

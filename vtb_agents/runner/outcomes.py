@@ -26,7 +26,8 @@ import httpx
 from langgraph.errors import GraphRecursionError
 
 from vtb_agents.graphs.partial import partial_episode
-from vtb_agents.graphs.retry import MalformedResponse, TaskTimeout
+from vtb_agents.models.deadline import TaskTimeout
+from vtb_agents.models.http import MalformedResponse
 from vtb_agents.results import Episode, Outcome
 from vtb_agents.sandbox import SandboxError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vtb_agents.analysis.metrics import summarize
-from vtb_agents.graphs.grading import grade_episode
+from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges import load_judge
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S

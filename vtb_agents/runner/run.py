@@ -26,7 +26,7 @@ from vtb_agents.analysis.metrics import summarize
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.episodes.driver import EpisodeSettings, run_episode
 from vtb_agents.graphs.categories import build_category_graph
-from vtb_agents.graphs.grading import grade_episode
+from vtb_agents.judges.graph import grade_episode
 from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache

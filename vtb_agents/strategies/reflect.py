@@ -16,7 +16,7 @@ from langgraph.graph import END, START
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from vtb_agents.graphs.retry import model_retry_policy
+from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
 from vtb_agents.strategies.loop import call_model
 from vtb_agents.strategies.react import build_react_graph, turn_graph_builder

@@ -22,7 +22,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
-from vtb_agents.graphs.retry import model_retry_policy
+from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnState
 from vtb_agents.strategies.loop import call_model
 from vtb_agents.strategies.react import build_step_then_loop

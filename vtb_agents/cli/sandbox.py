@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from vtb_agents.artifacts import ArtifactStore, to_png
-from vtb_agents.cli_common import check_choice, fail, out
+from vtb_agents.cli.common import check_choice, fail, out
 from vtb_agents.tools.images import collect_images, with_refusals
 from vtb_agents.tools.python_tools import MAX_CODE_CHARS
 from vtb_agents.sandbox import SandboxError, open_sandbox

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from vtb_agents.cli_common import fail
+from vtb_agents.cli.common import fail
 
 annotate_cli = typer.Typer(add_completion=False)
 

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from vtb_agents.cli_common import err, fail, load_or_fail, out
+from vtb_agents.cli.common import err, fail, load_or_fail, out
 
 authoring_cli = typer.Typer(add_completion=False)
 

@@ -18,7 +18,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from vtb_agents.cli_common import check_choice, err, fail, load_or_fail, out
+from vtb_agents.cli.common import check_choice, err, fail, load_or_fail, out
 from vtb_agents.episodes.driver import EpisodeSettings
 from vtb_agents.results import TaskResult
 from vtb_agents.tasks.errors import TaskLoadError
@@ -208,7 +208,7 @@ def run(tasks: str = TASKS, model: str = MODEL, judge: str = JUDGE, strategy: st
                                                history=history, native_tool_images=native_tool_images,  # type: ignore[arg-type]
                                                max_image_side=max_image_side, task_timeout_s=task_timeout))
     if langsmith_experiment:
-        from vtb_agents.cli_langsmith import run_langsmith_experiment
+        from vtb_agents.cli.langsmith import run_langsmith_experiment
 
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=concurrency)
