@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import typer
+from conftest import write_task
 from typer.testing import CliRunner
 
-from conftest import write_task
 from vtb_agents.analysis.alignment import LabelsError, alignment_report, cohen_kappa, read_labels
 from vtb_agents.cli.analyze import analyze_app
 from vtb_agents.runner.run import RunConfig, RunError, run_suite

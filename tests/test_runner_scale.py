@@ -12,24 +12,24 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import write_task
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
-
-from conftest import write_task
 from openai_server import OpenAIServer
-from vtb_agents.strategies.react import build_react_graph
+
 from vtb_agents.episodes.driver import EpisodeSettings, run_episode
 from vtb_agents.models.deadline import TaskTimeout
 from vtb_agents.models.retry import model_retry_policy
-from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.runner.executors import LocalExecutor
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.runner.store import ResultsStore
+from vtb_agents.sandbox import open_sandbox
+from vtb_agents.strategies.base import EpisodeContext
+from vtb_agents.strategies.react import build_react_graph
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import select_tools
 from vtb_agents.tools.calculator import calculator
-from vtb_agents.sandbox import open_sandbox
 
 SLOW_AGENT = '''
 import threading, time

@@ -13,11 +13,11 @@ from langchain_core.tools import BaseTool
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.episodes.driver import EpisodeSettings, run_episode
 from vtb_agents.results import Episode
+from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies.agent import AGENT_PREFIX, AgentFactory, agent_strategy, load_agent_factory
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.python_tools import CODE_TOOL_NAMES, DEFAULT_CODE_TIMEOUT_S
-from vtb_agents.sandbox.base import Sandbox
 
 
 def episode_tools(sandbox: Sandbox, artifacts: ArtifactStore, *, timeout_s: float = DEFAULT_CODE_TIMEOUT_S,

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:  # kept out of `vtb --help`'s imports
-    from vtb_agents.runner.run import RunConfig
+    from vtb_agents.runner.config import RunConfig
     from vtb_agents.tasks.model import Task
 
 langsmith_app = typer.Typer(help="LangSmith: push tasks as a dataset (experiments: `vtb run --langsmith-experiment`).",

@@ -11,10 +11,10 @@ import typer
 
 from vtb_agents.artifacts import ArtifactStore, to_png
 from vtb_agents.cli.common import check_choice, fail, out
-from vtb_agents.tools.images import collect_images, with_refusals
-from vtb_agents.tools.python_tools import MAX_CODE_CHARS
 from vtb_agents.sandbox import SandboxError, open_sandbox
 from vtb_agents.sandbox.base import sandbox_settings
+from vtb_agents.tools.images import collect_images, with_refusals
+from vtb_agents.tools.python_tools import MAX_CODE_CHARS
 
 sandbox_app = typer.Typer(help="Run code in the sandbox the model's tools use.", no_args_is_help=True)
 

@@ -14,9 +14,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables.retry import ExponentialJitterParams
 from pydantic import BaseModel, Field
 
-from vtb_agents.models.retry import BACKOFF_INITIAL_S, BACKOFF_MAX_S
 from vtb_agents.judges.base import Judgement
 from vtb_agents.judges.prompt import SYSTEM, judge_prompt
+from vtb_agents.models.retry import BACKOFF_INITIAL_S, BACKOFF_MAX_S
 from vtb_agents.tasks.model import Rubric, Task
 
 

@@ -7,6 +7,7 @@ from typing import Sequence
 from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tools.calculator import calculator
 from vtb_agents.tools.guard import guard_tool, guard_tools
 from vtb_agents.tools.network import NETWORK_TOOL_NAMES, NetworkSettings, make_network_tools
@@ -18,7 +19,6 @@ from vtb_agents.tools.python_tools import (
     python_image_processing,
     python_interpreter,
 )
-from vtb_agents.sandbox.base import Sandbox
 
 VISION_TOOLS = (VISION_TOOL_NAME,)
 TOOL_NAMES = (*CODE_TOOL_NAMES, "calculator", *NETWORK_TOOL_NAMES)

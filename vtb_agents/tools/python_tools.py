@@ -15,8 +15,8 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.tools.images import collect_images, with_refusals
 from vtb_agents.sandbox.base import ExecResult, Sandbox
+from vtb_agents.tools.images import collect_images, with_refusals
 
 MAX_CODE_CHARS = 5_000
 """Longest code a call may carry (VTB's limit for the vision tool)."""
