@@ -18,8 +18,8 @@ from scripted_vision import QUESTION, VisionModel, _image_names, _images, _texts
 
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.episodes.driver import run_episode
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.run import RunConfig, run_suite
-from vtb_agents.runner.store import ResultsStore
 from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import select_tools

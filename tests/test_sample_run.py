@@ -15,8 +15,8 @@ from vtb_agents.episodes.driver import run_episode
 from vtb_agents.judges import RuleJudge
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.run import RunConfig, run_suite
-from vtb_agents.runner.store import ResultsStore
 from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import select_tools

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from vtb_agents.cli import app
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.executors import LocalExecutor
 from vtb_agents.runner.run import RunConfig, run_suite
-from vtb_agents.runner.store import ResultsStore
 from vtb_agents.strategies import BUILTIN
 from vtb_agents.strategies.marks import mark_table
 from vtb_agents.strategies.plan import PLAN_INSTRUCTION

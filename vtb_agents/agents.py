@@ -14,8 +14,8 @@ from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.episodes.driver import EpisodeSettings, run_episode
 from vtb_agents.results import Episode
 from vtb_agents.sandbox.base import Sandbox
-from vtb_agents.strategies.base import DEFAULT_MAX_IMAGE_SIDE
 from vtb_agents.strategies.agent import AGENT_PREFIX, AgentFactory, agent_strategy, load_agent_factory
+from vtb_agents.strategies.base import DEFAULT_MAX_IMAGE_SIDE
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.python_tools import CODE_TOOL_NAMES, DEFAULT_CODE_TIMEOUT_S

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable
 
 from vtb_agents.analysis.cost import cost_summary, run_usage
 from vtb_agents.analysis.image_ops import count_image_ops
-from vtb_agents.results import ToolCallRecord, TaskResult
+from vtb_agents.results import TaskResult, ToolCallRecord
 from vtb_agents.tasks.model import CRITICAL_WEIGHT
 from vtb_agents.tools.python_tools import VISION_TOOL_NAME
 

@@ -36,7 +36,7 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 def _errors() -> tuple[type[BaseException], ...]:
     from langsmith.utils import LangSmithError
 
-    from vtb_agents.runner.run import RunError
+    from vtb_agents.rundir.errors import RunError
     from vtb_agents.tasks.errors import TaskLoadError
 
     return LangSmithError, RunError, TaskLoadError, FileNotFoundError, ValueError

@@ -138,8 +138,8 @@ def ablate(options: RunOptions,
            ) -> None:
     """Run the paper's ablations (strong / weak prompt, no vision tool, no tools) and compare them."""
     from vtb_agents.report.ablation import write_ablation_report
+    from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.ablate import ABLATIONS, run_ablations
-    from vtb_agents.runner.run import RunError
 
     chosen = settings or list(ABLATIONS)
     for setting in chosen:
@@ -175,8 +175,8 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
           request_timeout: float = REQUEST_TIMEOUT,
           ) -> None:
     """Regrade a finished run without calling the agent model again (cached verdicts are re-used)."""
+    from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.regrade import regrade_run
-    from vtb_agents.runner.run import RunError
 
     check_choice("--critical-rule", critical_rule, get_args(CriticalRule))
     task_list = load_or_fail(tasks) if tasks else None

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from vtb_agents.results import TaskResult
-from vtb_agents.runner.store import RESULTS_FILE, ResultsError, ResultsStore
+from vtb_agents.rundir.store import RESULTS_FILE, ResultsError, ResultsStore
 from vtb_agents.tasks.model import Task
 
 RUN_FILE = "run.json"

@@ -19,12 +19,12 @@ from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 from vtb_agents.models.spec import model_record
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import TaskResult, task_outcome
+from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
-from vtb_agents.runner.finished import open_finished_run
-from vtb_agents.runner.lock import run_dir_lock
+from vtb_agents.rundir.lock import run_dir_lock
+from vtb_agents.rundir.read import open_finished_run
+from vtb_agents.rundir.store import ResultsStore, write_json_atomic
 from vtb_agents.runner.resources import open_judge
-from vtb_agents.runner.run import RunError
-from vtb_agents.runner.store import ResultsStore, write_json_atomic
 from vtb_agents.tasks.model import Task
 
 

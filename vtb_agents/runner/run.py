@@ -21,14 +21,15 @@ from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.spec import model_record
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, task_outcome
+from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
+from vtb_agents.rundir.lock import run_dir_lock
+from vtb_agents.rundir.store import ResultsStore, latest_results, write_json_atomic
 from vtb_agents.runner.config import PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
-from vtb_agents.runner.lock import run_dir_lock
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.resources import RunResources, open_resources
 from vtb_agents.runner.saving import ResultSaver, storage_cause
-from vtb_agents.runner.store import ResultsStore, latest_results, write_json_atomic
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies import Strategy
 from vtb_agents.tasks.model import Task
@@ -39,10 +40,6 @@ __all__ = ["CHECKPOINT_FILE", "EXIT_INCOMPLETE", "JUDGE_CACHE_FILE", "RUN_FILE",
 
 EXIT_INCOMPLETE = 3
 """Exit status of ``vtb run`` / ``vtb grade`` while infrastructure failures leave tasks ungraded."""
-
-
-class RunError(RuntimeError):
-    """A run that cannot start or continue as asked (names the run directory and the reason)."""
 
 
 ProgressFn = Callable[[TaskResult, int, int], None]
@@ -130,7 +127,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     ``executor`` spreads the tasks (default: one at a time here); setting ``stop`` finishes the
     running tasks and writes the summary of what is done. ``retry_errors`` (with ``resume``) runs
     again the tasks an infrastructure failure left ungraded, and only those; their new lines
-    supersede the old ones (:func:`~vtb_agents.runner.store.latest_results`). The summary's
+    supersede the old ones (:func:`~vtb_agents.rundir.store.latest_results`). The summary's
     ``complete`` is False while any task is missing or ungraded by an infrastructure failure.
     ``strategy`` is a strategy object from Python (``config.strategy`` records its name); other
     runs resolve ``config.strategy``.

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from vtb_agents.results import TaskResult
-from vtb_agents.runner.run import RUN_FILE, RunError
-from vtb_agents.runner.store import ResultsStore
+from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.layout import RUN_FILE
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import load_tasks
 
