@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_OUT ?= runs/demo
 
-.PHONY: demo test install clean sample
+.PHONY: demo test install clean sample imports
 
 # constraints.txt pins every dependency to the versions the tests and the shipped sample suite were
 # made with (Pillow's font rendering and trafilatura's extraction shape the suite's files).
@@ -31,6 +31,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The import layering (pyproject.toml [tool.importlinter], README "How it works"); also run by the tests.
+imports: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 
 sample: $(STAMP)
 	$(BIN)/python -m vtb_agents.tasks.sample_suite

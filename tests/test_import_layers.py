@@ -1,0 +1,28 @@
+"""The import layering (README "How it works") is a rule: import-linter's contracts in pyproject.toml."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import vtb_agents
+from importlinter.cli import lint_imports
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIMS = {"agents"}
+"""Top-level modules outside the layers: compat shims kept for one release."""
+
+
+def test_the_import_contracts_hold():
+    assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True) == 0
+
+
+def test_every_top_level_package_and_module_has_a_layer():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layered = {name.strip() for contract in config["contracts"] if contract["type"] == "layers"
+               for layer in contract["layers"] for name in layer.split("|")}
+    package = Path(vtb_agents.__file__).parent
+    top_level = {p.stem if p.is_file() else p.name for p in package.iterdir()
+                 if (p.suffix == ".py" and not p.name.startswith("__")) or (p / "__init__.py").is_file()}
+    assert top_level - layered == SHIMS
+    assert layered <= top_level
