@@ -5,8 +5,9 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-import vtb_agents
 from importlinter.cli import lint_imports
+
+import vtb_agents
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIMS = {"agents"}

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, ConfigDict, Field
 
 from vtb_agents.artifacts import ArtifactStore, to_png
+from vtb_agents.rundir.records import GroupScore, RunSummary
+
+__all__ = ["GroupScore", "RunSummary", "evaluate", "load_tasks", "resolve_strategy", "task_tools"]
 from vtb_agents.sandbox import open_sandbox
 from vtb_agents.strategies.agent import agent_strategy
 from vtb_agents.strategies.base import Strategy
@@ -34,33 +36,6 @@ from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
 
 StrategyLike = str | Strategy | Callable[..., Any]
-
-
-class GroupScore(BaseModel):
-    """APR and ARS of one group of tasks (a category, a domain, a turn case)."""
-
-    model_config = ConfigDict(extra="allow")
-    n: int
-    graded: int
-    apr: float | None
-    ars: float | None
-
-
-class RunSummary(BaseModel):
-    """A run's ``summary.json`` as a typed object, with the run directory it came from."""
-
-    model_config = ConfigDict(extra="allow")
-    tasks: int
-    graded: int
-    apr: float | None
-    ars: float | None
-    complete: bool = True
-    by_category: dict[str, GroupScore] = Field(default_factory=dict)
-    by_domain: dict[str, GroupScore] = Field(default_factory=dict)
-    by_turncase: dict[str, GroupScore] = Field(default_factory=dict)
-    tool_metrics: dict[str, Any] = Field(default_factory=dict)
-    judge: dict[str, Any] = Field(default_factory=dict)
-    run_dir: Path | None = None
 
 
 def load_tasks(source: str | Path = "sample", *, category: str | None = None, task_id: str | None = None,

@@ -17,10 +17,10 @@ from vtb_agents.report.compare import Comparison, run_row, settings_text
 from vtb_agents.report.images import ReportImages
 from vtb_agents.report.markup import badge, esc, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
-from vtb_agents.report.rundir import ReportError, RunData, load_run
 from vtb_agents.report.task_html import anchor, outcome, task_section
 from vtb_agents.report.usage import settings_rows, usage_section
 from vtb_agents.rundir.lock import RunDirBusy, run_dir_lock
+from vtb_agents.rundir.read import ReportError, RunData, load_run
 from vtb_agents.tasks.model import Task
 
 REPORT_FILE = "report.html"

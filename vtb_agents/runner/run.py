@@ -7,7 +7,6 @@ ids it has, and refuses to mix settings or to overwrite another run.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter
@@ -21,11 +20,13 @@ from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.spec import model_record
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, task_outcome
+from vtb_agents.rundir.create import prepare_run_dir as create_run_dir
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
 from vtb_agents.rundir.lock import run_dir_lock
+from vtb_agents.rundir.records import RunRecord
 from vtb_agents.rundir.store import ResultsStore, latest_results, write_json_atomic
-from vtb_agents.runner.config import PACING_KEYS, RunConfig
+from vtb_agents.runner.config import DEFAULTS, PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.resources import RunResources, open_resources
@@ -97,25 +98,12 @@ def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -
 
 
 def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskResult]:
-    """Create or reopen ``out``; return the results already there (resume) or refuse to clobber."""
-    out.mkdir(parents=True, exist_ok=True)
-    store = ResultsStore(out)
-    run_file = out / RUN_FILE
-    if run_file.exists() or store.path.exists():
-        if not resume:
-            raise RunError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
-        recorded = json.loads(run_file.read_text(encoding="utf-8")).get("config") if run_file.exists() else None
-        if recorded is not None:
-            current, defaults = config.to_dict(), RunConfig(model=config.model).to_dict()
-            changed = sorted(k for k in set(recorded) | set(current)  # settings newer than the run: defaults
-                             if k not in PACING_KEYS and recorded.get(k, defaults.get(k)) != current.get(k))
-            if changed:
-                raise RunError(f"{out}: cannot resume with different settings ({', '.join(changed)})")
-        return store.load_for_resume()  # torn lines moved to results.jsonl.corrupt, duplicates dropped
-    write_json_atomic(run_file, {"config": config.to_dict(), "vtb_agents": __version__,
-                                 **model_records(config.model, config.model_kwargs, config.judge),
-                                 "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    return []
+    """Create or reopen ``out`` for ``config`` (:func:`vtb_agents.rundir.create.prepare_run_dir`):
+    a resume may change only the pacing settings."""
+    record = RunRecord(config=config.to_dict(), vtb_agents=__version__,
+                       **model_records(config.model, config.model_kwargs, config.judge),
+                       started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    return create_run_dir(out, record, resume=resume, defaults=DEFAULTS.to_dict(), may_change=PACING_KEYS)
 
 
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
