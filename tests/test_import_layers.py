@@ -27,3 +27,16 @@ def test_every_top_level_package_and_module_has_a_layer():
                  if (p.suffix == ".py" and not p.name.startswith("__")) or (p / "__init__.py").is_file()}
     assert top_level - layered == SHIMS
     assert layered <= top_level
+
+
+def test_the_readme_map_names_every_top_level_package_and_module():
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("## How it works\n```"):].split("```")[1]
+    named = {line.split()[0].rstrip("/").removesuffix(".py") for line in block.splitlines()[2:]
+             if line.startswith("  ") and not line.startswith("   ")}
+    named |= {word.removesuffix(".py") for line in block.splitlines() for word in line.split() if word.endswith(".py")}
+    package = Path(vtb_agents.__file__).parent
+    top_level = {p.stem if p.is_file() else p.name for p in package.iterdir()
+                 if (p.suffix == ".py" and not p.name.startswith("__")) or (p / "__init__.py").is_file()}
+    assert top_level <= named, sorted(top_level - named)
+    assert named <= top_level, sorted(named - top_level)
