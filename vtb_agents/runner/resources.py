@@ -114,7 +114,8 @@ def open_checkpoints(path: Path) -> Iterator[SqliteSaver]:
 
 
 def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
-                   judge_cache: Path | None = None, strategy: Strategy | None = None) -> AbstractContextManager[RunResources]:
+                   judge_cache: Path | None = None,
+                   strategy: Strategy | None = None) -> AbstractContextManager[RunResources]:
     """The run's resources, as a context manager that closes them.
 
     Specs (strategy, model, judge, resumer, user model) are resolved now: a bad one raises
@@ -128,7 +129,8 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
     strategy = strategy or load_strategy(config.strategy_spec)
     models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s,
                             extra=config.model_kwargs) if strategy.needs_model else None)
-    user_model = chat_model(config.user_model, request_timeout_s=config.request_timeout_s) if config.user_model else None
+    user_model = (chat_model(config.user_model, request_timeout_s=config.request_timeout_s)
+                  if config.user_model else None)
     resumer = load_resumer(config.resumer, user_model)
     judge = load_judge(config.judge, config.request_timeout_s)
     tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool,
