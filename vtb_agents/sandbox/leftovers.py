@@ -15,16 +15,20 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 from pathlib import Path
 
 from .isolation import SANDBOX_ID
 
 _log = logging.getLogger(__name__)
+_SWEEP = threading.Lock()
+"""One sweep at a time: the first sandboxes of a run start together in several threads."""
 
 
 def owned_tempdir(prefix: str) -> Path:
     """A new temporary folder ``<prefix><pid>-<random>`` (after removing dead owners' leftovers)."""
-    remove_leftovers(prefix, tempfile.gettempdir())
+    with _SWEEP:
+        remove_leftovers(prefix, tempfile.gettempdir())
     return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
 
 
@@ -39,7 +43,10 @@ def remove_leftovers(prefix: str, parent: str) -> list[str]:
         match = pattern.fullmatch(entry.name)
         if match is None or _alive(int(match.group(1))):
             continue
-        info = entry.stat(follow_symlinks=False)
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:  # removed meanwhile (by another process's sweep)
+            continue
         if not stat.S_ISDIR(info.st_mode) or info.st_uid not in owners:
             continue
         try:
