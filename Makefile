@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_OUT ?= runs/demo
 
-.PHONY: demo test lint install clean sample
+.PHONY: demo test lint imports install clean sample
 
 # constraints.txt pins every dependency to the versions the tests and the shipped sample suite were
 # made with (Pillow's font rendering and trafilatura's extraction shape the suite's files).
@@ -32,11 +32,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-# ruff's linter and mypy over the code (settings in pyproject.toml). `ruff format --check` is not run: the code
+# ruff's linter, mypy and the import layering (import-linter) over the code (settings in pyproject.toml). `ruff format --check` is not run: the code
 # keeps its hand-aligned continuation lines, which the formatter would rewrite in ~170 files at once.
 lint: $(STAMP)
 	$(BIN)/ruff check vtb_agents tests bench examples
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+
+# The import layering (pyproject.toml [tool.importlinter], README "How it works"); also run by the tests.
+imports: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 
 sample: $(STAMP)
 	$(BIN)/python -m vtb_agents.tasks.sample_suite

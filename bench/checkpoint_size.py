@@ -21,13 +21,13 @@ from PIL import Image
 
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.graphs.categories import build_category_graph
+from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.sandbox import open_sandbox
+from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.strategies.loop import recursion_limit
 from vtb_agents.strategies.observe import materialize_messages
-from vtb_agents.strategies.base import EpisodeContext
-from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import bind_episode_tools, select_tools
-from vtb_agents.tools.sandbox import open_sandbox
 
 ROUNDS, IMAGES, SIZE = 10, 5, (2000, 1500)
 # Each saved image is a crop of the sample invoice zoomed back to 2000x1500, as a model would.

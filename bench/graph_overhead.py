@@ -22,12 +22,12 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.graphs.categories import build_category_graph
-from vtb_agents.strategies.loop import recursion_limit
-from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.sandbox import open_sandbox
+from vtb_agents.strategies.base import EpisodeContext
+from vtb_agents.strategies.loop import recursion_limit
 from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.calculator import calculator
-from vtb_agents.tools.sandbox import open_sandbox
 
 ROUNDS, REPEATS = 20, 7
 

@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vtb_agents.tools.sandbox import LocalSandbox  # noqa: E402
+from vtb_agents.sandbox import LocalSandbox  # noqa: E402
 
 CODE = ("from PIL import Image\nim = Image.open('image_0.png')\n"
         "im.crop((800, 600, 1200, 900)).save('transformed_image_{n}.png')\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import typer
 from typer.testing import CliRunner
 
 from vtb_agents.cli import app
@@ -35,3 +36,38 @@ def test_ablate_refuses_an_unknown_setting(task_root, tmp_path):
     result = CliRunner().invoke(app, ["ablate", "--tasks", str(task_root), "--out", str(tmp_path / "a"),
                                       "--setting", "no_brain"])
     assert result.exit_code == 2 and "--setting must be one of strong_prompt" in result.output
+
+
+def _options(command: str) -> set[str]:
+    click_app = typer.main.get_command(app)
+    return {name for param in click_app.commands[command].params for name in param.opts}  # type: ignore[attr-defined]
+
+
+def test_ablate_offers_every_run_option_but_the_ablated_and_single_run_ones():
+    only_run = _options("run") - _options("ablate")
+    # the ablation sets the prompt and the tools itself; a verdict cache and a LangSmith experiment are per run
+    assert only_run == {"--prompt-level", "--no-tools", "--no-vision-tool", "--judge-cache",
+                        "--langsmith-experiment", "--langsmith-dataset"}
+    assert _options("ablate") - _options("run") == {"--setting"}
+
+
+def test_ablate_passes_the_run_options_to_every_setting(task_root, tmp_path):
+    out = tmp_path / "ablation"
+    result = CliRunner().invoke(app, ["ablate", "--tasks", str(task_root), "--out", str(out), "--setting", "no_tools",
+                                      "--setting", "weak_prompt", "--task-timeout", "300", "--rps", "50",
+                                      "--request-timeout", "30", "--max-image-side", "512", "--native-tool-images",
+                                      "--sandbox", "local", "--resumer", "scripted"])
+    assert result.exit_code == 0, result.output
+    for setting in ("no_tools", "weak_prompt"):
+        config = json.loads((out / setting / "run.json").read_text())["config"]
+        assert config["requests_per_second"] == 50 and config["request_timeout_s"] == 30
+        assert config["episode"]["task_timeout_s"] == 300 and config["episode"]["max_image_side"] == 512
+        assert config["episode"]["native_tool_images"] is True
+    weak = json.loads((out / "weak_prompt" / "run.json").read_text())["config"]
+    assert weak["episode"]["prompt_level"] == "low" and not weak["no_tools"]
+
+
+def test_ablate_names_the_flag_of_a_bad_option(task_root, tmp_path):
+    result = CliRunner().invoke(app, ["ablate", "--tasks", str(task_root), "--out", str(tmp_path / "a"),
+                                      "--sandbox-network"])
+    assert result.exit_code == 2 and "--sandbox-network needs --sandbox e2b" in result.output

@@ -10,11 +10,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from vtb_agents.artifacts import IMAGE_REF_TYPE
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.sandbox import open_sandbox
 from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.strategies.loop import recursion_limit
 from vtb_agents.strategies.react import build_react_graph
 from vtb_agents.tools import bind_episode_tools, select_tools
-from vtb_agents.tools.sandbox import open_sandbox
 
 CROP = ("from PIL import Image\nim = Image.new('RGB', (200, 100), 'red')\n"
         "im.crop((0, 0, {w}, 50)).save('transformed_image_{i}.png')\nprint('saved {i}')")

@@ -6,8 +6,8 @@ import json
 
 from langchain_core.messages import HumanMessage, ToolMessage
 
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.run import RunConfig, run_suite
-from vtb_agents.runner.store import ResultsStore
 from vtb_agents.tasks import load_tasks
 
 AGENT_MODULE = '''

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import typer
+from conftest import write_task
 from typer.testing import CliRunner
 
-from conftest import write_task
 from vtb_agents.analysis.alignment import LabelsError, alignment_report, cohen_kappa, read_labels
-from vtb_agents.cli_analyze import analyze_app
+from vtb_agents.cli.analyze import analyze_app
 from vtb_agents.runner.run import RunConfig, RunError, run_suite
 from vtb_agents.tasks import load_tasks
 

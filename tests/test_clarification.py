@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import write_task
 from langchain_core.messages import AIMessage, HumanMessage
 
-from conftest import write_task
 from vtb_agents.episodes.driver import run_episode
 from vtb_agents.graphs.resumers import HumanResumer, SimulatedResumer, load_resumer
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tasks.local import load_task_dir
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import open_sandbox
 
 QUESTION = "There are two prices on the shelf. Which item do you mean, the apples or the pears?"
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from conftest import write_task
 from langchain_core.messages import AIMessage, HumanMessage
 
-from conftest import write_task
 from vtb_agents.episodes.driver import EpisodeSettings, run_episode
 from vtb_agents.models import ReplayChatModel
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tasks.local import load_task_dir
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import open_sandbox
 
 LIST_FILES = "import os\nprint(sorted(f for f in os.listdir('.') if f.startswith('image_')))"
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tools.python_tools import bind_code_tools
-from vtb_agents.tools.sandbox import open_sandbox
 
 PROJECT = Path(__file__).resolve().parents[1]
 BOMBS = """
@@ -26,7 +26,7 @@ import json, resource, sys
 from pathlib import Path
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.tools.python_tools import bind_code_tools
-from vtb_agents.tools.sandbox import open_sandbox
+from vtb_agents.sandbox import open_sandbox
 
 artifacts = ArtifactStore(Path(sys.argv[1]))
 with open_sandbox("local") as sandbox:

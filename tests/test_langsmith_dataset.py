@@ -7,13 +7,13 @@ import json
 
 import pytest
 import typer
+from conftest import write_task
+from langsmith_server import API_KEY, LangSmithStandIn, block_git
 from PIL import Image
 from typer.testing import CliRunner
 
 import vtb_agents.tracing
-from conftest import write_task
-from langsmith_server import API_KEY, LangSmithStandIn, block_git
-from vtb_agents.cli_langsmith import langsmith_app
+from vtb_agents.cli.langsmith import langsmith_app
 from vtb_agents.langsmith_dataset import pull_tasks, push_dataset
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tracing import make_langsmith_client

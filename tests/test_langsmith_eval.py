@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
-import vtb_agents.tracing
 from conftest import write_task
 from langsmith_server import API_KEY, LangSmithStandIn, block_git, long_base64_runs, noise_png
-from vtb_agents.cli_langsmith import run_langsmith_experiment
+
+import vtb_agents.tracing
+from vtb_agents.cli.langsmith import run_langsmith_experiment
 from vtb_agents.judges.evaluator import PASS_KEY, SCORE_KEY
 from vtb_agents.langsmith_eval import evaluate_with_langsmith, summarize_experiment
 from vtb_agents.runner.run import RunConfig, run_suite

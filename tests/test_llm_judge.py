@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import write_task
 from langchain_openai import ChatOpenAI
+from openai_server import OpenAIServer
 from typer.testing import CliRunner
 
-from conftest import write_task
-from openai_server import OpenAIServer
 from vtb_agents.cli import app
-from vtb_agents.graphs.grading import grade_episode
+from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges.llm import LLMJudge
 from vtb_agents.judges.prompt import PROMPT_VERSION
 from vtb_agents.results import Episode, TurnRecord

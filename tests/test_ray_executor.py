@@ -7,15 +7,16 @@ import threading
 from pathlib import Path
 
 import pytest
-
 import ray
-
 from conftest import write_task  # noqa: E402
+
 from vtb_agents.judges.base import Judgement  # noqa: E402
+from vtb_agents.rundir.store import ResultsStore  # noqa: E402
+from vtb_agents.runner.config import RunConfig  # noqa: E402
 from vtb_agents.runner.executors import LocalExecutor  # noqa: E402
 from vtb_agents.runner.ray_executor import RayExecutor, TaskWorker  # noqa: E402
-from vtb_agents.runner.run import RunConfig, RunError, run_suite, with_cache  # noqa: E402
-from vtb_agents.runner.store import ResultsStore  # noqa: E402
+from vtb_agents.runner.resources import open_judge  # noqa: E402
+from vtb_agents.runner.run import RunError, run_suite  # noqa: E402
 from vtb_agents.tasks import load_tasks  # noqa: E402
 
 PID_AGENT = '''
@@ -125,16 +126,16 @@ def test_a_worker_refuses_a_run_directory_it_cannot_see(tmp_path):
 
 @ray.remote
 def _fill_cache(path: str, worker: int, n: int) -> int:
-    judge = with_cache(StubJudge(), Path(path))  # type: ignore[arg-type]
-    for i in range(n):
-        judge.cache.put(f"{worker}-{i}", judge.name, Judgement("met", "x" * 100))  # type: ignore[attr-defined]
-    return judge.cache._db.execute("PRAGMA busy_timeout").fetchone()[0]  # type: ignore[attr-defined]
+    with open_judge(StubJudge(), Path(path)) as judge:  # type: ignore[arg-type]
+        for i in range(n):
+            judge.cache.put(f"{worker}-{i}", judge.name, Judgement("met", "x" * 100))  # type: ignore[attr-defined]
+        return judge.cache._db.execute("PRAGMA busy_timeout").fetchone()[0]  # type: ignore[attr-defined]
 
 
 def test_workers_share_the_judge_cache_without_lock_errors(tmp_path):
     path = tmp_path / "judge_cache.sqlite"
     timeouts = ray.get([_fill_cache.remote(str(path), w, 300) for w in range(2)])
     assert timeouts == [30_000, 30_000]
-    judge = with_cache(StubJudge(), path)  # type: ignore[arg-type]
-    assert judge.cache._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == 600  # type: ignore[attr-defined]
-    assert judge.cache._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # type: ignore[attr-defined]
+    with open_judge(StubJudge(), path) as judge:  # type: ignore[arg-type]
+        assert judge.cache._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == 600  # type: ignore[attr-defined]
+        assert judge.cache._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # type: ignore[attr-defined]

@@ -12,17 +12,18 @@ import json
 
 import pytest
 from langchain_openai import ChatOpenAI
-from PIL import Image
-
 from openai_server import OpenAIServer
+from PIL import Image
 from scripted_vision import QUESTION, VisionModel, _image_names, _images, _texts
+
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.episodes.driver import run_episode
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.run import RunConfig, run_suite
-from vtb_agents.runner.store import ResultsStore
+from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import open_sandbox
+
 
 def assert_legal_order(messages: list[dict]) -> None:
     """Every assistant tool call is answered by tool messages before any other role speaks."""

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import write_task
 from PIL import Image, ImageDraw
 from rich.console import Console
 from typer.testing import CliRunner
 
-from conftest import write_task
-from vtb_agents.cli_report import report_cli
+from vtb_agents.cli.report import report_cli
 from vtb_agents.report import ReportError, compare_runs, write_comparison, write_report
 from vtb_agents.report.markup import esc, pct
 from vtb_agents.report.screenshot import find_chromium, screenshot

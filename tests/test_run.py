@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import write_task
 from typer.testing import CliRunner
 
-from conftest import write_task
 from vtb_agents.cli import app
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.run import RunConfig, RunError, run_suite
-from vtb_agents.runner.store import ResultsStore
 from vtb_agents.tasks import load_tasks
 
 SUMMARY_KEYS = {"tasks", "apr", "ars", "by_category", "by_domain", "by_turncase", "tool_metrics", "judge"}
@@ -61,18 +61,17 @@ def test_resume_skips_finished_tasks_and_cuts_a_partial_line(three_tasks, tmp_pa
     assert seen == [("c", 3, 3)]
     results, partial = ResultsStore(out).load()
     assert [r.task_id for r in results] == ["a", "b", "c"] and partial is None
-    assert ResultsStore(out).index().query("SELECT task_id, line FROM results ORDER BY line") == \
-        [("a", 1), ("b", 2), ("c", 3)]
+    assert [json.loads(line)["task_id"] for line in (out / "results.jsonl").read_text().splitlines()] == ["a", "b", "c"]
     assert summary["tasks"] == 3 and summary["apr"] == 1.0
 
 
-def test_index_behind_the_json_lines_is_rebuilt(three_tasks, tmp_path):
+def test_the_json_lines_are_the_only_results_record(three_tasks, tmp_path):
     out = tmp_path / "run"
     run_suite(three_tasks, RunConfig(model="replay"), out)
-    (out / "results.sqlite").unlink()
-    index = ResultsStore(out).index()
-    assert index.query("SELECT task_id, category, passed, episode_status FROM results ORDER BY line") == \
-        [(t, "region_switch", 1, "completed") for t in ("a", "b", "c")]
+    assert not (out / "results.sqlite").exists()
+    results, partial = ResultsStore(out).load()
+    assert [(r.task_id, r.category, r.grade.passed, r.episode.status) for r in results] == \
+        [(t, "region_switch", True, "completed") for t in ("a", "b", "c")] and partial is None
 
 
 def test_a_corrupt_line_in_the_middle_names_the_line_and_resume_repairs_it(three_tasks, tmp_path):

@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import write_task
 from test_task_files import one_error_line, vtb
+
 from vtb_agents.results import TaskResult
+from vtb_agents.rundir.store import ResultsStore, StorageError
 from vtb_agents.runner.run import RunConfig, run_suite
-from vtb_agents.runner.store import ResultsStore, StorageError
 from vtb_agents.tasks import load_tasks
 
 SLOW_AGENT = '''
@@ -34,7 +34,7 @@ def build(tools):
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from vtb_agents.runner.lock import run_dir_lock
+from vtb_agents.rundir.lock import run_dir_lock
 with run_dir_lock(Path(sys.argv[1]), "test holder"):
     print("locked", flush=True)
     sys.stdin.read()

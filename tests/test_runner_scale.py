@@ -12,23 +12,24 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import write_task
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
-
-from conftest import write_task
 from openai_server import OpenAIServer
-from vtb_agents.strategies.react import build_react_graph
+
 from vtb_agents.episodes.driver import EpisodeSettings, run_episode
-from vtb_agents.graphs.retry import TaskTimeout, model_retry_policy
-from vtb_agents.strategies.base import EpisodeContext
+from vtb_agents.models.deadline import TaskTimeout
+from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.executors import LocalExecutor
 from vtb_agents.runner.run import RunConfig, run_suite
-from vtb_agents.runner.store import ResultsStore
+from vtb_agents.sandbox import open_sandbox
+from vtb_agents.strategies.base import EpisodeContext
+from vtb_agents.strategies.react import build_react_graph
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import select_tools
 from vtb_agents.tools.calculator import calculator
-from vtb_agents.tools.sandbox import open_sandbox
 
 SLOW_AGENT = '''
 import threading, time
@@ -118,10 +119,9 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(many_tasks, tmp_path):
     assert finished.returncode == 0, finished.stderr
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     assert sorted(line["task_id"] for line in lines) == [f"t{i}" for i in range(8)]
-    index = ResultsStore(out).index()
-    assert index.query("SELECT COUNT(*), SUM(passed) FROM results") == [(8, 8)]
-    assert sorted(index.query("SELECT task_id, line FROM results"), key=lambda row: row[1]) == \
-        [(line["task_id"], n) for n, line in enumerate(lines, start=1)]
+    loaded, partial = ResultsStore(out).load()
+    assert partial is None and len(loaded) == 8 and all(r.grade.passed for r in loaded)
+    assert [r.task_id for r in loaded] == [line["task_id"] for line in lines]
     straight = subprocess.run([*command[:-4], "--out", str(tmp_path / "straight")], env=env, capture_output=True,
                               text=True, timeout=120)
     assert straight.returncode == 0, straight.stderr

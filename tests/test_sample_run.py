@@ -6,21 +6,20 @@ import json
 
 import pytest
 from langchain_core.messages import AIMessage
-from typer.testing import CliRunner
-
 from openai_server import OpenAIServer
 from scripted_vision import VisionModel
-from vtb_agents.cli import app
+from typer.testing import CliRunner
 
-from vtb_agents.graphs.grading import grade_episode
+from vtb_agents.cli import app
 from vtb_agents.episodes.driver import run_episode
 from vtb_agents.judges import RuleJudge
+from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.run import RunConfig, run_suite
-from vtb_agents.runner.store import ResultsStore
+from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import open_sandbox
 
 
 @pytest.fixture(scope="module")

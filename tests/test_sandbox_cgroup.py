@@ -10,8 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from vtb_agents.tools.sandbox.cgroup import (CgroupUnavailable, join_command, open_memory_cgroup,
-                                             own_memory_cgroup, remove_orphans)
+from vtb_agents.sandbox.cgroup import (
+    CgroupUnavailable,
+    join_command,
+    open_memory_cgroup,
+    own_memory_cgroup,
+    remove_orphans,
+)
 
 HYBRID = "4:memory:/process_api/abc\n1:cpu:/\n0::/\n"
 

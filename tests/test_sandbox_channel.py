@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import write_task
-from vtb_agents.tools.sandbox import LocalSandbox
+
+from vtb_agents.sandbox import LocalSandbox
 
 PROJECT = Path(__file__).resolve().parents[1]
 

@@ -29,11 +29,11 @@ from e2b_code_interpreter import Context, Execution, ExecutionError, Logs, Resul
 from e2b_code_interpreter import Sandbox as RealSandbox
 from e2b_code_interpreter.exceptions import format_execution_timeout_error
 from PIL import Image
-
 from test_task_files import one_error_line, vtb
-from vtb_agents.tools.sandbox import Sandbox, SandboxError, open_sandbox
-from vtb_agents.tools.sandbox.base import sandbox_settings
-from vtb_agents.tools.sandbox.e2b import E2BSandbox
+
+from vtb_agents.sandbox import Sandbox, SandboxError, open_sandbox
+from vtb_agents.sandbox.base import sandbox_settings
+from vtb_agents.sandbox.e2b import E2BSandbox
 
 pytestmark = pytest.mark.timeout(60)
 CALLS: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from vtb_agents.tools.sandbox import Limits, LocalSandbox, SandboxError
-from vtb_agents.tools.sandbox.cgroup import CgroupUnavailable, open_memory_cgroup
-from vtb_agents.tools.sandbox.isolation import python_roots
-from vtb_agents.tools.sandbox.local import choose_level
+from vtb_agents.sandbox import Limits, LocalSandbox, SandboxError
+from vtb_agents.sandbox.cgroup import CgroupUnavailable, open_memory_cgroup
+from vtb_agents.sandbox.isolation import python_roots
+from vtb_agents.sandbox.local import choose_level
 
 pytestmark = pytest.mark.timeout(90)
 PROJECT = Path(__file__).resolve().parents[1]

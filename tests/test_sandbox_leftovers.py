@@ -13,7 +13,7 @@ from pathlib import Path
 from test_task_files import PROJECT, vtb
 
 HOST = """
-from vtb_agents.tools.sandbox import open_sandbox
+from vtb_agents.sandbox import open_sandbox
 with open_sandbox("local") as sandbox:
     sandbox.put_file("image_0.png", b"task image bytes")
     print(sandbox.workdir, flush=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vtb_agents.tools.sandbox import (
+from vtb_agents.sandbox import (
     OUTPUT_CAP_CHARS,
     ExecResult,
     Limits,
@@ -20,7 +20,7 @@ from vtb_agents.tools.sandbox import (
     open_sandbox,
     worker_command,
 )
-from vtb_agents.tools.sandbox.base import CappedText
+from vtb_agents.sandbox.output import CappedText
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -274,7 +274,7 @@ def test_isolation_option_env_var_and_bad_values(tmp_path: Path,
 
 
 def test_strict_needs_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from vtb_agents.tools.sandbox import SandboxError, isolation
+    from vtb_agents.sandbox import SandboxError, isolation
 
     monkeypatch.delenv("VTB_SANDBOX_ISOLATION", raising=False)
     with pytest.raises(SandboxError, match="strict sandboxing needs isolation 'bwrap'"):
@@ -294,8 +294,8 @@ def test_strict_needs_bubblewrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_auto_prefers_bubblewrap_and_strict_accepts_it(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from vtb_agents.tools.sandbox import SandboxError
-    from vtb_agents.tools.sandbox.local import choose_level
+    from vtb_agents.sandbox import SandboxError
+    from vtb_agents.sandbox.local import choose_level
 
     monkeypatch.delenv("VTB_SANDBOX_ISOLATION", raising=False)
     try:

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vtb_agents.tools.sandbox.seccomp import (DENIED, SYSCALLS, X86_ONLY_DENIED, describe,
-                                              filter_program)
+from vtb_agents.sandbox.seccomp import DENIED, SYSCALLS, X86_ONLY_DENIED, describe, filter_program
 
 HEADERS = {"x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
            "aarch64": Path("/usr/include/asm-generic/unistd.h")}

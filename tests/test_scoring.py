@@ -62,8 +62,8 @@ def test_no_rubrics_or_no_weight_is_ungraded():
 
 @pytest.mark.parametrize("rule, passed", [("weight", True), ("flag", False), ("either", False)])
 def test_critical_rule_decides_which_rubrics_gate(rule, passed, task_root):
-    from vtb_agents.graphs.grading import grade_episode
     from vtb_agents.judges import RuleJudge
+    from vtb_agents.judges.graph import grade_episode
     from vtb_agents.results import Episode, TurnRecord
     from vtb_agents.tasks import load_tasks
 

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from vtb_agents.cli import app
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.executors import LocalExecutor
 from vtb_agents.runner.run import RunConfig, run_suite
-from vtb_agents.runner.store import ResultsStore
 from vtb_agents.strategies import BUILTIN
 from vtb_agents.strategies.marks import mark_table
 from vtb_agents.strategies.plan import PLAN_INSTRUCTION
@@ -62,10 +62,11 @@ def sample():
 
 @pytest.mark.parametrize("name", list(BUILTIN))
 def test_every_strategy_runs_the_bundled_suite_without_episode_errors(name, sample, tmp_path, monkeypatch):
-    from vtb_agents.runner import run
+    from vtb_agents.runner import resources
 
     model = ScriptedChatModel(script=strategy_script)
-    monkeypatch.setattr(run, "model_factory", lambda spec, *args, **kwargs: lambda task: model)  # a provider stand-in
+    # a provider stand-in
+    monkeypatch.setattr(resources, "model_factory", lambda spec, *args, **kwargs: lambda task: model)
     summary = run_suite(sample, RunConfig(model="scripted:strategy", strategy=name, tasks="sample"), tmp_path / "run",
                         executor=LocalExecutor(2))
     results, _ = ResultsStore(tmp_path / "run").load()
@@ -143,7 +144,7 @@ def test_the_readme_strategy_runs_as_module_function(sample, tmp_path, monkeypat
     import re
     from pathlib import Path
 
-    from vtb_agents.runner import run
+    from vtb_agents.runner import resources
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     code = re.search(r"```python\n(# my_pkg/my_strategy.py.*?)```", readme, re.DOTALL).group(1)
@@ -158,7 +159,7 @@ def test_the_readme_strategy_runs_as_module_function(sample, tmp_path, monkeypat
         return strategy_script(messages)
 
     model = ScriptedChatModel(script=script)
-    monkeypatch.setattr(run, "model_factory", lambda spec, *args, **kwargs: lambda task: model)
+    monkeypatch.setattr(resources, "model_factory", lambda spec, *args, **kwargs: lambda task: model)
     tasks = [t for t in sample if t.id in ("rs-finance-invoice", "te-generalist-map")]
     summary = run_suite(tasks, RunConfig(model="scripted:x", strategy="my_pkg.my_strategy:strategy"), tmp_path / "run")
     results, _ = ResultsStore(tmp_path / "run").load()

@@ -12,15 +12,14 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 
 from vtb_agents.agents import episode_tools, run_agent_episode
-from vtb_agents.graphs.deadline import TaskDeadline, with_deadline
 from vtb_agents.episodes.driver import EpisodeSettings, run_episode
-from vtb_agents.graphs.retry import TaskTimeout
+from vtb_agents.models.deadline import TaskDeadline, TaskTimeout, with_deadline
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.run import RunConfig, run_suite
-from vtb_agents.runner.store import ResultsStore
+from vtb_agents.sandbox import SandboxError, open_sandbox
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import SandboxError, open_sandbox
 
 # Each test would take at least 60 s (the code call's own limit) if the deadline did not stop it.
 pytestmark = pytest.mark.timeout(45)

@@ -22,14 +22,14 @@ from langgraph.errors import GraphInterrupt
 
 from vtb_agents.agents import episode_tools
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.graphs.retry import TaskTimeout
+from vtb_agents.models.deadline import TaskTimeout
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.sandbox import LocalSandbox
 from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.strategies.react import build_react_graph
 from vtb_agents.tasks.sources import SAMPLE_CASSETTE
 from vtb_agents.tools import TOOL_NAMES, bind_episode_tools, guard_tool, select_tools
 from vtb_agents.tools.network import NetworkSettings
-from vtb_agents.tools.sandbox import LocalSandbox
 
 SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
                     st.text(max_size=40))

@@ -25,15 +25,15 @@ from langchain_core.tools import BaseTool
 from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 from PIL import Image, ImageDraw
-
 from servers import LocalServer, add_open_meteo, add_tavily, add_web_site
+
 from vtb_agents.api import load_tasks, task_tools
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tools import TOOL_NAMES, bind_code_tools, calculator, python_image_processing, python_interpreter
 from vtb_agents.tools.network import NetworkSettings, make_network_tools
 from vtb_agents.tools.python_tools import INTERPRETER_TOOL_NAME, VISION_TOOL_NAME, UnboundToolError
-from vtb_agents.tools.sandbox import open_sandbox
 
 ZOOM_CODE = ("from PIL import Image\nim = Image.open('image_0.png')\n"
              "im.crop((0, 0, 40, 30)).resize((160, 120)).save('transformed_image_0.png')\nprint(im.size)")

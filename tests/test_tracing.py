@@ -13,20 +13,26 @@ from pathlib import Path
 import langsmith
 import langsmith.run_trees
 import pytest
+from conftest import write_task
 from langchain_core.messages import AIMessage, HumanMessage
 from langsmith import tracing_context
+from langsmith_server import API_KEY, LangSmithStandIn, block_git, long_base64_runs, noise_png
 from PIL import Image
 
-from conftest import write_task
-from langsmith_server import API_KEY, LangSmithStandIn, block_git, long_base64_runs, noise_png
 from vtb_agents.episodes.driver import run_episode
 from vtb_agents.models import ReplayChatModel
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tasks.local import load_task_dir
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import open_sandbox
-from vtb_agents.tracing import (THUMBNAIL_KEY, THUMBNAIL_SIDE, install_tracing, make_langsmith_client, scrub_images,
-                                tracing_callbacks)
+from vtb_agents.tracing import (
+    THUMBNAIL_KEY,
+    THUMBNAIL_SIDE,
+    install_tracing,
+    make_langsmith_client,
+    scrub_images,
+    tracing_callbacks,
+)
 
 LIMIT = 40_000
 """No base64 run in what LangSmith receives may be longer than this (bytes)."""

@@ -16,53 +16,26 @@ Your own LangChain agent, in five lines:
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from langchain_core.tools import BaseTool
-from pydantic import BaseModel, ConfigDict, Field
 
 from vtb_agents.artifacts import ArtifactStore, to_png
-from vtb_agents.episodes.driver import EpisodeSettings
+from vtb_agents.rundir.records import GroupScore, RunSummary
+
+__all__ = ["GroupScore", "RunSummary", "evaluate", "load_tasks", "resolve_strategy", "task_tools"]
+from vtb_agents.sandbox import open_sandbox
 from vtb_agents.strategies.agent import agent_strategy
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import load_tasks as load_source
 from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
-from vtb_agents.tools.sandbox import open_sandbox
 
 StrategyLike = str | Strategy | Callable[..., Any]
-
-
-class GroupScore(BaseModel):
-    """APR and ARS of one group of tasks (a category, a domain, a turn case)."""
-
-    model_config = ConfigDict(extra="allow")
-    n: int
-    graded: int
-    apr: float | None
-    ars: float | None
-
-
-class RunSummary(BaseModel):
-    """A run's ``summary.json`` as a typed object, with the run directory it came from."""
-
-    model_config = ConfigDict(extra="allow")
-    tasks: int
-    graded: int
-    apr: float | None
-    ars: float | None
-    complete: bool = True
-    by_category: dict[str, GroupScore] = Field(default_factory=dict)
-    by_domain: dict[str, GroupScore] = Field(default_factory=dict)
-    by_turncase: dict[str, GroupScore] = Field(default_factory=dict)
-    tool_metrics: dict[str, Any] = Field(default_factory=dict)
-    judge: dict[str, Any] = Field(default_factory=dict)
-    run_dir: Path | None = None
 
 
 def load_tasks(source: str | Path = "sample", *, category: str | None = None, task_id: str | None = None,
@@ -108,21 +81,14 @@ def evaluate(strategy_or_agent: StrategyLike = "react", tasks: str | list[Task] 
     own agent factory, write the run directory ``out`` (a new temporary folder by default) and return
     its summary. ``options`` are ``vtb run``'s settings by their Python names (``max_tool_rounds``,
     ``prompt_level``, ``history``, ``no_tools``, ``no_vision_tool``, ``critical_rule``, ...)."""
+    from vtb_agents.runner.config import run_config
     from vtb_agents.runner.executors import LocalExecutor
-    from vtb_agents.runner.run import RunConfig, run_suite
+    from vtb_agents.runner.run import run_suite
 
-    episode_fields = {f.name for f in dataclasses.fields(EpisodeSettings)}
-    config_fields = {f.name for f in dataclasses.fields(RunConfig)} - {"model", "judge", "tasks", "strategy", "episode"}
-    unknown = sorted(set(options) - episode_fields - config_fields)
-    if unknown:
-        raise TypeError(f"evaluate() got unknown option(s) {', '.join(unknown)}; "
-                        f"known: {', '.join(sorted(episode_fields | config_fields))}")
     task_list = load_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks)
     strategy = resolve_strategy(strategy_or_agent)
-    config = RunConfig(model=model, judge=judge, tasks=tasks if isinstance(tasks, str) else "python",
-                       strategy=strategy if isinstance(strategy, str) else strategy.name,
-                       episode=EpisodeSettings(**{k: v for k, v in options.items() if k in episode_fields}),
-                       **{k: v for k, v in options.items() if k in config_fields})
+    config = run_config(model=model, judge=judge, tasks=tasks if isinstance(tasks, str) else "python",
+                        strategy=strategy if isinstance(strategy, str) else strategy.name, **options)
     run_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="vtb-run-"))
     summary = run_suite(task_list, config, run_dir, resume=resume, executor=LocalExecutor(concurrency),
                         strategy=None if isinstance(strategy, str) else strategy)

@@ -18,11 +18,12 @@ import langsmith
 from langsmith.evaluation._runner import ExperimentResults
 
 from vtb_agents import __version__
-from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.judges import load_judge
 from vtb_agents.judges.evaluator import PASS_KEY, SCORE_KEY, make_rubric_evaluator
 from vtb_agents.langsmith_dataset import dataset_examples, push_dataset, task_from_example
-from vtb_agents.runner.run import RunConfig, RunResources, build_resources, episode_for_task, with_cache
+from vtb_agents.rundir.layout import ARTIFACTS_DIR, JUDGE_CACHE_FILE
+from vtb_agents.runner.config import RunConfig
+from vtb_agents.runner.resources import RunResources, open_resources
+from vtb_agents.runner.run import episode_for_task
 from vtb_agents.tasks.model import Task
 from vtb_agents.tracing import default_client
 
@@ -40,7 +41,7 @@ def make_target(tasks: dict[str, Task], config: RunConfig, resources: RunResourc
 
     def vtb_episode(inputs: dict[str, Any]) -> dict[str, Any]:
         task = tasks[str(inputs["task_id"])]
-        with config.open_sandbox() as sandbox:
+        with resources.open_sandbox() as sandbox:
             episode = episode_for_task(task, config, resources, sandbox)
         return {"answers": [t.answer for t in episode.turns], "statuses": [t.status for t in episode.turns],
                 "tool_calls": [c.name for c in episode.tool_calls]}
@@ -73,17 +74,17 @@ def evaluate_with_langsmith(tasks_or_dataset: Sequence[Task] | str, config: RunC
     lookup = {t.id: t for t in tasks}
     with tempfile.TemporaryDirectory(prefix="vtb-ls-") as temporary:
         folder = Path(work_dir) if work_dir else Path(temporary)
-        judge = with_cache(load_judge(config.judge), folder / "judge_cache.sqlite")
-        resources = build_resources(config, judge)
-        resources.artifacts = ArtifactStore(folder / "artifacts")
-        results = langsmith.evaluate(
-            make_target(lookup, config, resources), data=examples,
-            # langsmith takes an evaluator's list of results (the openevals shape); its annotation does not say so
-            evaluators=[make_rubric_evaluator(lookup, judge=judge, critical_rule=config.critical_rule)],  # type: ignore[list-item]
-            experiment_prefix=experiment_prefix, description=description, client=client,
-            metadata={"vtb_agents": __version__, "model": config.model, "judge": config.judge,
-                      "vtb_config": config.to_dict()},
-            max_concurrency=max_concurrency, blocking=True)
+        with open_resources(config, artifacts=folder / ARTIFACTS_DIR,
+                            judge_cache=folder / JUDGE_CACHE_FILE) as resources:
+            results = langsmith.evaluate(
+                make_target(lookup, config, resources), data=examples,
+                # langsmith takes an evaluator's list of results (the openevals shape); its annotation does not say so
+                evaluators=[make_rubric_evaluator(lookup, judge=resources.judge,  # type: ignore[list-item]
+                                                  critical_rule=config.critical_rule)],
+                experiment_prefix=experiment_prefix, description=description, client=client,
+                metadata={"vtb_agents": __version__, "model": config.model, "judge": config.judge,
+                          "vtb_config": config.to_dict()},
+                max_concurrency=max_concurrency, blocking=True)
     client.flush()  # runs and feedback are sent in the background
     return results
 

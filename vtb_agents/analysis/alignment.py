@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from vtb_agents.results import RubricVerdict
-from vtb_agents.runner.finished import TaskSource, open_finished_run
+from vtb_agents.rundir.read import TaskSource, open_finished_run
 
 LABELS = ("met", "not_met")
 OBJECTIVITY = ("objective", "subjective", "unspecified")

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Literal, Sequence
 
 from vtb_agents.results import TaskResult
-from vtb_agents.runner.finished import FinishedRun, open_finished_run
-from vtb_agents.runner.run import RunError
+from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.read import FinishedRun, open_finished_run
 from vtb_agents.tasks.model import Task
 
 Outcome = Literal["pass", "fail", "ungraded", "missing"]

@@ -20,8 +20,8 @@ from langchain_core.runnables.retry import ExponentialJitterParams
 from pydantic import BaseModel, Field
 
 from vtb_agents.results import TaskResult, is_infrastructure
-from vtb_agents.runner.finished import TaskSource, open_finished_run
-from vtb_agents.runner.store import write_json_atomic
+from vtb_agents.rundir.read import TaskSource, open_finished_run
+from vtb_agents.rundir.store import write_json_atomic
 from vtb_agents.tasks.model import Task
 
 FAILURES_FILE = "failures.json"

@@ -15,10 +15,11 @@ from typing import Any, Callable, Iterable
 
 from vtb_agents.analysis.cost import cost_summary, run_usage
 from vtb_agents.analysis.image_ops import count_image_ops
-from vtb_agents.results import ToolCallRecord, TaskResult
+from vtb_agents.results import TaskResult, ToolCallRecord
 from vtb_agents.tasks.model import CRITICAL_WEIGHT
+from vtb_agents.tools.python_tools import VISION_TOOL_NAME
 
-VISION_TOOL = "python_image_processing"
+VISION_TOOL = VISION_TOOL_NAME
 _STATUS_KEYS = frozenset({"ok", "note", "note_images", "truncated", "expression", "query", "url",
                           "requested_url", "location", "date", "units", "source"})
 """Keys of a JSON tool result that echo the call or describe it, rather than being its result."""

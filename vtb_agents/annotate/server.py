@@ -19,7 +19,7 @@ from typing import Any
 from vtb_agents.annotate.labels import LabelStore
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.results import TaskResult
-from vtb_agents.runner.finished import TaskSource, open_finished_run
+from vtb_agents.rundir.read import TaskSource, open_finished_run
 from vtb_agents.tasks.model import Task
 
 HOST = "127.0.0.1"

@@ -24,20 +24,20 @@ from langgraph.types import Command, Durability
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
 from vtb_agents.graphs.categories import build_category_graph
-from vtb_agents.graphs.deadline import task_time_limit
 from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
 from vtb_agents.graphs.resumers import Resumer, ScriptedResumer
+from vtb_agents.models.deadline import task_time_limit
 from vtb_agents.models.replay import turn_message_id
 from vtb_agents.models.usage import TURN_METADATA_KEY
 from vtb_agents.results import Episode, ToolCallRecord, TurnRecord, TurnStatus
+from vtb_agents.sandbox.base import Sandbox, sandbox_settings
 from vtb_agents.strategies.base import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS, EpisodeContext, Strategy
 from vtb_agents.strategies.loop import recursion_limit
 from vtb_agents.strategies.react import react
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import bind_episode_tools
 from vtb_agents.tools.python_tools import DEFAULT_CODE_TIMEOUT_S
-from vtb_agents.tools.sandbox.base import Sandbox, sandbox_settings
 
 History = Literal["golden", "model"]
 

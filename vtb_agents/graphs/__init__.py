@@ -1,7 +1,9 @@
-"""LangGraph graphs: the five category graphs (around any strategy) and the grading graph.
+"""LangGraph graphs: the five category graphs (around any strategy), clarification and resumers.
 
 Names are imported on first use, so that strategies can use this package's lower modules
-(``retry``, ``deadline``, ``prompts``) without loading the category graphs that use strategies.
+(``prompts``, ``state``) without loading the category graphs that use strategies. The grading
+graph moved to :mod:`vtb_agents.judges.graph` (its names here are kept for one release), the
+retry policy and the task deadline to :mod:`vtb_agents.models`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import importlib
 from typing import Any
 
 _EXPORTS = {"CATEGORIES": "categories", "build_category_graph": "categories",
-            "build_grading_graph": "grading", "grade_episode": "grading"}
+            "build_grading_graph": "grading", "grade_episode": "grading"}  # grading: a compat shim
 __all__ = sorted(_EXPORTS)
 
 

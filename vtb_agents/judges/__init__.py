@@ -1,6 +1,6 @@
 """Rubric judges: deterministic checks, the ``rule`` judge, the LLM judge and its cache.
 
-The grading graph that applies them to an episode is :mod:`vtb_agents.graphs.grading`.
+The grading graph that applies them to an episode is :mod:`vtb_agents.judges.graph`.
 """
 
 from __future__ import annotations

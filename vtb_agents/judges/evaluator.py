@@ -3,7 +3,7 @@
 ``make_rubric_evaluator`` returns ``evaluator(*, inputs, outputs, reference_outputs) -> list[dict]``,
 the signature openevals uses and ``langsmith.evaluate`` calls with keyword arguments (``inputs`` and
 ``reference_outputs`` are the dataset example's inputs and outputs, ``outputs`` the target run's).
-Grading is :func:`vtb_agents.graphs.grading.grade_episode` (checks first, the judge otherwise), so
+Grading is :func:`vtb_agents.judges.graph.grade_episode` (checks first, the judge otherwise), so
 scores match ``vtb run``. Contract:
 
 * ``inputs``: ``{"task_id": str, "prompts": [str, ...]}``: the prompts are for the target; ``task_id``,
@@ -25,9 +25,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from vtb_agents.graphs.grading import grade_episode
 from vtb_agents.judges import RubricJudge, load_judge
 from vtb_agents.judges.grade import CriticalRule
+from vtb_agents.judges.graph import grade_episode
 from vtb_agents.results import Episode, TaskGrade, TurnRecord
 from vtb_agents.tasks.model import Task
 

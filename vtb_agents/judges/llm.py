@@ -1,7 +1,7 @@
 """The LLM judge: any ``provider:model`` with structured output, one criterion per call.
 
 Failures (malformed 200 responses included) are retried with exponential backoff (LangChain's
-``with_retry``), capped as for the model (:mod:`vtb_agents.graphs.retry`); a judge that still
+``with_retry``), capped as for the model (:mod:`vtb_agents.models.retry`); a judge that still
 fails gives an ``error`` judgement, so the task is reported ungraded, never silently failed.
 """
 
@@ -14,9 +14,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_core.runnables.retry import ExponentialJitterParams
 from pydantic import BaseModel, Field
 
-from vtb_agents.graphs.retry import BACKOFF_INITIAL_S, BACKOFF_MAX_S
 from vtb_agents.judges.base import Judgement
 from vtb_agents.judges.prompt import SYSTEM, judge_prompt
+from vtb_agents.models.retry import BACKOFF_INITIAL_S, BACKOFF_MAX_S
 from vtb_agents.tasks.model import Rubric, Task
 
 

@@ -2,6 +2,6 @@
 
 from vtb_agents.report.compare import Comparison, compare_runs, write_comparison
 from vtb_agents.report.html import write_report
-from vtb_agents.report.rundir import ReportError
+from vtb_agents.rundir.read import ReportError
 
 __all__ = ["Comparison", "ReportError", "compare_runs", "write_comparison", "write_report"]

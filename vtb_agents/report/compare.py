@@ -17,8 +17,8 @@ from rich.text import Text
 
 from vtb_agents.report.markup import esc, num, page, pct, table
 from vtb_agents.report.plots import scatter_svg
-from vtb_agents.report.rundir import ReportError, RunMeta, read_meta
 from vtb_agents.report.usage import usd
+from vtb_agents.rundir.read import ReportError, RunMeta, read_meta
 from vtb_agents.tasks.normalize import CATEGORIES
 
 

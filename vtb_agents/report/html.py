@@ -17,17 +17,17 @@ from vtb_agents.report.compare import Comparison, run_row, settings_text
 from vtb_agents.report.images import ReportImages
 from vtb_agents.report.markup import badge, esc, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
-from vtb_agents.report.rundir import ReportError, RunData, load_run
 from vtb_agents.report.task_html import anchor, outcome, task_section
 from vtb_agents.report.usage import settings_rows, usage_section
-from vtb_agents.runner.lock import RunDirBusy, run_dir_lock
+from vtb_agents.rundir.lock import RunDirBusy, run_dir_lock
+from vtb_agents.rundir.read import ReportError, RunData, load_run
 from vtb_agents.tasks.model import Task
 
 REPORT_FILE = "report.html"
 ISOLATION = {"bwrap": "bubblewrap namespaces: host out of reach", "fallback": "namespaces via unshare; "
              "host files readable", "process": "plain process, no namespaces: debugging only",
              "e2b": "remote E2B sandbox"}
-"""What each sandbox isolation level means (``vtb_agents/tools/sandbox/isolation.py`` has the details)."""
+"""What each sandbox isolation level means (``vtb_agents/sandbox/isolation.py`` has the details)."""
 INDEX_LIMIT = 300
 """At most this many failed/ungraded task links in the index (every task still has its section)."""
 

@@ -11,8 +11,9 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
+from vtb_agents.runner.config import RunConfig
 from vtb_agents.runner.executors import Executor, RemoteExecutor
-from vtb_agents.runner.run import ProgressFn, RunConfig, run_suite
+from vtb_agents.runner.run import ProgressFn, run_suite
 from vtb_agents.tasks.model import Task
 
 ABLATIONS: dict[str, str] = {
@@ -35,13 +36,15 @@ def ablation_config(base: RunConfig, setting: str) -> RunConfig:
 
 def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings: Sequence[str] = tuple(ABLATIONS),
                   resume: bool = False, executor: Executor | RemoteExecutor | None = None,
-                  stop: threading.Event | None = None, progress: ProgressFn | None = None) -> dict[str, dict[str, Any]]:
-    """Run every setting into ``out/<setting>`` and return their summaries, in order."""
+                  stop: threading.Event | None = None, progress: ProgressFn | None = None,
+                  retry_errors: bool = False) -> dict[str, dict[str, Any]]:
+    """Run every setting into ``out/<setting>`` and return their summaries, in order (``retry_errors``:
+    as :func:`~vtb_agents.runner.run.run_suite`'s, for each setting)."""
     configs = {setting: ablation_config(base, setting) for setting in settings}  # bad names fail first
     summaries: dict[str, dict[str, Any]] = {}
     for setting, config in configs.items():
         if stop is not None and stop.is_set():
             break
         summaries[setting] = run_suite(tasks, config, Path(out) / setting, resume=resume, executor=executor,
-                                       stop=stop, progress=progress)
+                                       stop=stop, progress=progress, retry_errors=retry_errors)
     return summaries

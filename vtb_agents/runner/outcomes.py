@@ -26,9 +26,10 @@ import httpx
 from langgraph.errors import GraphRecursionError
 
 from vtb_agents.graphs.partial import partial_episode
-from vtb_agents.graphs.retry import MalformedResponse, TaskTimeout
+from vtb_agents.models.deadline import TaskTimeout
+from vtb_agents.models.http import MalformedResponse
 from vtb_agents.results import Episode, Outcome
-from vtb_agents.tools.sandbox import SandboxError
+from vtb_agents.sandbox import SandboxError
 
 _PROVIDER_ERRORS: tuple[type[BaseException], ...] = (httpx.HTTPError, MalformedResponse, ConnectionError)
 _PROVIDER_SDKS = frozenset({"openai", "anthropic"})

@@ -27,22 +27,20 @@ from __future__ import annotations
 
 import os
 import socket
-import sqlite3
 import tempfile
 import threading
 from collections import deque
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from langgraph.checkpoint.sqlite import SqliteSaver
-
-from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.judges import load_judge
-from vtb_agents.judges.cache import CachedJudge
 from vtb_agents.results import TaskResult
+from vtb_agents.rundir.layout import ARTIFACTS_DIR, RUN_FILE, worker_checkpoints
+from vtb_agents.runner.config import RunConfig
 from vtb_agents.runner.executors import Sink
-from vtb_agents.runner.run import RUN_FILE, RunConfig, RunError, RunResources, build_resources, run_task, with_cache
+from vtb_agents.runner.resources import RunResources, open_resources
+from vtb_agents.runner.run import RunError, run_task
 from vtb_agents.tasks.model import Task
 
 try:
@@ -51,16 +49,15 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("the Ray executor needs Ray: pip install 'vtb-agents[ray]'") from exc
 
-def writable_artifacts(root: Path) -> ArtifactStore:
-    """The artifact store at ``root``, or a RunError if this process cannot write there."""
+def check_writable(root: Path) -> None:
+    """Raise a RunError unless this process can create ``root`` and write in it."""
     try:
-        store = ArtifactStore(root)
+        root.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=root, prefix=".probe-"):
             pass
     except OSError as exc:
         raise RunError(f"a worker on {socket.gethostname()} cannot write {root} ({exc}): the run directory "
                        "must be writable by every Ray worker (shared storage on a cluster)") from exc
-    return store
 
 
 class TaskWorker:
@@ -73,24 +70,19 @@ class TaskWorker:
         self.config, self.index = config, index
         self.resources: RunResources | None = None
         self.error: str | None = None
-        self._connection: sqlite3.Connection | None = None
+        self._open = ExitStack()
         try:
-            self.resources = self._build(Path(out), Path(judge_cache))
+            self.resources = self._open.enter_context(self._resources(Path(out), Path(judge_cache)))
         except Exception as exc:  # reported by ready()
             self.error = f"{type(exc).__name__}: {exc}"
 
-    def _build(self, out: Path, judge_cache: Path) -> RunResources:
+    def _resources(self, out: Path, judge_cache: Path) -> AbstractContextManager[RunResources]:
         if not (out / RUN_FILE).is_file():
             raise RunError(f"{out / RUN_FILE} is not visible on {socket.gethostname()}: the run directory "
                            "must be on storage every Ray worker shares")
-        resources = build_resources(self.config, load_judge(self.config.judge, self.config.request_timeout_s))
-        resources.artifacts = writable_artifacts(out / "artifacts")
-        resources.judge = with_cache(resources.judge, judge_cache)
-        self._connection = sqlite3.connect(out / f"checkpoints-{self.index}.sqlite", check_same_thread=False)
-        self._connection.execute("PRAGMA journal_mode=WAL")  # as run.checkpoints(): results are durable on their own
-        self._connection.execute("PRAGMA synchronous=NORMAL")
-        resources.checkpointer = SqliteSaver(self._connection)
-        return resources
+        check_writable(out / ARTIFACTS_DIR)
+        return open_resources(self.config, artifacts=out / ARTIFACTS_DIR, judge_cache=judge_cache,
+                              checkpoints=out / worker_checkpoints(self.index))
 
     def ready(self) -> tuple[int, str | None]:
         """(process id, start-up error or None)."""
@@ -103,12 +95,8 @@ class TaskWorker:
         return run_task(task, self.config, self.resources).model_dump_json()
 
     def close(self) -> None:
-        """Close the checkpoint database and the judge cache."""
-        if self._connection is not None:
-            self._connection.close()
-        judge = self.resources.judge if self.resources else None
-        if isinstance(judge, CachedJudge):
-            judge.cache.close()
+        """Close the worker's resources (checkpoint database, judge cache)."""
+        self._open.close()
 
 
 @dataclass(frozen=True)

@@ -12,17 +12,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vtb_agents.analysis.metrics import summarize
-from vtb_agents.graphs.grading import grade_episode
 from vtb_agents.judges import load_judge
 from vtb_agents.judges.grade import CriticalRule
+from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 from vtb_agents.models.spec import model_record
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import TaskResult, task_outcome
-from vtb_agents.runner.finished import open_finished_run
-from vtb_agents.runner.lock import run_dir_lock
-from vtb_agents.runner.run import JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE, RunError, with_cache
-from vtb_agents.runner.store import ResultsStore, write_json_atomic
+from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.layout import JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
+from vtb_agents.rundir.lock import run_dir_lock
+from vtb_agents.rundir.read import open_finished_run
+from vtb_agents.rundir.store import ResultsStore, write_json_atomic
+from vtb_agents.runner.resources import open_judge
 from vtb_agents.tasks.model import Task
 
 
@@ -38,17 +40,18 @@ def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule =
         finished = open_finished_run(run_dir)
         results, run = finished.results, finished.run
         by_id = finished.tasks(tasks, needed=[r.task_id for r in results])
-        judge = with_cache(load_judge(judge_spec, request_timeout_s), judge_cache or run_dir / JUDGE_CACHE_FILE)
+        judge_of_run = load_judge(judge_spec, request_timeout_s)
         regraded = []
-        for done, result in enumerate(results, start=1):
-            with track_usage() as judge_usage:
-                grade = grade_episode(by_id[result.task_id], result.episode, judge, critical_rule)
-            # a result written before usage was recorded keeps none: its model's tokens are unknown
-            usage = result.usage.model_copy(update={"judge": judge_usage.total}) if result.usage else None
-            regraded.append(result.model_copy(update={"grade": grade, "usage": usage,
-                                                      "outcome": task_outcome(result.episode, grade)}))
-            if progress:
-                progress(regraded[-1], done, len(results))
+        with open_judge(judge_of_run, judge_cache or run_dir / JUDGE_CACHE_FILE) as judge:
+            for done, result in enumerate(results, start=1):
+                with track_usage() as judge_usage:
+                    grade = grade_episode(by_id[result.task_id], result.episode, judge, critical_rule)
+                # a result written before usage was recorded keeps none: its model's tokens are unknown
+                usage = result.usage.model_copy(update={"judge": judge_usage.total}) if result.usage else None
+                regraded.append(result.model_copy(update={"grade": grade, "usage": usage,
+                                                          "outcome": task_outcome(result.episode, grade)}))
+                if progress:
+                    progress(regraded[-1], done, len(results))
         ResultsStore(run_dir).rewrite(regraded)
         run["config"].update(judge=judge_spec, critical_rule=critical_rule)
         run["judge"] = model_record(judge_spec)

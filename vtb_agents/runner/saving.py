@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from vtb_agents.results import TaskResult
-from vtb_agents.runner.store import ResultsStore, StorageError
+from vtb_agents.rundir.store import ResultsStore, StorageError
 
 STORAGE_ERRNOS = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded", errno.EFBIG: "file too large",
                   errno.EROFS: "read-only file system", errno.EIO: "I/O error"}

@@ -25,7 +25,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 from typing_extensions import TypedDict
 
-from vtb_agents.graphs.retry import model_retry_policy
+from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, TurnState, as_node
 from vtb_agents.strategies.observe import observation_message, round_messages, with_native_images
 from vtb_agents.tools import VISION_TOOLS, guard_tool

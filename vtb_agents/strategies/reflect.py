@@ -15,7 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START
 from langgraph.runtime import Runtime
 
-from vtb_agents.graphs.retry import model_retry_policy
+from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.loop import call_model
 from vtb_agents.strategies.react import build_react_graph, turn_graph_builder

@@ -3,16 +3,20 @@
 ``vtb run`` hands its graphs an :class:`~vtb_agents.strategies.base.EpisodeContext` of live objects
 (model, sandbox, tools). Over the LangGraph API only JSON travels, so the Studio graphs take a
 :class:`StudioContext` instead and build the live objects themselves, the way a run does
-(:func:`vtb_agents.runner.run.build_resources`). Every field has a default, so a run with no
-context works: ``model`` from ``$VTB_MODEL`` (else ``replay``), ``judge`` from ``$VTB_JUDGE`` (else
-``rule``), ``tasks`` from ``$VTB_TASKS`` (else the bundled ``sample`` suite); the rest as ``vtb run``.
+(:func:`vtb_agents.runner.resources.open_resources`, kept open for the server's lifetime). Every
+field has a default, so a run with no context works: ``model`` from ``$VTB_MODEL`` (else
+``replay``), ``judge`` from ``$VTB_JUDGE`` (else ``rule``), ``tasks`` from ``$VTB_TASKS`` (else the
+bundled ``sample`` suite); the rest as ``vtb run``.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal
 
 from pydantic import TypeAdapter, ValidationError
@@ -20,15 +24,14 @@ from pydantic import TypeAdapter, ValidationError
 from vtb_agents.episodes.driver import EpisodeSettings
 from vtb_agents.judges import RubricJudge, load_judge
 from vtb_agents.models.spec import REPLAY
-from vtb_agents.runner.run import JUDGE_CACHE_FILE, RunConfig, RunResources, build_resources, with_cache
-from vtb_agents.strategies import DEFAULT_STRATEGY
-from vtb_agents.strategies.base import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS
+from vtb_agents.rundir.layout import JUDGE_CACHE_FILE
+from vtb_agents.runner.config import DEFAULTS, RunConfig, run_config
+from vtb_agents.runner.resources import RunResources, open_judge, open_resources
 from vtb_agents.studio.sessions import studio_root
-from vtb_agents.tasks.sources import SAMPLE
-from vtb_agents.tools.python_tools import DEFAULT_CODE_TIMEOUT_S
 
-DEFAULT_MODEL = REPLAY
-DEFAULT_JUDGE = "rule"
+DEFAULT_MODEL = DEFAULTS.model
+DEFAULT_JUDGE = DEFAULTS.judge
+_EPISODE = DEFAULTS.episode
 CHAT = "studio-chat"
 """The task source a run config records for the chat graphs (no suite: network tools go live)."""
 
@@ -50,18 +53,18 @@ class StudioContext:
 
     model: str = field(default_factory=lambda: _env("VTB_MODEL", DEFAULT_MODEL))
     judge: str = field(default_factory=lambda: _env("VTB_JUDGE", DEFAULT_JUDGE))
-    strategy: str = DEFAULT_STRATEGY
-    tasks: str = field(default_factory=lambda: _env("VTB_TASKS", SAMPLE))
-    sandbox: Literal["local", "e2b"] = "local"
-    max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
-    prompt_level: Literal["low", "mid", "high"] = "high"
-    history: Literal["golden", "model"] = "golden"
-    max_image_side: int = DEFAULT_MAX_IMAGE_SIDE
-    code_timeout_s: float = DEFAULT_CODE_TIMEOUT_S
-    native_tool_images: bool = False
-    no_tools: bool = False
-    no_vision_tool: bool = False
-    critical_rule: Literal["weight", "flag", "either"] = "weight"
+    strategy: str = DEFAULTS.strategy
+    tasks: str = field(default_factory=lambda: _env("VTB_TASKS", DEFAULTS.tasks))
+    sandbox: Literal["local", "e2b"] = DEFAULTS.sandbox
+    max_tool_rounds: int = _EPISODE.max_tool_rounds
+    prompt_level: Literal["low", "mid", "high"] = _EPISODE.prompt_level
+    history: Literal["golden", "model"] = _EPISODE.history
+    max_image_side: int = _EPISODE.max_image_side
+    code_timeout_s: float = _EPISODE.code_timeout_s
+    native_tool_images: bool = _EPISODE.native_tool_images
+    no_tools: bool = DEFAULTS.no_tools
+    no_vision_tool: bool = DEFAULTS.no_vision_tool
+    critical_rule: Literal["weight", "flag", "either"] = DEFAULTS.critical_rule
     resumer: Literal["scripted", "simulated"] = "scripted"
     user_model: str | None = None
     tools_mode: Literal["live", "record", "replay"] | None = None
@@ -69,16 +72,11 @@ class StudioContext:
 
     def episode_settings(self) -> EpisodeSettings:
         """The episode knobs of this context."""
-        return EpisodeSettings(max_tool_rounds=self.max_tool_rounds, prompt_level=self.prompt_level,
-                               history=self.history, max_image_side=self.max_image_side,
-                               code_timeout_s=self.code_timeout_s, native_tool_images=self.native_tool_images)
+        return self.run_config(chat=True).episode
 
     def run_config(self, *, chat: bool) -> RunConfig:
         """The equivalent ``vtb run`` configuration (``chat``: no task suite, network tools live)."""
-        return RunConfig(model=self.model, strategy=self.strategy, judge=self.judge, tasks=CHAT if chat else self.tasks,
-                         sandbox=self.sandbox, critical_rule=self.critical_rule, no_tools=self.no_tools,
-                         no_vision_tool=self.no_vision_tool, resumer=self.resumer, user_model=self.user_model,
-                         tools_mode=self.tools_mode, tools_cache=self.tools_cache, episode=self.episode_settings())
+        return run_config(**{**asdict(self), "tasks": CHAT if chat else self.tasks})
 
 
 _CHECK = TypeAdapter(StudioContext)
@@ -103,10 +101,19 @@ def resources_for(context: StudioContext, *, chat: bool) -> RunResources:
     if chat and context.model == REPLAY:
         raise ValueError("model 'replay' replays a task's reference answers and has no task here: use the "
                          "'task' graph, or set context 'model' (or VTB_MODEL) to provider:model, e.g. openai:gpt-4o")
-    return build_resources(context.run_config(chat=chat), judge_for(context.judge))
+    return _OPEN.enter_context(open_resources(context.run_config(chat=chat), judge_cache=_judge_cache()))
 
 
 @lru_cache(maxsize=4)
 def judge_for(spec: str) -> RubricJudge:
     """The judge of ``spec`` (built once per spec); LLM verdicts are cached under the Studio root."""
-    return with_cache(load_judge(spec), studio_root() / JUDGE_CACHE_FILE)
+    return _OPEN.enter_context(open_judge(load_judge(spec), _judge_cache()))
+
+
+def _judge_cache() -> Path:
+    return studio_root() / JUDGE_CACHE_FILE
+
+
+_OPEN = ExitStack()
+"""What the Studio server keeps open (judge caches) for its lifetime; closed when it exits."""
+atexit.register(_OPEN.close)

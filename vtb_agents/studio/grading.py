@@ -18,7 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from vtb_agents.graphs.grading import GradingContext, build_grading_graph
+from vtb_agents.judges.graph import GradingContext, build_grading_graph
 from vtb_agents.results import Episode, TurnRecord
 from vtb_agents.strategies.base import as_node
 from vtb_agents.studio.context import StudioContext, context_of, judge_for

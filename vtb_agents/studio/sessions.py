@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.sandbox import open_sandbox
+from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tasks.local import safe_dirname
-from vtb_agents.tools.sandbox import open_sandbox
-from vtb_agents.tools.sandbox.base import Sandbox
 
 MAX_OPEN_SANDBOXES = 8
 STUDIO_DIR_ENV = "VTB_STUDIO_DIR"

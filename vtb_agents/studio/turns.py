@@ -20,9 +20,9 @@ from langgraph.runtime import Runtime
 
 from vtb_agents.episodes.driver import episode_context
 from vtb_agents.graphs.categories import build_category_graph
-from vtb_agents.runner.run import RunResources
-from vtb_agents.strategies.loop import recursion_limit
+from vtb_agents.runner.resources import RunResources
 from vtb_agents.strategies.base import EpisodeContext
+from vtb_agents.strategies.loop import recursion_limit
 from vtb_agents.strategies.react import react
 from vtb_agents.studio.context import StudioContext, context_of, resources_for
 from vtb_agents.studio.inputs import thread_images

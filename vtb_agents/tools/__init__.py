@@ -7,6 +7,7 @@ from typing import Sequence
 from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tools.calculator import calculator
 from vtb_agents.tools.guard import guard_tool, guard_tools
 from vtb_agents.tools.network import NETWORK_TOOL_NAMES, NetworkSettings, make_network_tools
@@ -18,7 +19,6 @@ from vtb_agents.tools.python_tools import (
     python_image_processing,
     python_interpreter,
 )
-from vtb_agents.tools.sandbox.base import Sandbox
 
 VISION_TOOLS = (VISION_TOOL_NAME,)
 TOOL_NAMES = (*CODE_TOOL_NAMES, "calculator", *NETWORK_TOOL_NAMES)
@@ -44,7 +44,7 @@ def bind_episode_tools(tools: Sequence[BaseTool], sandbox: Sandbox, artifacts: A
     """``tools`` with every code tool replaced by one bound to ``sandbox`` (order kept), all guarded.
 
     Example:
-        >>> from vtb_agents.tools.sandbox import open_sandbox
+        >>> from vtb_agents.sandbox import open_sandbox
         >>> with open_sandbox("local") as sandbox:  # doctest: +SKIP
         ...     tools = bind_episode_tools(select_tools(), sandbox, ArtifactStore(Path("artifacts")))
     """

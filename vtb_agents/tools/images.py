@@ -18,8 +18,8 @@ from typing import Any
 from PIL import Image
 
 from vtb_agents.artifacts import IMAGE_SUFFIXES, ArtifactStore
+from vtb_agents.sandbox.base import ExecResult, Sandbox
 from vtb_agents.tasks.validate import DEFAULT_MAX_PIXELS
-from vtb_agents.tools.sandbox.base import ExecResult, Sandbox
 
 
 @dataclass

@@ -15,13 +15,13 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.sandbox.base import DEFAULT_TIMEOUT_S, ExecResult, Sandbox
 from vtb_agents.tools.images import collect_images, with_refusals
-from vtb_agents.tools.sandbox.base import ExecResult, Sandbox
 
 MAX_CODE_CHARS = 5_000
 """Longest code a call may carry (VTB's limit for the vision tool)."""
-DEFAULT_CODE_TIMEOUT_S = 60.0
-"""Seconds one code call may run before the sandbox stops it."""
+DEFAULT_CODE_TIMEOUT_S = DEFAULT_TIMEOUT_S
+"""Seconds one code call may run before the sandbox stops it (the sandbox's own default)."""
 VISION_TOOL_NAME = "python_image_processing"
 INTERPRETER_TOOL_NAME = "python_interpreter"
 CODE_TOOL_NAMES = (VISION_TOOL_NAME, INTERPRETER_TOOL_NAME)
@@ -117,7 +117,7 @@ def bind_code_tools(sandbox: Sandbox, artifacts: ArtifactStore, timeout_s: float
     saved images; invoked with plain arguments (``tool.invoke({"code": ...})``) it returns the text.
 
     Example:
-        >>> from vtb_agents.tools.sandbox import open_sandbox
+        >>> from vtb_agents.sandbox import open_sandbox
         >>> with open_sandbox("local") as sandbox:  # doctest: +SKIP
         ...     tools = bind_code_tools(sandbox, ArtifactStore(Path("artifacts")))
         ...     tools[0].invoke({"code": "print(1 + 1)"})

@@ -28,16 +28,17 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .base import DEFAULT_TIMEOUT_S, CappedText, ExecResult, relative_name
+from vtb_agents.safefs import relative_name
+
+from .base import DEFAULT_TIMEOUT_S, STATE_RESET, ExecResult, SandboxError
 from .leftovers import owned_tempdir
-from .local import SandboxError
+from .output import CappedText
 
 REMOTE_DIR = "/home/user/work"
 LIFETIME_S = 3600
 """Life of the remote VM in seconds (E2B kills it after this; 1 hour is the hobby-tier maximum)."""
 LIST_DEPTH = 10
 _PREP_TIMEOUT_S = 30.0
-_STATE_RESET = "the Python state was reset (variables and imports lost)"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _INSTALL = "install the 'e2b' extra: pip install 'vtb-agents[e2b]'"
 _NO_KEY = "E2B_API_KEY is not set: export it or pass --sandbox local"
@@ -153,7 +154,7 @@ class E2BSandbox:
                 and not isinstance(exc, (*gone, self._errors.SandboxUnreachableException))):
             try:  # SDK >= 2.4; stops the runaway code, as the local worker is killed
                 self._sbx.restart_code_context(self._context)
-                return f"timeout after {timeout:g} s; {_STATE_RESET}", True
+                return f"timeout after {timeout:g} s; {STATE_RESET}", True
             except Exception as restart_exc:
                 return (f"timeout after {timeout:g} s; the kernel could not be restarted "
                         f"({type(restart_exc).__name__}: {restart_exc})"), True

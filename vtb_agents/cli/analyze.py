@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from vtb_agents.runner.run import RunError
+from vtb_agents.rundir.errors import RunError
 
 analyze_app = typer.Typer(help="Analyse a finished run: failure taxonomy, judge-human alignment.",
                           no_args_is_help=True)

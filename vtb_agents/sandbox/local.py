@@ -26,12 +26,15 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vtb_agents.safefs import open_in_dir
+
 from . import isolation as iso
 from . import seccomp
-from .base import (DEFAULT_TIMEOUT_S, CappedText, ExecResult, TreeScan, WorkerPipes, changed_files,
-                   open_in_dir, remove_changes, scan_tree, snapshot)
+from .base import DEFAULT_TIMEOUT_S, STATE_RESET, ExecResult, SandboxError
 from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
+from .host import TreeScan, WorkerPipes, changed_files, remove_changes, scan_tree, snapshot
 from .leftovers import owned_tempdir
+from .output import CappedText
 from .worker import MAX_FRAME, encode_frame
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
@@ -39,15 +42,8 @@ WARM_IMPORTS = ("PIL.Image",)
 """Imported by each worker right after it starts, while the episode waits for the model anyway."""
 _log = logging.getLogger(__name__)
 _PASSTHROUGH_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
-_STATE_RESET = "the Python state was reset (variables and imports lost)"
 QUOTA_POLL_S = 0.1
 """How often the host measures the working directory while a call runs."""
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (worker would not start, isolation unavailable, or closed)."""
-
-    passes_tool_guard = True  # not the code's failure: the episode ends (tools/guard.py)
 
 
 @dataclass(frozen=True)
@@ -58,7 +54,7 @@ class Limits:
     crash), not per call. ``processes`` (RLIMIT_NPROC, threads included) applies at the bwrap and
     fallback levels only, where the worker has its own uid or user namespace; at the "process"
     level it would count the host user's processes. ``tmp_bytes`` caps the private /tmp tmpfs.
-    ``workdir_bytes`` caps everything in the working directory together (as ``base.scan_tree``
+    ``workdir_bytes`` caps everything in the working directory together (as ``host.scan_tree``
     counts it): the host measures it every ``QUOTA_POLL_S`` during a call, and a call that goes
     over it is killed and what it wrote removed, so code cannot fill the host's disk with many
     files each under ``file_size_bytes``. ``memory_bytes`` caps the memory of the worker and all
@@ -199,7 +195,7 @@ class _Worker(WorkerPipes):
         if "exit" in reset:
             return self.death_message(reset["exit"], raw=True)
         return (f"the code wrote to or closed the sandbox's control channel ({reset['channel']}); "
-                f"{_STATE_RESET}")
+                f"{STATE_RESET}")
 
     def death_message(self, code: int | None, raw: bool = False) -> str:
         """One line saying how the worker died (bwrap and fallback report signal n as 128 + n,
@@ -217,7 +213,7 @@ class _Worker(WorkerPipes):
                 signal.SIGKILL: " (possibly out of memory)",
                 signal.SIGSEGV: " (crash in native code)",
             }.get(sig, "") if sig else "")
-        return f"{what}; {_STATE_RESET}"
+        return f"{what}; {STATE_RESET}"
 
 
 @functools.cache
@@ -373,10 +369,10 @@ class LocalSandbox:
                 exit_status = None if status in ("timeout", "quota") else worker.exit_code(1.0)
                 self._kill(worker, out, err)
                 ok, state_lost = False, True
-                error = (f"timeout after {timeout:g} s; {_STATE_RESET}" if status == "timeout"
+                error = (f"timeout after {timeout:g} s; {STATE_RESET}" if status == "timeout"
                          else "the sandbox was closed during this call" if self._closed
                          else self._quota_message() if status == "quota"
-                         else f"the sandbox worker sent a malformed control frame; {_STATE_RESET}"
+                         else f"the sandbox worker sent a malformed control frame; {STATE_RESET}"
                          if status == "malformed"
                          else worker.death_message(exit_status))
                 if status == "quota":
@@ -407,7 +403,7 @@ class LocalSandbox:
     def _quota_message(self) -> str:
         return (f"the working directory went over its quota of {self.limits.workdir_bytes >> 20} "
                 "MiB; the call was stopped and the files it created or changed were removed; "
-                f"{_STATE_RESET}")
+                f"{STATE_RESET}")
 
     def put_file(self, name: str, data: bytes) -> None:
         """Write ``data`` to ``name`` (relative to the working directory; never via a symlink)."""

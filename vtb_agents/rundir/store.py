@@ -1,5 +1,4 @@
-"""The results store of a run directory: ``results.jsonl``, one task per line, flushed as tasks finish,
-and ``results.sqlite``, an index of it (task id, line, outcome) for queries over large runs.
+"""The results store of a run directory: ``results.jsonl``, one task per line, flushed as tasks finish.
 
 An append that fails (disk full) is cut back to the last complete line, so a failed write never
 leaves half a record. A crash can still leave a partial last line, and a results file written by
@@ -9,8 +8,8 @@ the affected task simply runs again. A task's result can be superseded: ``vtb ru
 --retry-errors`` appends a new line for a task an infrastructure failure left ungraded, and that
 later line replaces it (:func:`latest_results`), so the file stays append-only. Any other second
 line for a task (what two writers on one directory would leave) is ignored, and loading says so:
-the first record of each task id is kept. The JSON lines are the record; the index is derived, and
-rebuilt from them whenever it is out of step.
+the first record of each task id is kept. The JSON lines are the only record (no index beside them:
+a run's readers load the whole file, see :mod:`vtb_agents.rundir.read`).
 """
 
 from __future__ import annotations
@@ -18,16 +17,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import sqlite3
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from vtb_agents.results import TaskResult
+from vtb_agents.rundir.layout import CORRUPT_SUFFIX, RESULTS_FILE
 
-RESULTS_FILE = "results.jsonl"
-INDEX_FILE = "results.sqlite"
-CORRUPT_SUFFIX = ".corrupt"
 _RECORD_START = b'{"task_id":'
 _log = logging.getLogger(__name__)
 
@@ -40,69 +36,19 @@ class StorageError(OSError):
     """A result that could not be written (disk full, read-only, I/O error); nothing half-written stays."""
 
 
-class ResultsIndex:
-    """SQLite index of ``results.jsonl``: one row per task with its line number and outcome."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._db = sqlite3.connect(self.path, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")  # derived data: rebuilt from the JSON lines if lost
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        with self._db:
-            self._db.execute("CREATE TABLE IF NOT EXISTS results (task_id TEXT PRIMARY KEY, line INTEGER NOT NULL, "
-                             "category TEXT, domain TEXT, turncase TEXT, graded INTEGER, passed INTEGER, "
-                             "score REAL, episode_status TEXT, duration_s REAL)")
-
-    def add(self, result: TaskResult, line: int) -> None:
-        """Index ``result``, found at 1-based ``line`` of the JSON lines."""
-        grade = result.grade
-        with self._db:
-            self._db.execute("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (
-                result.task_id, line, result.category, result.domain, result.turncase, int(grade.graded),
-                None if grade.passed is None else int(grade.passed), grade.score, result.episode.status,
-                result.duration_s))
-
-    def count(self) -> int:
-        """How many tasks are indexed."""
-        return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-
-    def rebuild(self, results: list[TaskResult]) -> None:
-        """Index exactly ``results`` (the lines of the JSON file, in order)."""
-        with self._db:
-            self._db.execute("DELETE FROM results")
-        for line, result in enumerate(results, start=1):
-            self.add(result, line)
-
-    def query(self, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-        """Rows of a read-only query over the ``results`` table."""
-        return self._db.execute(sql, params).fetchall()
-
-    def close(self) -> None:
-        """Close the database."""
-        self._db.close()
-
-
 class ResultsStore:
-    """Append-only JSON-lines store of :class:`TaskResult`, with its SQLite index."""
+    """Append-only JSON-lines store of :class:`TaskResult`."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = Path(run_dir) / RESULTS_FILE
-        self.index_path = Path(run_dir) / INDEX_FILE
-        self._lines = 0
-        self._index: ResultsIndex | None = None
 
     def append(self, result: TaskResult) -> None:
-        """Write one result and make it durable before returning, then index it.
+        """Write one result and make it durable before returning.
 
         A failed write (disk full...) is cut back to where the line began and raised as
-        :class:`StorageError`; the index, being derived, only logs its own failures.
+        :class:`StorageError`.
         """
         self._append_line((result.model_dump_json() + "\n").encode("utf-8"))
-        try:
-            self._index_appended(result)
-        except sqlite3.Error as exc:  # rebuilt from the JSON lines when next used (its count is off)
-            _log.warning("results index %s not updated (%s): it is rebuilt when next used", self.index_path, exc)
-            self._index = None
 
     def _append_line(self, line: bytes) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -123,26 +69,9 @@ class ResultsStore:
         finally:
             os.close(fd)
 
-    def _index_appended(self, result: TaskResult) -> None:
-        if self._index is None:  # first append of this store: count the lines already there
-            with self.path.open("rb") as handle:
-                self._lines = sum(1 for _ in handle)
-            self._index = ResultsIndex(self.index_path)
-        else:
-            self._lines += 1
-        self._index.add(result, self._lines)
-
     def rewrite(self, results: list[TaskResult]) -> None:
         """Replace every line with ``results`` atomically (a crash leaves the old file whole)."""
         self._rewrite_lines([(r.model_dump_json() + "\n").encode("utf-8") for r in results])
-
-    def index(self) -> ResultsIndex:
-        """The index, rebuilt from the JSON lines first if it is out of step (say, after a crash)."""
-        results, _ = self.load()
-        index = ResultsIndex(self.index_path)
-        if index.count() != len(results):
-            index.rebuild(results)
-        return index
 
     def load(self) -> tuple[list[TaskResult], int | None]:
         """The complete result of each task (see :func:`latest_results`), and the byte offset of a
@@ -199,7 +128,6 @@ class ResultsStore:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
-        self.index_path.unlink(missing_ok=True)  # derived from the old lines: rebuilt on next use
 
 
 def latest_results(results: list[TaskResult], source: Path | str = "results") -> list[TaskResult]:

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from vtb_agents.cli_common import err, fail, load_or_fail, out
+from vtb_agents.cli.common import err, fail, load_or_fail, out
 
 authoring_cli = typer.Typer(add_completion=False)
 
@@ -55,7 +55,7 @@ def tasks_filter(more_runs: Optional[list[Path]] = typer.Argument(None, metavar=
                  ) -> None:
     """The paper's difficulty filter: write the tasks failed by >= --min-fail runs as a new suite."""
     from vtb_agents.analysis.difficulty import difficulty_filter, open_runs, shared_task_source
-    from vtb_agents.runner.run import RunError
+    from vtb_agents.rundir.errors import RunError
     from vtb_agents.tasks.local import write_task_dir
     from vtb_agents.tasks.validate import validate_source
 

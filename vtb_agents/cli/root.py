@@ -1,7 +1,7 @@
-"""The ``vtb`` command: the app, the ``tasks`` commands, and the mounting of the others.
+"""The root of the ``vtb`` command: the app, the ``tasks`` commands, and the mounting of the others.
 
-``vtb run``, ``vtb ablate`` and ``vtb grade`` live in :mod:`vtb_agents.cli_run`; ``vtb report`` and
-``vtb compare`` in :mod:`vtb_agents.cli_report`; ``vtb analyze`` in :mod:`vtb_agents.cli_analyze`.
+``vtb run``, ``vtb ablate`` and ``vtb grade`` live in :mod:`vtb_agents.cli.run`; ``vtb report`` and
+``vtb compare`` in :mod:`vtb_agents.cli.report`; ``vtb analyze`` in :mod:`vtb_agents.cli.analyze`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from vtb_agents.cli_common import (check_choice, configure_logging, err, fail, load_or_fail, out, print_error,
+from vtb_agents.cli.common import (check_choice, configure_logging, err, fail, load_or_fail, out, print_error,
                                    unexpected_error_line)
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import iter_source
@@ -132,14 +132,14 @@ def tasks_export(src: str = typer.Argument(..., help="Task folders (or any task 
 
 
 def _mount_subcommands() -> None:
-    from vtb_agents.cli_analyze import analyze_app
-    from vtb_agents.cli_annotate import annotate_cli
-    from vtb_agents.cli_authoring import authoring_cli
-    from vtb_agents.cli_report import report_cli
-    from vtb_agents.cli_run import run_cli
-    from vtb_agents.cli_langsmith import langsmith_app
-    from vtb_agents.cli_models import models_cli
-    from vtb_agents.cli_sandbox import sandbox_app
+    from vtb_agents.cli.analyze import analyze_app
+    from vtb_agents.cli.annotate import annotate_cli
+    from vtb_agents.cli.authoring import authoring_cli
+    from vtb_agents.cli.langsmith import langsmith_app
+    from vtb_agents.cli.models import models_cli
+    from vtb_agents.cli.report import report_cli
+    from vtb_agents.cli.run import run_cli
+    from vtb_agents.cli.sandbox import sandbox_app
 
     app.registered_commands += run_cli.registered_commands
     app.add_typer(analyze_app, name="analyze", help="Failure taxonomy and judge-human alignment of a run.")

@@ -10,11 +10,11 @@ from typing import Optional
 import typer
 
 from vtb_agents.artifacts import ArtifactStore, to_png
-from vtb_agents.cli_common import check_choice, fail, out
+from vtb_agents.cli.common import check_choice, fail, out
+from vtb_agents.sandbox import SANDBOX_KINDS, SandboxError, open_sandbox
+from vtb_agents.sandbox.base import DEFAULT_TIMEOUT_S, sandbox_settings
 from vtb_agents.tools.images import collect_images, with_refusals
 from vtb_agents.tools.python_tools import MAX_CODE_CHARS
-from vtb_agents.tools.sandbox import SandboxError, open_sandbox
-from vtb_agents.tools.sandbox.base import sandbox_settings
 
 sandbox_app = typer.Typer(help="Run code in the sandbox the model's tools use.", no_args_is_help=True)
 
@@ -25,13 +25,14 @@ def sandbox_exec(code_file: Path = typer.Option(..., "--code-file", help="Python
                                                   help="Images, placed as image_0.png, image_1.png, ..."),
                  workdir: Optional[Path] = typer.Option(None,
                                                         help="Working directory to use and keep (default: temporary)."),
-                 timeout: float = typer.Option(60.0, min=0.001, help="Seconds before the call is stopped."),
+                 timeout: float = typer.Option(DEFAULT_TIMEOUT_S, min=0.001,
+                                               help="Seconds before the call is stopped."),
                  as_json: bool = typer.Option(False, "--json", help="Print the ExecResult as one JSON object."),
-                 sandbox: str = typer.Option("local", help="local or e2b."),
+                 sandbox: str = typer.Option("local", help=" or ".join(SANDBOX_KINDS) + "."),
                  strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run without full isolation."),
                  ) -> None:
     """Run CODE_FILE in a fresh sandbox with the given images; print what the tool would report."""
-    check_choice("--sandbox", sandbox, ("local", "e2b"))
+    check_choice("--sandbox", sandbox, SANDBOX_KINDS)
     try:
         code = code_file.read_text(encoding="utf-8")
     except OSError as exc:

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:  # kept out of `vtb --help`'s imports
-    from vtb_agents.runner.run import RunConfig
+    from vtb_agents.runner.config import RunConfig
     from vtb_agents.tasks.model import Task
 
 langsmith_app = typer.Typer(help="LangSmith: push tasks as a dataset (experiments: `vtb run --langsmith-experiment`).",
@@ -36,7 +36,7 @@ def _fail(message: str, code: int = 2) -> NoReturn:
 def _errors() -> tuple[type[BaseException], ...]:
     from langsmith.utils import LangSmithError
 
-    from vtb_agents.runner.run import RunError
+    from vtb_agents.rundir.errors import RunError
     from vtb_agents.tasks.errors import TaskLoadError
 
     return LangSmithError, RunError, TaskLoadError, FileNotFoundError, ValueError

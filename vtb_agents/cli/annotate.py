@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from vtb_agents.cli_common import fail
+from vtb_agents.cli.common import fail
 
 annotate_cli = typer.Typer(add_completion=False)
 
@@ -23,7 +23,7 @@ def annotate(run_dir: Path = typer.Argument(..., help="A run directory written b
     `vtb analyze alignment --labels`. Stop with Ctrl-C; starting again resumes where you stopped."""
     from vtb_agents.annotate.labels import LABELS_FILE
     from vtb_agents.annotate.server import AnnotationSession, make_server
-    from vtb_agents.runner.run import RunError
+    from vtb_agents.rundir.errors import RunError
 
     labels_path = labels or run_dir / LABELS_FILE
     try:

@@ -1,7 +1,9 @@
-"""Read a finished run directory (``run.json``, ``results.jsonl``, ``summary.json``) for reporting.
+"""The one reader of run directories: ``run.json``, ``results.jsonl`` and ``summary.json`` read back.
 
-Reports are made of finished runs only: a missing file or a partial last line is a
-:class:`ReportError` that says what is wrong and what to do, never a half-empty page.
+Two views of a run: :func:`open_finished_run` (settings and complete results, for regrading and
+analysis; problems are :class:`~vtb_agents.rundir.errors.RunError`) and :func:`load_run` /
+:func:`read_meta` (for reports, which are made of finished runs only: a missing file or a partial
+last line is a :class:`ReportError` that says what is wrong and what to do, never a half-empty page).
 """
 
 from __future__ import annotations
@@ -12,11 +14,59 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from vtb_agents.results import TaskResult
-from vtb_agents.runner.store import RESULTS_FILE, ResultsError, ResultsStore
+from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.layout import RESULTS_FILE, RUN_FILE, SUMMARY_FILE
+from vtb_agents.rundir.records import RunSummary
+from vtb_agents.rundir.store import ResultsError, ResultsStore
 from vtb_agents.tasks.model import Task
+from vtb_agents.tasks.sources import load_tasks
 
-RUN_FILE = "run.json"
-SUMMARY_FILE = "summary.json"
+TaskSource = Sequence[Task] | str | Path
+
+
+@dataclass
+class FinishedRun:
+    """A run directory's ``run.json`` and complete results."""
+
+    path: Path
+    run: dict[str, Any]
+    results: list[TaskResult]
+
+    def tasks(self, source: TaskSource | None = None, *, needed: Sequence[str] = ()) -> dict[str, Task]:
+        """Tasks by id from ``source`` (default: the run's own source); every id in ``needed`` must be there."""
+        chosen = source if source is not None else self.run["config"]["tasks"]
+        by_id = {t.id: t for t in (load_tasks(chosen) if isinstance(chosen, (str, Path)) else chosen)}
+        missing = sorted(set(needed) - set(by_id))
+        if missing:
+            raise RunError(f"task id(s) of the run not found in the task source: {', '.join(missing[:10])}")
+        return by_id
+
+
+def open_finished_run(run_dir: Path | str) -> FinishedRun:
+    """Read ``run_dir``; a missing directory, a missing ``run.json`` or a partial last result line
+    (an interrupted run) is a :class:`RunError` saying what to do."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise RunError(f"{path}: no such run directory")
+    run_file = path / RUN_FILE
+    if not run_file.exists():
+        raise RunError(f"{path} is not a run directory (no {RUN_FILE})")
+    results = complete_results(path, RunError)
+    return FinishedRun(path=path, run=json.loads(run_file.read_text(encoding="utf-8")), results=results)
+
+
+def complete_results(run_dir: Path, error: type[Exception]) -> list[TaskResult]:
+    """The results of a finished run; a torn line or a partial last line (an interrupted run) is
+    an ``error`` saying how to repair it."""
+    store = ResultsStore(run_dir)
+    try:
+        results, partial_at = store.load()
+    except ResultsError as exc:
+        raise error(str(exc)) from None
+    if partial_at is not None:
+        raise error(f"{store.path} ends with a partial line (the run was interrupted): "
+                    f"finish it with `vtb run --resume --out {run_dir}` (same options as the run)")
+    return results
 
 
 class ReportError(ValueError):
@@ -77,22 +127,13 @@ def load_run(run_dir: Path | str, tasks: Sequence[Task] | str | Path | None = No
     if that one cannot be loaded the report goes on without prompts and golden answers (``tasks_note``),
     while a source given here that cannot be loaded is a :class:`ReportError`."""
     meta = read_meta(run_dir)
-    store = ResultsStore(meta.path)
-    if not store.path.exists():
+    if not (meta.path / RESULTS_FILE).exists():
         raise ReportError(f"{meta.path}: incomplete run, no {RESULTS_FILE}")
-    try:
-        results, partial_at = store.load()
-    except ResultsError as exc:
-        raise ReportError(str(exc)) from None
-    if partial_at is not None:
-        raise ReportError(f"{store.path} ends with a partial line (the run was interrupted): "
-                          f"finish it with `vtb run --resume --out {meta.path}`")
+    results = complete_results(meta.path, ReportError)
     data = RunData(path=meta.path, run=meta.run, summary=meta.summary, results=results)
     source = tasks if tasks is not None else meta.config.get("tasks")
     loaded: Sequence[Task] = []
     if isinstance(source, (str, Path)):
-        from vtb_agents.tasks.sources import load_tasks
-
         try:
             loaded = load_tasks(source)
         except Exception as exc:  # the run's own source may be gone: that only costs the task texts
@@ -109,3 +150,8 @@ def load_run(run_dir: Path | str, tasks: Sequence[Task] | str | Path | None = No
         data.tasks_note = (f"{len(missing)} task(s) of the run are not in the task source "
                            f"(e.g. {missing[0]!r}): their prompts and golden answers are not shown")
     return data
+
+
+def read_summary(run_dir: Path | str) -> RunSummary:
+    """``summary.json`` of a finished run as a typed :class:`RunSummary` (with its ``run_dir``)."""
+    return RunSummary.model_validate({**read_meta(run_dir).summary, "run_dir": Path(run_dir)})

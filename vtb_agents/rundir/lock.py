@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-LOCK_FILE = "run.lock"
+from vtb_agents.rundir.layout import LOCK_FILE
 
 
 class RunDirBusy(ValueError):

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from vtb_agents.cli_common import out
+from vtb_agents.cli.common import out
 from vtb_agents.models.presets import presets
 
 models_cli = typer.Typer(add_completion=False)

@@ -1,14 +1,11 @@
-"""The sandbox protocol: where model-written code runs, one sandbox per episode.
+"""Host-side plumbing of the local sandbox: working-directory scans and quotas, worker pipes.
 
-A sandbox owns one working directory (the DESIGN.md contract: task images as
-``image_{i}.png``, results as ``transformed_image_{i}.png``) and keeps Python state across
-``run`` calls, like a Jupyter kernel.
+The local backend (``local.py``) runs a worker process on this machine; this module watches its
+working directory and speaks to it over pipes.
 """
 
 from __future__ import annotations
 
-import codecs
-import collections
 import os
 import selectors
 import shutil
@@ -16,120 +13,15 @@ import signal
 import stat
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from vtb_agents.safefs import open_in_dir, relative_name  # noqa: F401  (the sandboxes use them from here)
-
+from .output import CappedText
 from .worker import decode_frame, encode_frame
 
-DEFAULT_TIMEOUT_S = 60.0
-OUTPUT_CAP_CHARS = 20_000
-"""stdout and stderr are each cut to this many characters (a note says how much was cut)."""
 _CHUNK = 1 << 16
 _DRAIN_S = 1.0
-
-
-@dataclass
-class ExecResult:
-    """Outcome of one ``Sandbox.run`` call.
-
-    ``ok`` is False when the code raised, timed out or killed its worker; ``error`` then says
-    what happened in one line (exception type and message, or ``timeout after 30 s``).
-    ``new_files`` lists files created or modified in the working directory by this call.
-    """
-
-    ok: bool
-    stdout: str = ""
-    stderr: str = ""
-    new_files: list[str] = field(default_factory=list)
-    error: str | None = None
-    duration_s: float = 0.0
-    state_lost: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of all fields."""
-        return asdict(self)
-
-
-@runtime_checkable
-class Sandbox(Protocol):
-    """What every sandbox backend offers (local worker process, E2B)."""
-
-    workdir: Path
-    isolation: str
-
-    def run(self, code: str, timeout: float = DEFAULT_TIMEOUT_S) -> ExecResult:
-        """Execute ``code`` in the persistent interpreter and report what happened."""
-        ...
-
-    def put_file(self, name: str, data: bytes) -> None:
-        """Write ``data`` to ``name`` (relative to the working directory)."""
-        ...
-
-    def get_file(self, name: str) -> bytes:
-        """Read ``name`` (relative to the working directory)."""
-        ...
-
-    def list_files(self) -> list[str]:
-        """Names of the files in the working directory, sorted."""
-        ...
-
-    def close(self) -> None:
-        """Stop the interpreter and free its resources; safe to call twice."""
-        ...
-
-
-def sandbox_settings(sandbox: Sandbox) -> dict[str, str]:
-    """How ``sandbox`` confines code, for an episode's recorded settings."""
-    return {"sandbox_isolation": str(getattr(sandbox, "isolation", "unknown")),
-            "sandbox_memory_cap": str(getattr(sandbox, "memory_cap", "unknown")),
-            "sandbox_syscall_filter": str(getattr(sandbox, "syscall_filter", "unknown")),
-            "sandbox_network": str(getattr(sandbox, "network", "unknown"))}
-
-
-class CappedText:
-    """Decodes one output stream as it arrives, keeping only its head and tail.
-
-    Memory stays bounded whatever the stream size; ``text()`` puts a note where it cut.
-    """
-
-    def __init__(self, cap: int = OUTPUT_CAP_CHARS) -> None:
-        if cap < 2:
-            raise ValueError(f"cap must be at least 2 characters, not {cap}")
-        self.head_cap, self.tail_cap = cap // 2, cap - cap // 2
-        self.head: list[str] = []
-        self.tail: collections.deque[str] = collections.deque()
-        self.head_len = self.tail_len = self.total = 0
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-    def feed(self, data: bytes) -> None:
-        """Add raw UTF-8 bytes (a character may be split across calls)."""
-        self.add(self.decoder.decode(data))
-
-    def add(self, text: str) -> None:
-        """Add decoded text."""
-        self.total += len(text)
-        if self.head_len < self.head_cap:
-            taken = text[: self.head_cap - self.head_len]
-            self.head.append(taken)
-            self.head_len += len(taken)
-            text = text[len(taken):]
-        if text:
-            self.tail.append(text)
-            self.tail_len += len(text)
-            while self.tail_len - len(self.tail[0]) >= self.tail_cap:
-                self.tail_len -= len(self.tail.popleft())
-
-    def text(self) -> str:
-        """Head, a note saying how much was cut (if anything), tail."""
-        self.add(self.decoder.decode(b"", final=True))
-        head, tail = "".join(self.head), "".join(self.tail)
-        if self.tail_len <= self.tail_cap:
-            return head + tail
-        cut = self.total - self.head_len - self.tail_cap
-        return f"{head}\n[... {cut} more characters cut]\n{tail[-self.tail_cap:]}"
 
 
 ENTRY_BYTES = 4096

@@ -1,0 +1,48 @@
+"""The run directory package: its layout, typed records and the one reader of finished runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vtb_agents.api import RunSummary as ApiRunSummary
+from vtb_agents.rundir import layout
+from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.read import ReportError, load_run, open_finished_run, read_summary
+from vtb_agents.rundir.records import RunRecord, RunSummary
+from vtb_agents.runner.config import run_config
+from vtb_agents.runner.run import run_suite
+from vtb_agents.tasks import load_tasks
+
+
+@pytest.fixture
+def finished_run(task_root, tmp_path):
+    out = tmp_path / "run"
+    run_suite(load_tasks(task_root), run_config(max_tool_rounds=5, tasks=str(task_root)), out)
+    return out
+
+
+def test_a_run_writes_the_layout_and_typed_records(finished_run):
+    for name in (layout.RUN_FILE, layout.RESULTS_FILE, layout.SUMMARY_FILE, layout.ARTIFACTS_DIR,
+                 layout.CHECKPOINT_FILE, layout.LOCK_FILE):
+        assert (finished_run / name).exists(), name
+    assert not (finished_run / "results.sqlite").exists()
+    record = RunRecord.model_validate_json((finished_run / layout.RUN_FILE).read_text())
+    assert record.config["episode"]["max_tool_rounds"] == 5 and record.model and record.started_at
+    summary = read_summary(finished_run)
+    assert ApiRunSummary is RunSummary
+    assert summary.tasks == 1 and summary.run_dir == finished_run and summary.by_category["region_switch"].n == 1
+
+
+def test_both_views_come_from_the_one_reader_and_refuse_a_torn_run(finished_run):
+    finished = open_finished_run(finished_run)
+    report = load_run(finished_run)
+    assert [r.task_id for r in finished.results] == [r.task_id for r in report.results] == ["t-corner"]
+    assert finished.run == report.run == json.loads((finished_run / layout.RUN_FILE).read_text())
+    with (finished_run / layout.RESULTS_FILE).open("a") as handle:  # what a crash mid-append leaves
+        handle.write('{"task_id": "x", "cat')
+    with pytest.raises(RunError, match="partial line"):
+        open_finished_run(finished_run)
+    with pytest.raises(ReportError, match="partial line"):
+        load_run(finished_run)

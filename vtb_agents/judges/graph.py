@@ -1,0 +1,95 @@
+"""The grading graph: fan out one judge call per rubric (``Send``), then aggregate to a task grade.
+
+```
+START --Send per rubric--> judge_rubric --> aggregate --> END
+```
+Input: ``{"task": Task, "episode": Episode}``; output adds ``grade`` (a :class:`TaskGrade`).
+The judge and the critical rule come from a :class:`GradingContext` passed as ``context=``.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Annotated, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+from typing_extensions import TypedDict
+
+from vtb_agents.judges.base import RubricJudge
+from vtb_agents.judges.grade import CriticalRule, rubric_verdict, score_verdicts
+from vtb_agents.results import Episode, RubricVerdict, TaskGrade
+from vtb_agents.tasks.model import Task
+
+
+class GradingState(TypedDict, total=False):
+    """A task, its episode, the verdicts collected so far and the final grade."""
+
+    task: Task
+    episode: Episode
+    verdicts: Annotated[list[tuple[int, RubricVerdict]], operator.add]
+    grade: TaskGrade
+
+
+class RubricJob(TypedDict):
+    """What one fanned-out judge call receives."""
+
+    task: Task
+    episode: Episode
+    index: int
+
+
+@dataclass(frozen=True)
+class GradingContext:
+    """The judge (possibly cached) and the critical-rubric rule of a grading run."""
+
+    judge: RubricJudge
+    critical_rule: CriticalRule = "weight"
+
+
+def _fan_out(state: GradingState) -> list[Send] | str:
+    rubrics = state["task"].rubrics
+    if not rubrics:
+        return "aggregate"
+    return [Send("judge_rubric", {"task": state["task"], "episode": state["episode"], "index": i})
+            for i in range(len(rubrics))]
+
+
+def _judge_rubric(state: RubricJob, runtime: Runtime[GradingContext]) -> dict[str, Any]:
+    turn, rubric = state["task"].rubrics[state["index"]]
+    ctx = runtime.context
+    verdict = rubric_verdict(state["task"], state["episode"], ctx.judge, turn, rubric, ctx.critical_rule)
+    return {"verdicts": [(state["index"], verdict)]}
+
+
+def _aggregate(state: GradingState, runtime: Runtime[GradingContext]) -> dict[str, Any]:
+    ordered = [verdict for _, verdict in sorted(state.get("verdicts", []), key=lambda item: item[0])]
+    return {"grade": score_verdicts(ordered, runtime.context.critical_rule)}
+
+
+@lru_cache(maxsize=1)
+def build_grading_graph() -> CompiledStateGraph[GradingState, GradingContext, GradingState, GradingState]:
+    """Compile the grading graph (stateless, so one compiled graph serves every task)."""
+    builder = StateGraph(GradingState, context_schema=GradingContext)
+    builder.add_node("judge_rubric", _judge_rubric)
+    builder.add_node("aggregate", _aggregate)
+    builder.add_conditional_edges(START, _fan_out, ["judge_rubric", "aggregate"])
+    builder.add_edge("judge_rubric", "aggregate")
+    builder.add_edge("aggregate", END)
+    return builder.compile(name="vtb_grading")
+
+
+def grade_episode(task: Task, episode: Episode, judge: RubricJudge, critical_rule: CriticalRule = "weight",
+                  *, max_concurrency: int | None = None) -> TaskGrade:
+    """Grade ``episode`` of ``task`` through the grading graph (judge calls run in parallel)."""
+    config: RunnableConfig = {"run_name": f"vtb-grade:{task.id}", "metadata": {"task_id": task.id, "judge": judge.name}}
+    if max_concurrency:
+        config["max_concurrency"] = max_concurrency
+    state = build_grading_graph().invoke({"task": task, "episode": episode}, config,
+                                         context=GradingContext(judge=judge, critical_rule=critical_rule))
+    return state["grade"]

@@ -1,0 +1,40 @@
+"""Creating a run directory, or reopening one to resume it (never clobbering another run)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+from vtb_agents.results import TaskResult
+from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.layout import RUN_FILE
+from vtb_agents.rundir.records import RunRecord
+from vtb_agents.rundir.store import ResultsStore, write_json_atomic
+
+
+def prepare_run_dir(out: Path, record: RunRecord, *, resume: bool, defaults: dict[str, Any],
+                    may_change: Collection[str] = ()) -> list[TaskResult]:
+    """Create ``out`` and write its ``run.json`` (``record``), or reopen it: return the results already
+    there (``resume``) or refuse to clobber.
+
+    A resume must keep the recorded settings, except those in ``may_change``; a setting newer than
+    the run (absent from its record) counts as its value in ``defaults``.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    store = ResultsStore(out)
+    run_file = out / RUN_FILE
+    if run_file.exists() or store.path.exists():
+        if not resume:
+            raise RunError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
+        recorded = json.loads(run_file.read_text(encoding="utf-8")).get("config") if run_file.exists() else None
+        if recorded is not None:
+            current = record.config
+            changed = sorted(k for k in set(recorded) | set(current)
+                             if k not in may_change and recorded.get(k, defaults.get(k)) != current.get(k))
+            if changed:
+                raise RunError(f"{out}: cannot resume with different settings ({', '.join(changed)})")
+        return store.load_for_resume()  # torn lines moved to results.jsonl.corrupt, duplicates dropped
+    write_json_atomic(run_file, record.model_dump(mode="json"))
+    return []

@@ -1,0 +1,150 @@
+"""Everything a run needs, opened and closed in one place: :func:`open_resources`.
+
+The runner, the Ray workers, the LangSmith experiment and the Studio graphs all get their
+strategy, model factory, judge (behind its verdict cache), sandbox opener, network tools,
+artifact store, checkpointer and resumer from it. Specs are resolved when it is called, so a bad
+one raises ValueError before any file is touched; files open when its block is entered and close
+when the block ends, whatever happens in it.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.state import CompiledStateGraph
+
+from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.graphs.categories import build_category_graph
+from vtb_agents.graphs.resumers import Resumer, load_resumer
+from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
+from vtb_agents.judges.cache import CachedJudge, JudgeCache
+from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
+from vtb_agents.runner.config import RunConfig
+from vtb_agents.sandbox import open_sandbox
+from vtb_agents.sandbox.base import Sandbox
+from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy
+from vtb_agents.strategies.agent import AGENT_PREFIX
+from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
+from vtb_agents.tools import select_tools
+from vtb_agents.tools.network import NetworkSettings
+
+SandboxOpener = Callable[[], AbstractContextManager[Sandbox]]
+
+
+@dataclass(frozen=True)
+class RunResources:
+    """What every task of a run shares, complete from creation (built by :func:`open_resources`).
+
+    ``open_sandbox()`` opens a fresh sandbox of the run's kind for one episode; ``artifacts`` and
+    ``checkpointer`` are None where a caller keeps its own (the Studio server).
+    """
+
+    judge: RubricJudge
+    strategy: Strategy
+    tools: list[BaseTool]
+    open_sandbox: SandboxOpener
+    models: ModelFactory | None = None
+    resumer: Resumer | None = None
+    artifacts: ArtifactStore | None = None
+    checkpointer: SqliteSaver | None = None
+    graphs: dict[str, CompiledStateGraph[Any, EpisodeContext, Any, Any]] = field(default_factory=dict, compare=False,
+                                                                                 repr=False)
+
+    def graph(self, category: str) -> CompiledStateGraph[Any, EpisodeContext, Any, Any]:
+        """The category's graph around the run's strategy, with its checkpointer, compiled once per run."""
+        if category not in self.graphs:  # a memo of compiled graphs, not a setting
+            self.graphs[category] = build_category_graph(category, self.strategy, checkpointer=self.checkpointer)
+        return self.graphs[category]
+
+
+def network_settings(config: RunConfig) -> NetworkSettings:
+    """Settings of the network tools: live, or recording to / replaying from ``tools_cache``.
+
+    Without a mode, the bundled suite replays its shipped cassette (its web pages and weather
+    are authored for the demo, so live answers would not match) and other sources go live.
+    """
+    mode, cache = config.tools_mode, config.tools_cache
+    if mode is None:
+        sample = config.tasks == SAMPLE and cache is None
+        mode, cache = ("replay", str(SAMPLE_CASSETTE)) if sample else ("live", cache)
+    return NetworkSettings(mode=mode, cache_path=Path(cache) if cache else None)
+
+
+def sandbox_opener(config: RunConfig) -> SandboxOpener:
+    """Opens a sandbox of the run's kind: ``sandbox_strict`` refuses anything short of full
+    isolation, ``sandbox_network`` lets an E2B sandbox reach the internet (off by default)."""
+    options: dict[str, Any] = {"strict": True} if config.sandbox_strict else {}
+    if config.sandbox_network:
+        options["network"] = True
+    return functools.partial(open_sandbox, config.sandbox, **options)
+
+
+@contextmanager
+def open_judge(judge: RubricJudge, cache: Path | None) -> Iterator[RubricJudge]:
+    """``judge`` behind a verdict cache at ``cache`` (the rule judge needs none), closed on exit."""
+    if cache is None or isinstance(judge, RuleJudge):
+        yield judge
+        return
+    store = JudgeCache(cache)
+    try:
+        yield CachedJudge(judge, store)
+    finally:
+        store.close()
+
+
+@contextmanager
+def open_checkpoints(path: Path) -> Iterator[SqliteSaver]:
+    """A SQLite checkpointer at ``path`` (one thread per task), closed at the end."""
+    connection = sqlite3.connect(path, check_same_thread=False)
+    # WAL without a sync per step: checkpoints serve inspection and interrupts, while results are
+    # made durable on their own (results.jsonl is fsynced), so a lost last step costs nothing.
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute("PRAGMA synchronous=NORMAL")
+    try:
+        yield SqliteSaver(connection)
+    finally:
+        connection.close()
+
+
+def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
+                   judge_cache: Path | None = None,
+                   strategy: Strategy | None = None) -> AbstractContextManager[RunResources]:
+    """The run's resources, as a context manager that closes them.
+
+    Specs (strategy, model, judge, resumer, user model) are resolved now: a bad one raises
+    ValueError before any file is touched. On entering, the artifact store at ``artifacts``, the
+    checkpointer at ``checkpoints`` and the verdict cache at ``judge_cache`` open (each only if
+    given). ``strategy`` is a strategy object from Python (overrides ``config.strategy``).
+    """
+    if config.model.startswith(AGENT_PREFIX) and config.strategy != DEFAULT_STRATEGY:
+        raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
+                         f"it cannot be combined with --strategy {config.strategy}")
+    strategy = strategy or load_strategy(config.strategy_spec)
+    models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s,
+                            extra=config.model_kwargs) if strategy.needs_model else None)
+    user_model = (chat_model(config.user_model, request_timeout_s=config.request_timeout_s)
+                  if config.user_model else None)
+    resumer = load_resumer(config.resumer, user_model)
+    judge = load_judge(config.judge, config.request_timeout_s)
+    tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool,
+                         network=network_settings(config))
+
+    @contextmanager
+    def opened() -> Iterator[RunResources]:
+        with ExitStack() as stack:
+            yield RunResources(
+                judge=stack.enter_context(open_judge(judge, judge_cache)), strategy=strategy, tools=tools,
+                open_sandbox=sandbox_opener(config), models=models, resumer=resumer,
+                artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
+                checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None)
+
+    return opened()
+

@@ -1,0 +1,72 @@
+"""Sandboxes where model-written code runs: ``open_sandbox("local")`` gives one per episode.
+
+``base.py`` is the contract (the ``Sandbox`` protocol, ``ExecResult``, ``SandboxError``); the
+local backend (``local.py`` with its host plumbing ``host.py``, the worker, isolation, cgroup and
+seccomp modules) and the E2B backend (``e2b.py``) implement it; ``BACKENDS`` is the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .base import DEFAULT_TIMEOUT_S, OUTPUT_CAP_CHARS, ExecResult, Sandbox, SandboxError, sandbox_settings
+from .e2b import E2BSandbox
+from .local import Limits, LocalSandbox, worker_command
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_TIMEOUT_S",
+    "OUTPUT_CAP_CHARS",
+    "SANDBOX_KINDS",
+    "E2BSandbox",
+    "ExecResult",
+    "Limits",
+    "LocalSandbox",
+    "Sandbox",
+    "SandboxError",
+    "open_sandbox",
+    "sandbox_settings",
+    "worker_command",
+]
+
+
+def _local(workdir: Path | None, options: dict[str, Any]) -> Sandbox:
+    if options.pop("network", False):
+        raise ValueError("the local sandbox never has network access: network needs the e2b sandbox")
+    return LocalSandbox(workdir, **options)
+
+
+def _e2b(workdir: Path | None, options: dict[str, Any]) -> Sandbox:
+    options.pop("strict", None)  # an E2B sandbox is a separate machine: always fully isolated
+    return E2BSandbox(workdir, **options)
+
+
+BACKENDS: dict[str, Callable[[Path | None, dict[str, Any]], Sandbox]] = {"local": _local, "e2b": _e2b}
+"""The sandbox backends by kind: each builds a sandbox from a working directory and options."""
+SANDBOX_KINDS = tuple(BACKENDS)
+
+
+@contextmanager
+def open_sandbox(
+    kind: str = "local", workdir: Path | None = None, **options: Any
+) -> Iterator[Sandbox]:
+    """Open a sandbox of ``kind`` and close it on exit.
+
+    ``workdir=None`` uses a temporary directory that is removed on close; a given ``workdir`` is
+    created if missing and kept. ``options`` go to the backend (``LocalSandbox``: ``limits``,
+    ``python``, ``start_timeout``, ``isolation`` ("auto" | "bwrap" | "fallback" | "process"; default
+    ``$VTB_SANDBOX_ISOLATION`` or "auto") and ``strict`` (refuse to start without bwrap);
+    ``E2BSandbox``: ``api_key``, ``template``, ``lifetime_s``, ``network`` (internet access, off by
+    default)). The level reached is
+    ``sandbox.isolation``; ``isolation.py`` says what each local level guarantees.
+    """
+    if kind not in BACKENDS:
+        raise ValueError(f"unknown sandbox kind {kind!r}: allowed kinds are {', '.join(SANDBOX_KINDS)}")
+    sandbox = BACKENDS[kind](workdir, dict(options))
+    try:
+        yield sandbox
+    finally:
+        sandbox.close()
