@@ -46,7 +46,7 @@ def _options(command: str) -> set[str]:
 def test_ablate_offers_every_run_option_but_the_ablated_and_single_run_ones():
     only_run = _options("run") - _options("ablate")
     # the ablation sets the prompt and the tools itself; a verdict cache and a LangSmith experiment are per run
-    assert only_run == {"--prompt-level", "--no-tools", "--no-vision-tool", "--judge-cache",
+    assert only_run == {"--prompt-level", "--tools", "--vision-tool", "--judge-cache",
                         "--langsmith-experiment", "--langsmith-dataset"}
     assert _options("ablate") - _options("run") == {"--setting"}
 

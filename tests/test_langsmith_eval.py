@@ -4,6 +4,7 @@ stand-in: the episodes run as targets, the rubric evaluator posts ``vtb_rubric_s
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from conftest import write_task
@@ -111,3 +112,17 @@ def test_run_langsmith_experiment_prints_the_scores(tasks_and_grades, tmp_path, 
     (experiment,) = [s for s in server.sessions.values() if s["name"].startswith("cli-exp-")]
     check_experiment(server, experiment, tasks, grades)
     assert (tmp_path / "out" / "artifacts").is_dir()
+
+
+def test_an_experiment_holds_its_work_folder_like_a_run(tasks_and_grades, tmp_path):
+    from vtb_agents.rundir.lock import RunDirBusy, run_dir_lock
+
+    tasks, config, _ = tasks_and_grades
+    work = tmp_path / "work"
+    work.mkdir()
+    with LangSmithStandIn() as server:
+        client = make_langsmith_client(api_url=server.url, api_key=API_KEY)
+        with run_dir_lock(work, "vtb run"), pytest.raises(RunDirBusy, match=str(os.getpid())):
+            evaluate_with_langsmith(tasks, config, "busy", client=client, dataset_name="vtb-busy", work_dir=work)
+        client.cleanup()
+    assert not (work / "artifacts").exists()  # refused before anything was written

@@ -21,6 +21,7 @@ from vtb_agents import __version__
 from vtb_agents.judges.evaluator import PASS_KEY, SCORE_KEY, make_rubric_evaluator
 from vtb_agents.langsmith_dataset import dataset_examples, push_dataset, task_from_example
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, JUDGE_CACHE_FILE
+from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.runner.config import RunConfig
 from vtb_agents.runner.resources import RunResources, open_resources
 from vtb_agents.runner.run import episode_for_task
@@ -74,8 +75,11 @@ def evaluate_with_langsmith(tasks_or_dataset: Sequence[Task] | str, config: RunC
     lookup = {t.id: t for t in tasks}
     with tempfile.TemporaryDirectory(prefix="vtb-ls-") as temporary:
         folder = Path(work_dir) if work_dir else Path(temporary)
-        with open_resources(config, artifacts=folder / ARTIFACTS_DIR,
-                            judge_cache=folder / JUDGE_CACHE_FILE) as resources:
+        folder.mkdir(parents=True, exist_ok=True)
+        # one writer per folder, as for `vtb run`: the artifacts and the judge cache are shared state
+        with run_dir_lock(folder, "vtb run --langsmith-experiment"), \
+                open_resources(config, artifacts=folder / ARTIFACTS_DIR,
+                               judge_cache=folder / JUDGE_CACHE_FILE) as resources:
             results = langsmith.evaluate(
                 make_target(lookup, config, resources), data=examples,
                 # langsmith takes an evaluator's list of results (the openevals shape); its annotation does not say so
