@@ -46,3 +46,17 @@ def test_both_views_come_from_the_one_reader_and_refuse_a_torn_run(finished_run)
         open_finished_run(finished_run)
     with pytest.raises(ReportError, match="partial line"):
         load_run(finished_run)
+
+
+def test_summary_is_written_through_its_typed_record(tmp_path):
+    from pydantic import ValidationError
+
+    from vtb_agents.rundir.create import write_summary
+
+    summary = {"tasks": 2, "graded": 2, "apr": 0.5, "ars": 0.75, "complete": True,
+               "by_category": {"temporal": {"n": 2, "graded": 2, "apr": 0.5, "ars": 0.75}}, "extra_field": 1}
+    typed = write_summary(tmp_path, summary)
+    assert typed.by_category["temporal"].apr == 0.5 and json.loads((tmp_path / "summary.json").read_text()) == summary
+    with pytest.raises(ValidationError):
+        write_summary(tmp_path / "bad", {"tasks": "many", "graded": 2, "apr": None, "ars": None})
+    assert not (tmp_path / "bad").exists()  # nothing written for a summary that breaks the record

@@ -9,8 +9,8 @@ from typing import Any
 
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.errors import RunError
-from vtb_agents.rundir.layout import RUN_FILE
-from vtb_agents.rundir.records import RunRecord
+from vtb_agents.rundir.layout import RUN_FILE, SUMMARY_FILE
+from vtb_agents.rundir.records import RunRecord, RunSummary
 from vtb_agents.rundir.store import ResultsStore, write_json_atomic
 
 
@@ -38,3 +38,11 @@ def prepare_run_dir(out: Path, record: RunRecord, *, resume: bool, defaults: dic
         return store.load_for_resume()  # torn lines moved to results.jsonl.corrupt, duplicates dropped
     write_json_atomic(run_file, record.model_dump(mode="json"))
     return []
+
+
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> RunSummary:
+    """Write ``summary.json`` after checking it against its typed record (:class:`RunSummary`), so
+    that what a run writes is what every reader of it expects; returns the typed summary."""
+    typed = RunSummary.model_validate(summary)
+    write_json_atomic(Path(run_dir) / SUMMARY_FILE, summary)
+    return typed

@@ -20,8 +20,9 @@ from vtb_agents.models.spec import model_record
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import TaskResult, task_outcome
 from vtb_agents.rundir.errors import RunError
-from vtb_agents.rundir.layout import JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
+from vtb_agents.rundir.layout import JUDGE_CACHE_FILE, RUN_FILE
 from vtb_agents.rundir.lock import run_dir_lock
+from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.read import open_finished_run
 from vtb_agents.rundir.store import ResultsStore, write_json_atomic
 from vtb_agents.runner.resources import open_judge
@@ -58,5 +59,5 @@ def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule =
         write_json_atomic(run_dir / RUN_FILE, run)
         summary = summarize(regraded, judge_name=judge_spec,
                             extra={"model": run["config"].get("model"), "critical_rule": critical_rule})
-        write_json_atomic(run_dir / SUMMARY_FILE, summary)
+        write_summary(run_dir, summary)
         return summary

@@ -21,11 +21,12 @@ from vtb_agents.models.spec import model_record
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, task_outcome
 from vtb_agents.rundir.create import prepare_run_dir as create_run_dir
+from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.records import RunRecord
-from vtb_agents.rundir.store import ResultsStore, latest_results, write_json_atomic
+from vtb_agents.rundir.store import ResultsStore, latest_results
 from vtb_agents.runner.config import DEFAULTS, PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
 from vtb_agents.runner.outcomes import failed_episode
@@ -166,7 +167,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         summary = summarize(kept, judge_name=config.judge, expected=len(wanted),
                             extra={"model": config.model, "strategy": config.strategy_spec,
                                    "critical_rule": config.critical_rule})
-        write_json_atomic(out / SUMMARY_FILE, summary)
+        write_summary(out, summary)
     if tracing is not None:
         tracing.flush()
     return summary
