@@ -22,12 +22,17 @@ from vtb_agents.rundir.read import ReportError, RunMeta, read_meta
 from vtb_agents.tasks.normalize import CATEGORIES
 
 
+def strategy_of(config: dict[str, Any]) -> str:
+    """The strategy a recorded run used: the user's agent for ``agent:`` models, else ``strategy``
+    (runs recorded before strategies existed used ``react``)."""
+    model = str(config.get("model", ""))
+    return model if model.startswith("agent:") else str(config.get("strategy", "react"))
+
+
 def settings_text(config: dict[str, Any]) -> str:
     """The settings that change results, in a few words (ablations named only when on)."""
     episode = config.get("episode") or {}
-    model = str(config.get("model", ""))
-    strategy = model if model.startswith("agent:") else config.get("strategy", "react")
-    parts = [f"strategy {strategy}", f"prompt {episode.get('prompt_level', '?')}",
+    parts = [f"strategy {strategy_of(config)}", f"prompt {episode.get('prompt_level', '?')}",
              f"history {episode.get('history', '?')}",
              f"≤{episode.get('max_tool_rounds', '?')} rounds", f"critical {config.get('critical_rule', '?')}",
              f"sandbox {config.get('sandbox', '?')}"]

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from vtb_agents.report.compare import Comparison, run_row, settings_text
+from vtb_agents.report.compare import Comparison, run_row, settings_text, strategy_of
 from vtb_agents.report.images import ReportImages
 from vtb_agents.report.markup import badge, esc, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
@@ -71,8 +71,8 @@ def header(data: RunData) -> str:
     if data.tasks_note:
         parts.append(f'<div class="warn-box">{esc(data.tasks_note)}</div>')
     episodes = s.get("episodes") or {}
-    strategy = model if str(model).startswith("agent:") else config.get("strategy", "react")
-    settings = [("model", model), ("strategy", strategy), ("judge", config.get("judge")), *settings_rows(data.run),
+    settings = [("model", model), ("strategy", strategy_of(config)), ("judge", config.get("judge")),
+                *settings_rows(data.run),
                 ("task source", config.get("tasks")),
                 ("sandbox", config.get("sandbox")),
                 ("sandbox isolation", "; ".join(f"{k} ({n} episodes){': ' + ISOLATION[k] if k in ISOLATION else ''}"

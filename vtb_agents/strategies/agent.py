@@ -96,9 +96,8 @@ def factory_keywords(factory: AgentFactory) -> set[str]:
             and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
 
 
-def build_agent(factory: AgentFactory, ctx: EpisodeContext) -> Runnable:
-    """The user's agent for one episode, given what its factory takes."""
-    takes = factory_keywords(factory)
+def build_agent(factory: AgentFactory, ctx: EpisodeContext, takes: set[str]) -> Runnable:
+    """The user's agent for one episode, given what its factory ``takes`` (:func:`factory_keywords`)."""
     options: dict[str, Any] = {}
     if "system_prompt" in takes:
         options["system_prompt"] = ctx.system_prompt
@@ -121,13 +120,14 @@ def returned_messages(output: Any) -> list[AnyMessage]:
 def agent_strategy(factory: AgentFactory, name: str) -> Strategy:
     """The adapter strategy around ``factory``: one node that runs the user's agent for the turn."""
 
+    takes = factory_keywords(factory)
+
     def answer(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
         ctx = runtime.context
-        if "agent" not in ctx.scratch:
-            ctx.scratch["agent"] = build_agent(factory, ctx)
-            ctx.scratch["agent_takes"] = factory_keywords(factory)
+        if "agent" not in ctx.scratch:  # built once per episode, with its tools bound to this sandbox
+            ctx.scratch["agent"] = build_agent(factory, ctx, takes)
         sent = ctx.materialize(state["messages"])
-        if "system_prompt" not in ctx.scratch["agent_takes"]:
+        if "system_prompt" not in takes:
             sent = [SystemMessage(ctx.system_prompt, id="vtb-system"), *sent]
         known = {m.id for m in sent}
         returned = returned_messages(ctx.scratch["agent"].invoke({"messages": sent}, config))
