@@ -218,6 +218,32 @@ def test_close_is_idempotent_and_removes_temp_workdir() -> None:
         sandbox.run("print(1)")
 
 
+def test_worker_starts_at_the_first_run_and_files_need_none(tmp_path: Path) -> None:
+    """An episode that only places images and lists files (no code call) costs no process; the
+    first run starts the worker with nothing lost, and close stops it."""
+    with open_sandbox("local", workdir=tmp_path / "work") as sandbox:
+        assert isinstance(sandbox, LocalSandbox)
+        sandbox.put_file("image_1.png", b"png")
+        assert sandbox.list_files() == ["image_1.png"] and sandbox.get_file("image_1.png") == b"png"
+        assert sandbox.worker_pid is None
+        result = sandbox.run("print(open('image_1.png').read())")
+        assert result.ok and result.stdout.strip() == "png" and not result.state_lost
+        pid = sandbox.worker_pid
+        assert pid is not None and Path(f"/proc/{pid}").exists()
+    assert sandbox.worker_pid is None and not Path(f"/proc/{pid}/cmdline").exists()
+
+
+def test_a_worker_that_cannot_start_fails_the_first_run(tmp_path: Path) -> None:
+    """Start failures surface at the first code call as SandboxError (the tool guard passes it on,
+    so the episode ends as an infrastructure failure), not as a silent success."""
+    from vtb_agents.sandbox import SandboxError
+    with open_sandbox("local", workdir=tmp_path / "work", python=str(tmp_path / "no-python"),
+                      isolation="process") as sandbox:
+        sandbox.put_file("a.txt", b"x")  # files still work
+        with pytest.raises(SandboxError, match="did not start|No such file"):
+            sandbox.run("print(1)")
+
+
 def test_given_workdir_is_created_and_kept(tmp_path: Path) -> None:
     workdir = tmp_path / "a" / "b"
     with open_sandbox(workdir=workdir) as sandbox:

@@ -4,7 +4,9 @@ How the worker is isolated depends on the level (``isolation.py`` says what each
 ``"bwrap"`` (bubblewrap: namespaces, minimal read-only file system, uid 65534), ``"fallback"``
 (the worker unshares namespaces itself) or ``"process"`` (rlimits and a scrubbed environment only).
 ``isolation="auto"`` (default, or ``$VTB_SANDBOX_ISOLATION``) takes the best level that works here,
-probed once per process; ``strict=True`` refuses anything but bwrap. In every level the worker keeps
+probed once per process; ``strict=True`` refuses anything but bwrap. The worker starts at the first
+``run`` call: writing, listing and reading files needs only the working directory, so an episode
+that never runs code costs no process. In every level the worker keeps
 its Python state across calls, a call that overruns its timeout kills and restarts it, and
 stdout/stderr are capped.
 """
@@ -271,7 +273,9 @@ class LocalSandbox:
     or "process"; afterwards the attribute holds the level actually achieved. ``strict=True``
     raises SandboxError unless that level is "bwrap". ``memory_cap`` says how the memory of all
     the worker's processes together is capped (``cgroup v1, 4096 MiB``) or why it is not;
-    ``syscall_filter`` which seccomp filter the worker runs under (``seccomp.py``).
+    ``syscall_filter`` which seccomp filter the worker runs under (``seccomp.py``). The level is
+    chosen (and refused under ``strict``) here; the worker starts at the first :meth:`run`, and a
+    worker that cannot start makes that call raise SandboxError.
     """
 
     isolation: str
@@ -292,6 +296,8 @@ class LocalSandbox:
         self._owner = ((iso.SANDBOX_ID, iso.SANDBOX_ID)
                        if self.isolation != "process" and iso.drops_uid() else None)
         self._lock, self._closed, self._cell = threading.Lock(), False, 0
+        self._worker: _Worker | None = None  # started by the first run(): files need no worker
+        self._started = False
         self._cgroup: MemoryCgroup | None = None
         self._seccomp = seccomp.filter_program()
         self.syscall_filter = seccomp.describe(self._seccomp)
@@ -299,13 +305,19 @@ class LocalSandbox:
             self._cgroup = self._open_cgroup()
             if self._owner is not None:  # the worker's uid must be able to write there
                 iso.chown_tree(str(self.workdir), os.getuid(), *self._owner)
-            self._worker: _Worker | None = self._start()
         except BaseException:
             if self._cgroup is not None:
                 self._cgroup.close()
             if self._owns_workdir:
                 shutil.rmtree(self.workdir)
             raise
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The host pid of the running worker process (bwrap's at that level), or None before the first
+        :meth:`run` and after :meth:`close`."""
+        worker = self._worker
+        return None if worker is None or worker.closed else worker.proc.pid
 
     def _open_cgroup(self) -> MemoryCgroup | None:
         """This sandbox's memory cgroup, or None (and ``memory_cap`` says why) where impossible."""
@@ -322,8 +334,12 @@ class LocalSandbox:
         return cgroup
 
     def _start(self) -> _Worker:
-        return _Worker(self.isolation, self._python, self.workdir, self.limits, self._start_timeout,
-                       self._cgroup, self._seccomp)
+        self._started = True
+        try:
+            return _Worker(self.isolation, self._python, self.workdir, self.limits, self._start_timeout,
+                           self._cgroup, self._seccomp)
+        except OSError as exc:  # the sandbox's failure, not the code's: SandboxError ends the episode
+            raise SandboxError(f"the sandbox worker could not start: {exc}") from exc
 
     def _kill(self, worker: _Worker, out: CappedText | None = None,
               err: CappedText | None = None) -> None:
@@ -344,7 +360,8 @@ class LocalSandbox:
                 if self._worker is not None:  # died between calls (a thread called os._exit...)
                     err.add(f"[sandbox: before this call, {self._worker.death_message(died)}]\n")
                     self._kill(self._worker)
-                self._worker, state_lost = self._start(), True
+                state_lost = self._started  # a first start loses nothing
+                self._worker = self._start()
             worker = self._worker
             worker.drain(None, None, to_eof=False)  # late output of the previous call
             before = scan_tree(self.workdir)
