@@ -147,3 +147,24 @@ def test_a_user_can_edit_the_model_turn_with_update_state_and_resume(artifacts):
     result = next(m for m in state["messages"] if isinstance(m, ToolMessage))
     assert result.tool_call_id == "e1" and json.loads(result.content)["result"] == 42
     assert state["status"] == "answered" and state["messages"][-1].content == "The answer is 42."
+
+
+def test_tool_specs_are_the_converted_tools_and_the_file_list_never_accumulates(artifacts, tmp_path):
+    """The memo of converted specs gives what convert_to_openai_tool gives; the vision tool's file
+    list is added to a copy, so a later call with other files shows only those."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from vtb_agents.strategies.loop import tool_specs
+    from vtb_agents.tools.python_tools import VISION_TOOL_NAME
+
+    with open_sandbox("local", workdir=tmp_path / "w") as sandbox:
+        tools = bind_episode_tools(select_tools(), sandbox, artifacts)
+        first = tool_specs(tools, ["image_0.png"])
+        second = tool_specs(tools, ["image_1.png"])
+        plain = tool_specs(tools, [])
+    assert plain == [convert_to_openai_tool(tool) for tool in tools]
+    vision = [i for i, tool in enumerate(tools) if tool.name == VISION_TOOL_NAME][0]
+    base = plain[vision]["function"]["description"]
+    assert first[vision]["function"]["description"] == base + " Files in the working directory now: image_0.png."
+    assert second[vision]["function"]["description"] == base + " Files in the working directory now: image_1.png."
+    assert tool_specs(tools, [])[vision] == plain[vision]

@@ -41,13 +41,34 @@ def recursion_limit(max_tool_rounds: int) -> int:
     return 3 * max_tool_rounds + 16
 
 
+_SPEC_MEMO: dict[tuple[Any, ...], dict[str, Any]] = {}
+_SPEC_MEMO_SIZE = 256
+
+
+def openai_tool_spec(tool: BaseTool) -> dict[str, Any]:
+    """``convert_to_openai_tool(tool)``, memoised by what the spec is made of (kind, name,
+    description, argument schema): converting walks the JSON schema and costs more CPU per model
+    call than the rest of the request. The result is shared: copy before changing it."""
+    schema = tool.args_schema
+    if not isinstance(schema, type):  # a dict schema is not hashable: convert every time
+        return convert_to_openai_tool(tool)
+    key = (type(tool), tool.name, tool.description, schema)
+    spec = _SPEC_MEMO.get(key)
+    if spec is None:
+        if len(_SPEC_MEMO) >= _SPEC_MEMO_SIZE:  # bounded: tools made afresh per episode cannot grow it
+            _SPEC_MEMO.clear()
+        spec = _SPEC_MEMO[key] = convert_to_openai_tool(tool)
+    return spec
+
+
 def tool_specs(tools: Sequence[BaseTool], files: list[str]) -> list[dict[str, Any]]:
     """OpenAI-format tool specs; the vision tool's description lists the working directory's files."""
     specs = []
     for tool in tools:
-        spec = convert_to_openai_tool(tool)
+        spec = openai_tool_spec(tool)
         if tool.name == VISION_TOOL_NAME and files:
-            spec["function"]["description"] += " Files in the working directory now: " + ", ".join(files) + "."
+            described = spec["function"]["description"] + " Files in the working directory now: " + ", ".join(files)
+            spec = {**spec, "function": {**spec["function"], "description": described + "."}}
         specs.append(spec)
     return specs
 
