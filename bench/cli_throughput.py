@@ -1,30 +1,33 @@
 """Throughput of the real ``vtb run`` command, next to a minimal hand-written openai-client loop.
 
 A chat-completions server in its own process (the tests' real one, ``tests/openai_server.py``) plays
-a model that takes ``--latency`` seconds per call. Each task makes 3 calls: two calculator rounds,
-then the answer; every call carries the task's image, as a vision model's would. ``--tasks`` copies
-of a one-turn sample task are written to a temporary suite. For every concurrency N (1, 4, 16, 32)
-the two contenders run back to back, interleaved, ``--repeat`` times:
+a model that takes ``--latency`` seconds per call. Each task makes 3 calls: two tool rounds, then
+the answer (``--workload calc``: the calculator twice, so no code runs and no sandbox process starts;
+``--workload code``: a Python crop of the image in the sandbox, then the calculator); every call
+carries the task's image, as a vision model's would. ``--tasks`` copies of a one-turn sample task
+are written to a temporary suite. For every concurrency N (1, 4, 16, 32) the two contenders run
+back to back, interleaved, ``--repeat`` times, each as its own command:
 
-* ``vtb``: ``python -m vtb_agents run --tasks SUITE --model openai:... --concurrency N`` as a
-  subprocess (start, sandboxes, graphs, grading, results, summary and report included);
-* ``loop``: a thread pool of N workers sharing one ``openai.OpenAI`` client, making the same calls
-  with the same image and tool specs, the calculator run in-process.
+* ``vtb``: ``python -m vtb_agents run --tasks SUITE --model openai:... --concurrency N`` (start,
+  sandboxes, graphs, grading, results, summary and report included);
+* ``loop``: ``python bench/loop_client.py``, a thread pool of N workers sharing one
+  ``openai.OpenAI`` client, making the same calls with the same image (the calculator in-process,
+  code in a fresh ``python -I`` per call).
 
 Reported: share of ideal (ideal wall time = tasks x calls x latency / N) for the whole command and
-for its model span (first to last request seen by the server), peak RSS of the ``vtb`` process tree
-(sampled from /proc every 50 ms), the time from start to its first model request, ``vtb --help``
+for its model span (first to last request seen by the server), peak RSS of each process tree
+(sampled from /proc every 50 ms), the time from start to the first model request next to the time
+of importing what a first request needs (``langgraph``, ``langchain_openai``), ``vtb --help``
 against ``python -c "import typer, rich"``, and the time vtb adds per model call over the loop with a
 zero-latency model (model spans compared, concurrency 1). ``--write`` puts the table into
-BENCHMARKS.md.
+BENCHMARKS.md (one section per workload).
 
-    .venv/bin/python bench/cli_throughput.py [--quick] [--write]
+    .venv/bin/python bench/cli_throughput.py [--workload calc|code] [--quick] [--write]
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import shutil
@@ -33,7 +36,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,36 +49,46 @@ from openai_server import OpenAIServer  # noqa: E402  (the tests' real chat-comp
 SAMPLE_TASK = ROOT / "vtb_agents" / "tasks" / "sample" / "rs-chemistry-bench"
 CALLS_PER_TASK = 3
 EXPRESSIONS = ("0.125 * 2", "4418 - 0")
+CROP = ("from PIL import Image\nim = Image.open('image_0.png')\n"
+        "im.crop((0, 0, im.width // 2, im.height // 2)).save('transformed_image_0.png')\nprint(im.size)")
 ANSWER = "The bottle is HCl 0.25 M; the flask's lot number is 7Q-4418."
-SECTION = "## Throughput through the CLI"
+SECTIONS = {"calc": "## Throughput through the CLI",
+            "code": "## Throughput through the CLI, with code in the sandbox"}
+WORKLOADS = tuple(SECTIONS)
+ROUNDS = {"calc": "two calculator rounds, then the answer; no code runs, so no sandbox process starts",
+          "code": ("a Python crop of the image (`python_image_processing`, in the sandbox), a calculator "
+                   "round, then the answer")}
 
 
 # ---------------------------------------------------------------- the scripted model (server process)
 
-def respond(body: dict[str, Any], latency: float, log: Path) -> object:
-    """Two calculator rounds, then the answer; log (model, arrival time) of every request."""
+def respond(body: dict[str, Any], latency: float, log: Path, workload: str) -> object:
+    """Two tool rounds (``calc``: calculator twice; ``code``: a crop in Python, then the calculator),
+    then the answer; log (model, arrival time) of every request."""
     with log.open("a") as handle:
         handle.write(f"{body.get('model')} {time.time():.6f}\n")
     time.sleep(latency)
     rounds = sum(1 for m in body["messages"] if m.get("role") == "tool")
+    if rounds == 0 and workload == "code":
+        return {"tool_calls": [{"id": "call_0", "name": "python_image_processing", "arguments": {"code": CROP}}]}
     if rounds < len(EXPRESSIONS):
         return {"tool_calls": [{"id": f"call_{rounds}", "name": "calculator",
                                 "arguments": {"expression": EXPRESSIONS[rounds]}}]}
     return ANSWER
 
 
-def serve(latency: float, log: Path) -> None:
+def serve(latency: float, log: Path, workload: str) -> None:
     """The server process: print the base URL, then serve until terminated."""
-    with OpenAIServer(lambda body: respond(body, latency, log)) as server:
+    with OpenAIServer(lambda body: respond(body, latency, log, workload)) as server:
         print(server.base_url, flush=True)
         while True:
             time.sleep(3600)
 
 
 @contextmanager
-def api_server(latency: float, log: Path) -> Iterator[str]:
+def api_server(latency: float, log: Path, workload: str) -> Iterator[str]:
     """Serve the scripted model from a separate process; yield its base URL."""
-    process = subprocess.Popen([sys.executable, __file__, "--serve", str(latency), str(log)],
+    process = subprocess.Popen([sys.executable, __file__, "--serve", str(latency), str(log), workload],
                                stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
@@ -108,7 +120,7 @@ def write_suite(root: Path, count: int) -> Path:
     return suite
 
 
-# ---------------------------------------------------------------- contender 1: the real CLI
+# ---------------------------------------------------------------- the contenders, each a command
 
 def tree_rss(pid: int) -> int:
     """Resident memory (bytes) of ``pid`` and all its descendants, from /proc."""
@@ -141,12 +153,8 @@ class Measured:
     peak_rss: int = 0
 
 
-def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log: Path, source: Path = ROOT) -> Measured:
-    """One ``vtb run`` (of the checkout ``source``) over the suite; its wall time, model span, first
-    request and peak RSS."""
-    env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "bench", "PYTHONPATH": str(source)}
-    command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(suite), "--model", f"openai:{model}",
-               "--judge", "rule", "--concurrency", str(concurrency), "--out", str(out)]
+def run_command(command: list[str], env: dict[str, str], log: Path, model: str) -> Measured:
+    """Run ``command`` to its end: its wall time, model span, first request and the peak RSS of its tree."""
     start_epoch, start = time.time(), time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     peak = 0
@@ -156,54 +164,26 @@ def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log:
     wall = time.perf_counter() - start
     stderr = process.stderr.read() if process.stderr else ""
     if process.returncode != 0:
-        raise RuntimeError(f"vtb run exited {process.returncode}: {stderr.strip()[-500:]}")
+        raise RuntimeError(f"{command[1]} exited {process.returncode}: {stderr.strip()[-500:]}")
     times = request_times(log, model)
     return Measured(wall, max(times) - min(times), min(times) - start_epoch, peak)
 
 
-# ---------------------------------------------------------------- contender 2: a hand-written loop
-
-CALCULATOR_SPEC = {"type": "function", "function": {
-    "name": "calculator", "description": "Evaluate an arithmetic expression and return the number.",
-    "parameters": {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}}}
-
-
-def loop_task(client: Any, model: str, prompt: str, image_b64: str) -> str:
-    """One task the hand-written way: call, run the tools, call again until an answer."""
-    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image_b64}"}}
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You answer questions about images."},
-        {"role": "user", "content": [{"type": "text", "text": prompt}, image]}]
-    while True:
-        reply = client.chat.completions.create(model=model, messages=messages, tools=[CALCULATOR_SPEC],
-                                               temperature=0).choices[0].message
-        if not reply.tool_calls:
-            return reply.content or ""
-        messages.append(reply.model_dump(exclude_none=True))
-        for call in reply.tool_calls:
-            expression = json.loads(call.function.arguments)["expression"]
-            result = eval(expression, {"__builtins__": {}})  # noqa: S307 (our own scripted expressions)
-            messages.append({"role": "tool", "tool_call_id": call.id,
-                             "content": json.dumps({"expression": expression, "result": result})})
+def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log: Path, source: Path = ROOT) -> Measured:
+    """One ``vtb run`` (of the checkout ``source``) over the suite."""
+    env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "bench", "PYTHONPATH": str(source)}
+    command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(suite), "--model", f"openai:{model}",
+               "--judge", "rule", "--concurrency", str(concurrency), "--out", str(out)]
+    return run_command(command, env, log, model)
 
 
 def run_loop(suite: Path, url: str, model: str, concurrency: int, log: Path) -> Measured:
-    """The suite through :func:`loop_task` on ``concurrency`` threads."""
-    import openai
-
-    client = openai.OpenAI(base_url=url, api_key="bench", max_retries=0)
-    tasks = [json.loads((folder / "task.json").read_text()) for folder in sorted(suite.iterdir())]
-    start = time.perf_counter()
-    with ThreadPoolExecutor(concurrency) as pool:
-        futures = [pool.submit(loop_task, client, model, task["turns"][0]["prompt"],
-                               base64.b64encode((suite / task["id"] / "image_0.png").read_bytes()).decode())
-                   for task in tasks]
-        answers = [f.result() for f in futures]
-    wall = time.perf_counter() - start
-    assert all(a == ANSWER for a in answers)
-    times = request_times(log, model)
-    client.close()
-    return Measured(wall, max(times) - min(times))
+    """The suite through the hand-written loop (``bench/loop_client.py``), as its own command."""
+    measured = run_command([sys.executable, str(ROOT / "bench" / "loop_client.py"), str(suite), url, model,
+                            str(concurrency)], dict(os.environ), log, model)
+    answers = json.loads((suite.parent / f"answers-{model}.json").read_text())
+    assert answers and all(a == ANSWER for a in answers), answers[:3]
+    return measured
 
 
 # ---------------------------------------------------------------- start-up
@@ -214,14 +194,20 @@ def command_time(command: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def startup_times(repeat: int) -> tuple[float, float]:
-    """Median times of ``vtb --help`` and of ``python -c "import typer, rich"``, interleaved."""
+FLOOR_IMPORTS = "import langgraph.graph, langchain_openai"
+"""What any LangGraph run of an OpenAI model imports before its first request."""
+
+
+def startup_times(repeat: int) -> tuple[float, float, float]:
+    """Median times of ``vtb --help``, of ``python -c "import typer, rich"`` and of importing
+    :data:`FLOOR_IMPORTS`, interleaved."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    helps, bases = [], []
+    helps, bases, floors = [], [], []
     for _ in range(repeat):
         helps.append(command_time([sys.executable, "-m", "vtb_agents", "--help"], env))
         bases.append(command_time([sys.executable, "-c", "import typer, rich"], env))
-    return statistics.median(helps), statistics.median(bases)
+        floors.append(command_time([sys.executable, "-c", FLOOR_IMPORTS], env))
+    return statistics.median(helps), statistics.median(bases), statistics.median(floors)
 
 
 # ---------------------------------------------------------------- main
@@ -252,7 +238,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     contenders = ("vtb", "loop", *(["base"] if args.baseline else []))
     results: dict[int, dict[str, list[Measured]]] = {n: {who: [] for who in contenders} for n in args.levels}
     runs = 0
-    with api_server(args.latency, log) as url:
+    with api_server(args.latency, log, args.workload) as url:
         for rep in range(args.repeat):
             for n in args.levels:
                 order = contenders if rep % 2 == 0 else contenders[::-1]
@@ -268,7 +254,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                         results[n]["loop"].append(run_loop(suite, url, model, n, log))
                     print(f"  N={n:2d} {who:4s} rep {rep}: {results[n][who][-1]}", flush=True)
     zero_vtb, zero_loop, zero_base = [], [], []
-    with api_server(0.0, log) as url:
+    with api_server(0.0, log, args.workload) as url:
         for rep in range(args.repeat):
             runs += 1
             zero_vtb.append(retried(lambda k, runs=runs, rep=rep: run_vtb(
@@ -278,15 +264,16 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 runs += 1
                 zero_base.append(retried(lambda k, runs=runs, rep=rep: run_vtb(
                     suite, root / f"run-{runs}-{k}", url, f"zbase-{rep}-{k}", 1, log, Path(args.baseline))))
-    help_s, base_s = startup_times(max(3, args.repeat * 2))
+    help_s, base_s, floor_s = startup_times(max(5, args.repeat * 2))
     return {"results": results, "zero_vtb": zero_vtb, "zero_loop": zero_loop, "zero_base": zero_base,
-            "help": help_s, "base": base_s}
+            "help": help_s, "base": base_s, "floor": floor_s}
 
 
 def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
     calls = args.tasks * CALLS_PER_TASK
     lines = ["| concurrency N | vtb: share of ideal (whole command) | vtb: share of ideal (model span) | "
-             "loop: share of ideal | vtb / loop | vtb peak RSS of the tree | vtb first model request |",
+             "loop: share of ideal (whole command) | vtb / loop | peak RSS of the tree: vtb / loop | "
+             "first model request: vtb / loop |",
              "|---|---|---|---|---|---|---|"]
     if args.baseline:
         lines[0] += " before (baseline checkout): whole / model span |"
@@ -298,7 +285,8 @@ def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
         span = share(ideal - args.latency, median_of(vtb, "span"))
         looped = share(ideal, median_of(loop, "wall"))
         row = (f"| {n} | {whole:.2f} | {span:.2f} | {looped:.2f} | {whole / looped:.2f} | "
-               f"{median_of(vtb, 'peak_rss') / 2**20:,.0f} MB | {median_of(vtb, 'first_request'):.2f} s |")
+               f"{median_of(vtb, 'peak_rss') / 2**20:,.0f} MB / {median_of(loop, 'peak_rss') / 2**20:,.0f} MB | "
+               f"{median_of(vtb, 'first_request'):.2f} s / {median_of(loop, 'first_request'):.2f} s |")
         if args.baseline:
             base = m["results"][n]["base"]
             before_span = share(ideal - args.latency, median_of(base, 'span'))
@@ -312,7 +300,9 @@ def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
               f"{median_of(m['zero_vtb'], 'wall'):.2f} s.",
               *([f"- Baseline checkout, same measurement: **{added_base:.1f} ms** per call."] if args.baseline else []),
               f"- `vtb --help`: {m['help']:.2f} s; `python -c \"import typer, rich\"`: {m['base']:.2f} s "
-              f"(**{m['help'] / m['base']:.1f}x**), medians of interleaved runs."]
+              f"(**{m['help'] / m['base']:.1f}x**), medians of interleaved runs.",
+              f"- `python -c \"{FLOOR_IMPORTS}\"` (what the first request of any LangGraph run of an OpenAI "
+              f"model needs): {m['floor']:.2f} s, interleaved with the above."]
     return "\n".join(lines)
 
 
@@ -321,19 +311,22 @@ def write_benchmarks(args: argparse.Namespace, body: str) -> None:
     text = path.read_text()
     repeats = f"medians of {args.repeat} repetitions" if args.repeat > 1 else "one repetition"
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    section = (f"{SECTION}\n\n`bench/cli_throughput.py`: the real `vtb run` as a subprocess against a local "
-               f"chat-completions server (its own process) with {args.latency:g} s per call; {args.tasks} one-turn "
-               f"tasks, {CALLS_PER_TASK} calls each (two calculator rounds, then the answer; the task's image in "
-               f"every call); next to a hand-written openai-client loop (threads, one client, the same calls), "
-               f"interleaved, {repeats}. Ideal = tasks x calls x latency / N. "
-               f"\"Whole command\" is start to exit (start-up, sandboxes, grading, summary, report); \"model span\" "
-               f"is first to last model request (ideal minus one call).\n\n{body}\n\n"
+    title = SECTIONS[args.workload]
+    section = (f"{title}\n\n`bench/cli_throughput.py --workload {args.workload}`: the real `vtb run` as a "
+               f"subprocess against a local chat-completions server (its own process) with {args.latency:g} s "
+               f"per call; {args.tasks} one-turn tasks, {CALLS_PER_TASK} calls each ({ROUNDS[args.workload]}; the "
+               f"task's image in every call); next to the hand-written openai-client loop `bench/loop_client.py` "
+               f"(threads, one client, the same calls, also run as its own command), interleaved, {repeats}. "
+               f"Ideal = tasks x calls x latency / N. \"Whole command\" is start to exit (for vtb: start-up, "
+               f"sandboxes, grading, summary, report); \"model span\" is first to last model request (ideal "
+               f"minus one call).\n\n{body}\n\n"
                f"Load average when the run ended: {load} (a shared 2-core machine; compare the columns of one "
                f"row, measured side by side, rather than absolute numbers).\n\n"
-               f"Reproduce: `.venv/bin/python bench/cli_throughput.py --write` (`--quick` for a smoke check).\n")
-    start = text.find(SECTION)
+               f"Reproduce: `.venv/bin/python bench/cli_throughput.py --workload {args.workload} --write` "
+               f"(`--quick` for a smoke check).\n")
+    start = text.find(title + "\n")
     if start >= 0:
-        end = text.find("\n## ", start + len(SECTION))
+        end = text.find("\n## ", start + len(title))
         text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
     else:
         first = text.find("\n## ")
@@ -351,10 +344,13 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="put the table into BENCHMARKS.md")
     parser.add_argument("--baseline", default=None,
                         help="another checkout (e.g. `git archive main`) whose vtb runs too, interleaved: before/after")
-    parser.add_argument("--serve", nargs=2, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--workload", choices=WORKLOADS, default="calc",
+                        help="calc: two calculator rounds (no code, so no sandbox process); "
+                             "code: a Python crop in the sandbox, then the calculator")
+    parser.add_argument("--serve", nargs=3, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
-        serve(float(args.serve[0]), Path(args.serve[1]))
+        serve(float(args.serve[0]), Path(args.serve[1]), args.serve[2])
         return
     if args.quick:
         args.tasks, args.latency, args.levels, args.repeat = 8, 0.2, [1, 4], 1
