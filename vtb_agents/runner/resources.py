@@ -28,7 +28,7 @@ from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
 from vtb_agents.runner.config import RunConfig
-from vtb_agents.sandbox import open_sandbox
+from vtb_agents.sandbox import open_sandbox, probe_in_background
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy
 from vtb_agents.strategies.agent import AGENT_PREFIX
@@ -139,6 +139,8 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
 
     @contextmanager
     def opened() -> Iterator[RunResources]:
+        if config.sandbox == "local":
+            probe_in_background()  # the first sandboxes then need not wait for the isolation probe
         with ExitStack() as stack:
             yield RunResources(
                 judge=stack.enter_context(open_judge(judge, judge_cache)), strategy=strategy, tools=tools,

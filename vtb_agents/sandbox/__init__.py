@@ -14,7 +14,7 @@ from typing import Any
 
 from .base import DEFAULT_TIMEOUT_S, OUTPUT_CAP_CHARS, ExecResult, Sandbox, SandboxError, sandbox_settings
 from .e2b import E2BSandbox
-from .local import Limits, LocalSandbox, worker_command
+from .local import Limits, LocalSandbox, probe_in_background, worker_command
 
 __all__ = [
     "BACKENDS",
@@ -28,6 +28,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "open_sandbox",
+    "probe_in_background",
     "sandbox_settings",
     "worker_command",
 ]

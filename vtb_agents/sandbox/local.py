@@ -13,6 +13,7 @@ stdout/stderr are capped.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -264,6 +265,22 @@ def choose_level(requested: str, strict: bool, python: str, limits: Limits = Lim
         if level != "auto":
             raise SandboxError(f"isolation level {candidate!r} is not available here: {error}")
     return "process"
+
+
+def probe_in_background(isolation: str | None = None, python: str | None = None) -> threading.Thread:
+    """Probe the isolation levels in a daemon thread, so that the first sandbox of a run finds the
+    level already chosen (the probe starts and stops one worker per level, ~0.1 s) instead of every
+    first-wave task waiting for it. Only the probe's cache is filled: an unusable level is reported
+    by the sandbox that asks for it, as without the warm-up."""
+    level = iso.requested_level(isolation)
+
+    def probe() -> None:
+        with contextlib.suppress(SandboxError):  # raised again, to its caller, by the sandbox that needs it
+            choose_level(level, False, python or sys.executable)
+
+    thread = threading.Thread(target=probe, name="vtb-sandbox-probe", daemon=True)
+    thread.start()
+    return thread
 
 
 class LocalSandbox:
