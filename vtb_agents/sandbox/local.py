@@ -41,8 +41,6 @@ from .output import CappedText
 from .worker import MAX_FRAME, encode_frame
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
-WARM_IMPORTS = ("PIL.Image",)
-"""Imported by each worker right after it starts, while the episode waits for the model anyway."""
 _log = logging.getLogger(__name__)
 _PASSTHROUGH_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
 QUOTA_POLL_S = 0.1
@@ -167,8 +165,7 @@ class _Worker(WorkerPipes):
               handshake: tuple[int, int] | None) -> tuple[list[str], dict[str, str]]:
         """The command line and environment for this level (bwrap options go through a pipe)."""
         limits = self.limits if self.level != "process" else replace(self.limits, processes=0)
-        setup: dict[str, Any] = {"level": self.level, "warm": list(WARM_IMPORTS),
-                                 "drop": self.level != "process" and iso.drops_uid()}
+        setup: dict[str, Any] = {"level": self.level, "drop": self.level != "process" and iso.drops_uid()}
         if self.seccomp_program is not None:
             setup["seccomp"] = self.seccomp_program.hex()
         if self.level == "fallback":

@@ -270,16 +270,6 @@ def _run_cell(code: str, namespace: dict[str, Any], cell: int) -> None:
             print(repr(value))
 
 
-def _warm(modules: list[str]) -> None:
-    """Import what nearly every vision call imports, after "ready": the parent is busy with the
-    model's first reply meanwhile, so the first code call does not pay for these imports."""
-    for name in modules:
-        try:
-            __import__(name)
-        except ImportError:
-            pass  # not installed in this interpreter: the code's own import will say so
-
-
 def _set_dumpable(on: bool) -> None:
     """PR_SET_DUMPABLE: off makes /proc/<pid>/fd, mem and tracing root-only (the supervisor); on
     lets the kernel's code read its own /proc entries (core dumps stay off: RLIMIT_CORE 0)."""
@@ -290,12 +280,11 @@ def _set_dumpable(on: bool) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
 
 
-def _serve_cells(requests: int, replies: int, warm: list[str]) -> int:
+def _serve_cells(requests: int, replies: int) -> int:
     """The kernel's loop: run each requested cell in one persistent namespace, reply, repeat."""
     streams = _Streams()
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
     home = os.getcwd()
-    _warm(warm)
     while (request := read_frame(requests)) is not None:
         streams.reset()
         reply: dict[str, Any] = {"id": request["id"], "ok": True, "error": None, "traceback": ""}
@@ -333,7 +322,7 @@ def reply_problem(frame: dict[str, Any], cell: Any) -> str | None:
 class _Kernel:
     """The supervisor's handle on one kernel process: its pid and its end of the pipe pair."""
 
-    def __init__(self, host_fds: tuple[int, int], warm: list[str]) -> None:
+    def __init__(self, host_fds: tuple[int, int]) -> None:
         requests_r, self.requests = os.pipe()  # non-inheritable: the code's subprocesses never get them
         self.replies, replies_w = os.pipe()
         self.pid = os.fork()
@@ -347,7 +336,7 @@ class _Kernel:
 
                 ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
                 _set_dumpable(True)
-                code = _serve_cells(requests_r, replies_w, warm)
+                code = _serve_cells(requests_r, replies_w)
             finally:
                 os._exit(code)
         os.close(requests_r)
@@ -418,7 +407,7 @@ class _Kernel:
         return self.status
 
 
-def _supervise(host_fds: tuple[int, int], warm: list[str], kernel: _Kernel) -> int:
+def _supervise(host_fds: tuple[int, int], kernel: _Kernel) -> int:
     """Serve the host's requests through ``kernel``, replacing it whenever it dies or misbehaves."""
     ctl_in, ctl_out = host_fds
     while (request := read_frame(ctl_in)) is not None:
@@ -427,11 +416,11 @@ def _supervise(host_fds: tuple[int, int], warm: list[str], kernel: _Kernel) -> i
         if status is not None:
             reset_before = {"exit": status}
             kernel.stop()
-            kernel = _Kernel(host_fds, warm)
+            kernel = _Kernel(host_fds)
         reply, failure = kernel.call(request["id"], request["code"])
         if failure is not None:
             kernel.stop()
-            kernel = _Kernel(host_fds, warm)
+            kernel = _Kernel(host_fds)
             reply = {"id": request["id"], "ok": False, "error": None, "traceback": ""}
         assert reply is not None
         write_frame(ctl_out, {**reply, "reset_before": reset_before, "failure": failure})
@@ -454,13 +443,12 @@ def main(argv: list[str]) -> int:
     if setup.get("seccomp"):
         _install_seccomp(setup["seccomp"])
     sys.dont_write_bytecode = True
-    warm = list(setup.get("warm", ()))
-    kernel = _Kernel((ctl_in, ctl_out), warm)
+    kernel = _Kernel((ctl_in, ctl_out))
     _set_dumpable(False)  # from here on, no process of the sandbox can open or trace ours
     write_frame(ctl_out, {"op": "ready", "pid": os.getpid(), "uid": os.getuid(),
                           "isolation": setup.get("level", "process"),
                           "seccomp": bool(setup.get("seccomp"))})
-    return _supervise((ctl_in, ctl_out), warm, kernel)
+    return _supervise((ctl_in, ctl_out), kernel)
 
 
 if __name__ == "__main__":
