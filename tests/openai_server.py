@@ -4,7 +4,9 @@ It plays a scripted model: ``respond(request_json) -> reply`` where a reply is a
 a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}], "usage": {...}}`` (``usage`` in the API's
 form replaces the default 10/5 tokens), an int HTTP status to fail with,
 or ``("raw", text)`` to send a malformed body. Every request body is kept in ``requests``.
-Streaming (``"stream": true``) is answered with server-sent events, as the real API does.
+Streaming (``"stream": true``) is answered with server-sent events, as the real API does. Like the
+real API it speaks HTTP/1.1 with keep-alive (a streamed answer closes its connection);
+``connections`` counts the client connections it accepted.
 """
 
 from __future__ import annotations
@@ -31,18 +33,30 @@ def _message(reply: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    request_queue_size = 128  # the default 5 resets connections when 30 tasks connect at once
+
+
 class OpenAIServer:
     """Context manager running the server; ``base_url`` is what ``ChatOpenAI(base_url=...)`` takes."""
 
     def __init__(self, respond: Responder) -> None:
         self.respond = respond
         self.requests: list[dict[str, Any]] = []
+        self.connections = 0
         self._lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as api.openai.com
+
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
 
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 if not self.path.endswith("/chat/completions"):
@@ -74,7 +88,9 @@ class OpenAIServer:
             def _stream(self, body: dict[str, Any], message: dict[str, Any], finish: str) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")  # the end of the body is the end of the connection
                 self.end_headers()
+                self.close_connection = True
 
                 def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> None:
                     data = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time()),
@@ -104,7 +120,7 @@ class OpenAIServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _HTTPServer(("127.0.0.1", 0), Handler)
         self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 

@@ -39,3 +39,32 @@ def test_a_rate_limited_run_completes_and_resumes_with_another_rate(task_root, t
         again = run_suite(tasks, RunConfig(model="openai:m", requests_per_second=5.0), tmp_path / "run",
                           resume=True)
     assert summary["apr"] == 1.0 and again == summary and len(server.requests) == 1
+
+
+def test_concurrent_tasks_keep_their_connections_alive(monkeypatch):
+    """The run's one shared model keeps a connection per concurrent task open between calls (over
+    httpx's default of 20 kept alive), so a second wave of 30 concurrent calls opens no new ones:
+    against a real API each new connection costs a TLS handshake."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    def slow(body):
+        time.sleep(0.3)  # all 30 calls of a wave are in flight at once
+        return "ok"
+
+    with OpenAIServer(slow) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test")
+        model = model_factory("openai:gpt-4o-mini")(None)
+        start = threading.Barrier(30)
+
+        def call(_: int) -> str:
+            start.wait()
+            return str(model.invoke("hi").content)
+
+        with ThreadPoolExecutor(30) as pool:
+            assert list(pool.map(call, range(30))) == ["ok"] * 30
+            first_wave = server.connections
+            assert list(pool.map(call, range(30))) == ["ok"] * 30
+    assert first_wave == 30 and server.connections == 30

@@ -126,6 +126,11 @@ class BoundedTransport(httpx.BaseTransport):
         self.inner.close()
 
 
+POOL_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+"""The connection pool of the one client a run's model shares: the openai SDK's own defaults. httpx's
+(20 kept alive) would close and reopen connections (a TLS handshake each) past 20 concurrent tasks."""
+
+
 def client_options(provider: str, request_timeout_s: float) -> dict[str, Any]:
     """Keyword arguments for ``init_chat_model``: the timeout and no SDK retries (OpenAI, Azure OpenAI,
     Anthropic), and for OpenAI(-compatible) servers a client over :class:`BoundedTransport`."""
@@ -135,6 +140,6 @@ def client_options(provider: str, request_timeout_s: float) -> dict[str, Any]:
         return {}  # other integrations name these settings differently: their own defaults apply
     options: dict[str, Any] = {"timeout": request_timeout_s, "max_retries": 0}
     if provider == "openai":
-        options["http_client"] = httpx.Client(transport=BoundedTransport(),
+        options["http_client"] = httpx.Client(transport=BoundedTransport(httpx.HTTPTransport(limits=POOL_LIMITS)),
                                               timeout=httpx.Timeout(request_timeout_s))
     return options
