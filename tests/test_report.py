@@ -6,6 +6,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +17,11 @@ from PIL import Image, ImageDraw
 from rich.console import Console
 from typer.testing import CliRunner
 
+import vtb_agents
 from vtb_agents.cli.report import report_cli
 from vtb_agents.report import ReportError, compare_runs, write_comparison, write_report
 from vtb_agents.report.markup import esc, pct
+from vtb_agents.report.prepare import ReportPreparer
 from vtb_agents.report.screenshot import find_chromium, screenshot
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
@@ -188,3 +192,36 @@ def test_report_renders_with_its_images_in_chromium(run_dir, tmp_path):
         assert _magenta_pixels(screenshot(page, tmp_path / "broken.png", width=1400, height=4500)) == 0
     finally:
         shutil.move(tmp_path / "moved", run_dir / "report_files")
+
+
+def test_writing_a_report_imports_no_plotting_or_dataframe_library(run_dir):
+    code = ("import sys; from vtb_agents.report import write_report, write_comparison; "
+            f"write_report({str(run_dir)!r}); write_comparison([{str(run_dir)!r}], {str(run_dir / 'cmp.html')!r}); "
+            "print(sorted(m for m in ('matplotlib', 'numpy', 'pandas') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(vtb_agents.__file__).parents[1])})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert (run_dir / "cmp.html").read_text().count("<svg") == 2
+
+
+def _files(folder: Path) -> set[str]:
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_images_prepared_during_the_run_are_the_reports_images(report_tasks, tmp_path):
+    tasks = load_tasks(report_tasks)
+    out = tmp_path / "prepared"
+    with ReportPreparer(out, tasks) as preparer:
+        run_suite(tasks, RunConfig(model="replay", tasks=str(report_tasks)), out,
+                  progress=lambda result, done, total: preparer.add(result))
+    prepared = _files(out / "report_files")
+    assert {name.split("/")[0] for name in prepared} == {"thumbs", "full"}  # made before the report
+    page = write_report(out).read_text()
+    assert _files(out / "report_files") == prepared  # the report found every file it needed made
+    assert {*re.findall(r'<img src="([^"]+)"', page), *re.findall(r'<a href="(report_files/[^"]+)"><img', page)} \
+        == {f"report_files/{name}" for name in prepared}
+    cold = tmp_path / "cold"
+    shutil.copytree(out, cold, ignore=shutil.ignore_patterns("report*"))
+    write_report(cold)
+    assert _files(cold / "report_files") == prepared  # the same files as without preparing

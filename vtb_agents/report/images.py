@@ -12,7 +12,7 @@ import hashlib
 import io
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PIL import Image, ImageOps
@@ -24,6 +24,8 @@ FILES_DIR = "report_files"
 THUMB_SIDE = 320
 """Longer side of a thumbnail in pixels (shown at half size: sharp on high-density screens)."""
 
+_RESIZABLE = ("RGB", "RGBA", "L", "LA")
+"""Modes resized as they are (palette and bilevel images are converted first: they only allow nearest)."""
 _EXTENSIONS = {"PNG": ".png", "JPEG": ".jpg", "WEBP": ".webp", "GIF": ".gif", "BMP": ".bmp", "TIFF": ".tif"}
 
 
@@ -62,6 +64,7 @@ class ReportImages:
         self.run_dir = Path(run_dir)
         self.root = self.run_dir / FILES_DIR
         self.artifacts = ArtifactStore(self.run_dir / "artifacts")
+        self._done: dict[str, ImageLink] = {}
 
     def from_ref(self, ref: str, name: str) -> ImageLink:
         """An image the run stored as artifact ``ref`` (a tool's output image)."""
@@ -85,22 +88,40 @@ class ReportImages:
         return self._export(name, ref, data, source)
 
     def _export(self, name: str, ref: str, raw: bytes, source: Path | None) -> ImageLink:
+        if ref not in self._done:  # an image shown twice (e.g. in every turn) is read once
+            self._done[ref] = self._files(ref, raw, source)
+        return replace(self._done[ref], name=name)
+
+    def _files(self, ref: str, raw: bytes, source: Path | None) -> ImageLink:
+        """Thumbnail and full-size file of the image ``raw`` (named by ``ref``), or why there are none."""
         try:
             with Image.open(io.BytesIO(raw)) as image:
                 size, ext = image.size, _EXTENSIONS.get((image.format or "").upper(), ".img")
                 thumb = self.root / "thumbs" / f"{ref}.jpg"
                 if not thumb.exists():
-                    image.draft("RGB", (THUMB_SIDE, THUMB_SIDE))  # fast path for large JPEGs
-                    small = ImageOps.exif_transpose(image).convert("RGBA")
-                    small.thumbnail((THUMB_SIDE, THUMB_SIDE), Image.Resampling.LANCZOS)
-                    flat = Image.new("RGB", small.size, "white")
-                    flat.paste(small, mask=small.getchannel("A"))
-                    out = io.BytesIO()
-                    flat.save(out, format="JPEG", quality=82, optimize=True)
-                    _place(thumb, None, out.getvalue())
+                    _place(thumb, None, thumbnail(image))
         except (OSError, ValueError, Image.DecompressionBombError) as exc:
-            return ImageLink(name, problem=f"not a readable image ({type(exc).__name__})")
+            return ImageLink("", problem=f"not a readable image ({type(exc).__name__})")
         full = self.root / "full" / f"{ref}{ext}"
         _place(full, source, None if source else raw)
-        return ImageLink(name, thumb=thumb.relative_to(self.run_dir).as_posix(),
+        return ImageLink("", thumb=thumb.relative_to(self.run_dir).as_posix(),
                          full=full.relative_to(self.run_dir).as_posix(), size=(int(size[0]), int(size[1])))
+
+
+def thumbnail(image: Image.Image) -> bytes:
+    """``image`` as a JPEG at most ``THUMB_SIDE`` pixels on its longer side, upright, on white.
+
+    Resized first, in the image's own mode where the resampling filter allows it, then turned and
+    flattened: converting or turning the full-size image costs more than the resize itself.
+    """
+    image.draft("RGB", (THUMB_SIDE, THUMB_SIDE))  # fast path for large JPEGs
+    small = image if image.mode in _RESIZABLE else image.convert("RGBA")
+    small.thumbnail((THUMB_SIDE, THUMB_SIDE), Image.Resampling.LANCZOS)
+    small = ImageOps.exif_transpose(small)
+    if small.mode not in ("RGB", "L"):
+        rgba = small.convert("RGBA")
+        small = Image.new("RGB", rgba.size, "white")
+        small.paste(rgba, mask=rgba.getchannel("A"))
+    out = io.BytesIO()
+    small.save(out, format="JPEG", quality=82, optimize=True)
+    return out.getvalue()

@@ -12,7 +12,7 @@ from collections import defaultdict
 from vtb_agents.report.images import ImageLink, ReportImages
 from vtb_agents.report.markup import badge, esc, num, pre, table
 from vtb_agents.results import RubricVerdict, TaskResult, ToolCallRecord, TurnRecord
-from vtb_agents.tasks.model import Rubric, Task
+from vtb_agents.tasks.model import Rubric, Task, TaskImage
 
 OUTPUT_LIMIT = 8_000
 CODE_LIMIT = 20_000
@@ -97,6 +97,12 @@ def verdict_table(verdicts: list[RubricVerdict], rubrics: dict[str, Rubric]) -> 
                  verdict_rows(verdicts, rubrics), cls="wide", row_classes=[v.status for v in verdicts])
 
 
+def turn_images(task: Task, index: int) -> list[tuple[TaskImage, str]]:
+    """The task's own images shown with turn ``index`` (its prompt's images), with their file names."""
+    spec = task.turns[index] if index < len(task.turns) else None
+    return [(task.images[i], task.image_name(i)) for i in (spec.images if spec else []) if 0 <= i < len(task.images)]
+
+
 def turn_html(index: int, task: Task | None, record: TurnRecord | None, verdicts: list[RubricVerdict],
               images: ReportImages, *, lazy: bool) -> str:
     """One turn: prompt and images, tool calls, answer against the golden answer, verdicts."""
@@ -108,8 +114,7 @@ def turn_html(index: int, task: Task | None, record: TurnRecord | None, verdicts
     parts.append("</h3>")
     if spec is not None:
         parts.append(f'<h4>Prompt</h4><div class="text">{esc(spec.prompt)}</div>')
-        links = [images.from_task(task.images[i], task.image_name(i)) for i in spec.images
-                 if task is not None and 0 <= i < len(task.images)]
+        links = [images.from_task(image, name) for image, name in turn_images(task, index)] if task else []
         parts.append(figures(links, lazy=lazy))
     if record is not None and record.tool_calls:
         parts.append("<h4>Tool calls</h4>" + "".join(call_html(c, images, lazy=lazy) for c in record.tool_calls))
