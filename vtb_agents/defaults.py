@@ -23,5 +23,6 @@ DEFAULT_MAX_TOOL_ROUNDS: Final = 20
 DEFAULT_MAX_IMAGE_SIDE: Final = 2048
 DEFAULT_PROMPT_LEVEL: Final = "high"
 DEFAULT_HISTORY: Final = "golden"
+DEFAULT_NATIVE_TOOL_IMAGES: Final = False
 DEFAULT_CODE_TIMEOUT_S: Final = 60.0
 """How long one code call may run by default (the code tools' and the sandboxes' one default)."""

@@ -23,7 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Durability
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
-from vtb_agents.defaults import DEFAULT_HISTORY, DEFAULT_PROMPT_LEVEL
+from vtb_agents.defaults import DEFAULT_HISTORY, DEFAULT_NATIVE_TOOL_IMAGES, DEFAULT_PROMPT_LEVEL
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
@@ -55,7 +55,7 @@ class EpisodeSettings:
     history: History = DEFAULT_HISTORY
     max_image_side: int = DEFAULT_MAX_IMAGE_SIDE
     code_timeout_s: float = DEFAULT_CODE_TIMEOUT_S
-    native_tool_images: bool = False
+    native_tool_images: bool = DEFAULT_NATIVE_TOOL_IMAGES
     task_timeout_s: float | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
 
