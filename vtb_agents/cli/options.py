@@ -108,8 +108,8 @@ class RunOptions:
 
 def _shared(
     tasks: str = typer.Option(defaults.SAMPLE, help="Task source: 'sample', a folder, parquet, 'hf:...'."),
-    model: str = typer.Option(defaults.REPLAY, help="'replay', a preset (`vtb models`), 'provider:model' (init_chat_model) "
-                                           "or 'agent:module:function'."),
+    model: str = typer.Option(defaults.REPLAY, help="'replay', a preset (`vtb models`), 'provider:model' "
+                                                    "(init_chat_model) or 'agent:module:function'."),
     judge: str = JUDGE,
     strategy: str = typer.Option(defaults.DEFAULT_STRATEGY, help="Turn policy: react, zoom, marks, plan, reflect (see "
                                                          "'vtb strategies'), or 'module:function' for your own."),

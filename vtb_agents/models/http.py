@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from vtb_agents.defaults import DEFAULT_REQUEST_TIMEOUT_S as DEFAULT_REQUEST_TIMEOUT_S  # re-exported (defined in vtb_agents.defaults)
+from vtb_agents.defaults import DEFAULT_REQUEST_TIMEOUT_S as DEFAULT_REQUEST_TIMEOUT_S  # re-exported
 
 _MIN_TIMEOUT_S = 0.01
 _TIMEOUT_KEYS = ("connect", "read", "write", "pool")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from vtb_agents.defaults import DEFAULT_STRATEGY as DEFAULT_STRATEGY  # re-exported (defined in vtb_agents.defaults)
+from vtb_agents.defaults import DEFAULT_STRATEGY as DEFAULT_STRATEGY  # re-exported
 from vtb_agents.strategies.agent import AGENT_PREFIX, agent_strategy, load_agent_factory
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.strategies.marks import marks

@@ -10,7 +10,7 @@ from langchain_core.tools import BaseTool
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tools.calculator import calculator
-from vtb_agents.tools.guard import guard_tool, guard_tools
+from vtb_agents.tools.guard import guard_tools
 from vtb_agents.tools.network import NETWORK_TOOL_NAMES, NetworkSettings, make_network_tools
 from vtb_agents.tools.python_tools import (
     CODE_TOOL_NAMES,
