@@ -6,7 +6,9 @@ this package's light modules (``images``, ``limits``) without importing LangChai
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,3 +31,16 @@ def __getattr__(name: str) -> Any:
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(import_module(f"{__name__}.{_HOMES[name]}"), name)
+
+
+class _ToolsPackage(ModuleType):
+    """This package, keeping ``calculator`` the tool: loading the submodule of that name binds the
+    module to the package's attribute, which the eager imports used to overwrite with the tool."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, ModuleType) and _HOMES.get(name) == name:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _ToolsPackage
