@@ -16,6 +16,7 @@ import typer
 
 from vtb_agents.cli.common import (check_choice, cli_app, configure_logging, err, fail, load_or_fail, out, print_error,
                                    unexpected_error_line)
+from vtb_agents.defaults import SAMPLE
 
 if TYPE_CHECKING:
     from vtb_agents.tasks.model import Task
@@ -45,7 +46,7 @@ def task_row(task: Task) -> dict[str, Any]:
 
 
 @tasks_app.command("list")
-def tasks_list(path: str = typer.Argument("sample", help="Task source (folder, parquet, 'sample', 'hf:...')."),
+def tasks_list(path: str = typer.Argument(SAMPLE, help="Task source (folder, parquet, 'sample', 'hf:...')."),
                as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
                status: Optional[str] = typer.Option(None, help="Only tasks whose review status is this: draft, "
                                                                "reviewed or accepted.")) -> None:
@@ -72,7 +73,7 @@ def tasks_list(path: str = typer.Argument("sample", help="Task source (folder, p
 
 @tasks_app.command("show")
 def tasks_show(task_id: str = typer.Argument(..., help="Task id."),
-               tasks: str = typer.Option("sample", "--tasks", help="Task source.")) -> None:
+               tasks: str = typer.Option(SAMPLE, "--tasks", help="Task source.")) -> None:
     """Print one task as JSON (rubrics in VTB format; images by file name)."""
     for task in load_or_fail(tasks):
         if task.id == task_id:
