@@ -8,25 +8,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NoReturn, Optional
+from typing import Any, Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from vtb_agents.rundir.errors import RunError
+from vtb_agents.cli.common import cli_app, err, fail, out
 
-analyze_app = typer.Typer(help="Analyse a finished run: failure taxonomy, judge-human alignment.",
-                          no_args_is_help=True)
-out = Console()
-err = Console(stderr=True)
-INPUT_ERRORS = (RunError, FileNotFoundError, ValueError)
-"""Bad input (labels, task sources, results files and specs raise ValueError subclasses)."""
+analyze_app = cli_app(help="Analyse a finished run: failure taxonomy, judge-human alignment.", no_args_is_help=True)
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
+def input_errors() -> tuple[type[Exception], ...]:
+    """Bad input: a bad run directory, a missing file; labels, task sources, results files and specs
+    raise ValueError subclasses."""
+    from vtb_agents.rundir.errors import RunError
+
+    return RunError, FileNotFoundError, ValueError
 
 
 def _pct(value: float | None) -> str:
@@ -40,12 +36,14 @@ def errors(run_dir: Path = typer.Argument(..., help="A run directory written by 
            max_concurrency: int = typer.Option(4, min=1, help="Classifier calls in parallel."),
            ) -> None:
     """Classify why each failed task failed; print counts and write RUN_DIR/failures.json."""
+    from rich.table import Table
+
     from vtb_agents.analysis.failures import CATEGORIES, ERROR, FAILURES_FILE, classify_failures
 
     try:
         report = classify_failures(run_dir, model, tasks=tasks, max_concurrency=max_concurrency)
-    except INPUT_ERRORS as exc:
-        _fail(str(exc))
+    except input_errors() as exc:
+        fail(str(exc))
     counts = report.counts()
     failed = len(report.failures)
     table = Table("failure category", "tasks", "share",
@@ -75,12 +73,14 @@ def alignment(run_dir: Path = typer.Argument(..., help="A run directory written 
               as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
               ) -> None:
     """Agreement of the run's verdicts with human labels: overall, by objectivity, Cohen's kappa."""
+    from rich.table import Table
+
     from vtb_agents.analysis.alignment import alignment_report
 
     try:
         report = alignment_report(run_dir, labels, tasks=tasks)
-    except INPUT_ERRORS as exc:
-        _fail(str(exc))
+    except input_errors() as exc:
+        fail(str(exc))
     if as_json:
         print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
         return

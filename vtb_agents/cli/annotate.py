@@ -7,9 +7,9 @@ from typing import Optional
 
 import typer
 
-from vtb_agents.cli.common import fail
+from vtb_agents.cli.common import cli_app, fail
 
-annotate_cli = typer.Typer(add_completion=False)
+annotate_cli = cli_app()
 
 
 @annotate_cli.command("annotate")

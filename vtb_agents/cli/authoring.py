@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 
-from vtb_agents.cli.common import err, fail, load_or_fail, out
+from vtb_agents.cli.common import cli_app, err, fail, load_or_fail, out
 
-authoring_cli = typer.Typer(add_completion=False)
+authoring_cli = cli_app()
 
 
 @authoring_cli.command("new")
@@ -54,6 +53,8 @@ def tasks_filter(more_runs: Optional[list[Path]] = typer.Argument(None, metavar=
                  as_json: bool = typer.Option(False, "--json", help="Print the outcome table as JSON lines."),
                  ) -> None:
     """The paper's difficulty filter: write the tasks failed by >= --min-fail runs as a new suite."""
+    from rich.table import Table
+
     from vtb_agents.analysis.difficulty import difficulty_filter, open_runs, shared_task_source
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.tasks.local import write_task_dir

@@ -1,23 +1,52 @@
-"""Console helpers shared by the ``vtb`` command modules: output, clear errors, loading tasks."""
+"""Console helpers shared by the ``vtb`` command modules: the app factory, output, clear errors,
+loading tasks.
+
+Kept light: ``vtb --help`` imports every command module, so rich's console, the task model and
+everything heavier are imported when a command first needs them.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.logging import RichHandler
-from rich.markup import escape
 
-from vtb_agents.tasks.errors import TaskLoadError
-from vtb_agents.tasks.model import Task
-from vtb_agents.tasks.sources import load_tasks
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from vtb_agents.tasks.model import Task
 
 Choice = TypeVar("Choice", bound=str)
 
-out = Console()
-err = Console(stderr=True)
+
+def cli_app(**settings: Any) -> typer.Typer:
+    """A ``typer.Typer`` for a ``vtb`` command group, with plain click help: typer's rich help
+    formatting would import rich's markdown and panels on every ``--help`` (about 70 ms)."""
+    return typer.Typer(rich_markup_mode=None, add_completion=False, **settings)
+
+
+class LazyConsole:
+    """A rich ``Console`` made on first use (importing ``rich.console`` is a fifth of ``vtb --help``)."""
+
+    def __init__(self, *, stderr: bool) -> None:
+        self._stderr = stderr
+
+    @functools.cached_property
+    def console(self) -> Console:
+        """The console itself (for rich objects that take one, e.g. ``Progress``)."""
+        from rich.console import Console
+
+        return Console(stderr=self._stderr)
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """``Console.print``."""
+        self.console.print(*objects, **options)
+
+
+out = LazyConsole(stderr=False)
+err = LazyConsole(stderr=True)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -28,6 +57,8 @@ def fail(message: str, code: int = 2) -> None:
 
 def print_error(message: str) -> None:
     """Print ``message`` as one ``error:`` line on stderr (its own leading ``error: `` dropped)."""
+    from rich.markup import escape
+
     message = message.removeprefix("error: ")  # a task error's own text starts with its severity
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True, markup=True)
 
@@ -42,6 +73,9 @@ def unexpected_error_line(exc: BaseException) -> str:
 
 def load_or_fail(spec: str) -> list[Task]:
     """The tasks of ``spec``, or exit with the first load error and a hint."""
+    from vtb_agents.tasks.errors import TaskLoadError
+    from vtb_agents.tasks.sources import load_tasks
+
     try:
         return load_tasks(spec)
     except (TaskLoadError, FileNotFoundError, ValueError) as exc:
@@ -54,7 +88,9 @@ def configure_logging(verbosity: int) -> None:
     clean-up), ``-vv`` also DEBUG. Without ``-v`` logging stays as Python leaves it (warnings only)."""
     if verbosity <= 0:
         return
-    handler = RichHandler(console=err, show_path=False, markup=False, rich_tracebacks=False)
+    from rich.logging import RichHandler
+
+    handler = RichHandler(console=err.console, show_path=False, markup=False, rich_tracebacks=False)
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(message)s", datefmt="[%X]", handlers=[handler],
                         force=True)
     logging.getLogger("vtb_agents").setLevel(logging.INFO if verbosity == 1 else logging.DEBUG)

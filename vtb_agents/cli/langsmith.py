@@ -8,29 +8,23 @@ and traces image-safe (:mod:`vtb_agents.tracing`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import typer
-from rich.console import Console
+
+from vtb_agents.cli.common import cli_app, fail, out
 
 if TYPE_CHECKING:  # kept out of `vtb --help`'s imports
     from vtb_agents.runner.config import RunConfig
     from vtb_agents.tasks.model import Task
 
-langsmith_app = typer.Typer(help="LangSmith: push tasks as a dataset (experiments: `vtb run --langsmith-experiment`).",
-                            no_args_is_help=True, add_completion=False)
-out = Console()
-err = Console(stderr=True)
+langsmith_app = cli_app(help="LangSmith: push tasks as a dataset (experiments: `vtb run --langsmith-experiment`).",
+                        no_args_is_help=True)
 
 
 @langsmith_app.callback()
 def _group() -> None:
     """LangSmith datasets of tasks (client configured by LANGSMITH_API_KEY / LANGSMITH_ENDPOINT)."""
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def _errors() -> tuple[type[BaseException], ...]:
@@ -55,7 +49,7 @@ def push_dataset_command(
     try:
         result = push_dataset(load_tasks(tasks), name, description=description)
     except _errors() as exc:
-        _fail(f"{type(exc).__name__}: {exc}")
+        fail(f"{type(exc).__name__}: {exc}")
     verb = "created" if result.created else "updated"
     out.print(f"{verb} dataset {result.name!r} ({result.dataset_id}): {len(result.added)} example(s) added, "
               f"{len(result.present)} already there", highlight=False, soft_wrap=True)
@@ -71,7 +65,7 @@ def run_langsmith_experiment(tasks: Sequence[Task], config: RunConfig, experimen
         results = evaluate_with_langsmith(list(tasks), config, experiment, dataset_name=dataset, work_dir=out_dir,
                                           max_concurrency=concurrency if concurrency > 1 else 0)
     except _errors() as exc:
-        _fail(f"{type(exc).__name__}: {exc}")
+        fail(f"{type(exc).__name__}: {exc}")
     summary = summarize_experiment(results)
 
     def pct(value: float | None) -> str:

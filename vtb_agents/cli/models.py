@@ -6,12 +6,10 @@ import json
 from typing import Any
 
 import typer
-from rich.table import Table
 
-from vtb_agents.cli.common import out
-from vtb_agents.models.presets import presets
+from vtb_agents.cli.common import cli_app, out
 
-models_cli = typer.Typer(add_completion=False)
+models_cli = cli_app()
 
 
 def price_text(prices: dict[str, float]) -> str:
@@ -26,6 +24,8 @@ def settings_text(settings: dict[str, Any]) -> str:
 
 def preset_row(name: str) -> dict[str, Any]:
     """The listing of one preset: name, spec, settings, vision, prices, note."""
+    from vtb_agents.models.presets import presets
+
     preset = presets()[name]
     return {"name": preset.name, "spec": preset.spec, "settings": preset.settings, "vision": preset.vision,
             "prices_per_mtok": preset.prices.known(), "note": preset.note}
@@ -34,6 +34,10 @@ def preset_row(name: str) -> dict[str, Any]:
 @models_cli.command("models")
 def models(as_json: bool = typer.Option(False, "--json", help="One JSON object per line.")) -> None:
     """List the model presets: `--model NAME` (or `--judge NAME`) runs a model with these settings."""
+    from rich.table import Table
+
+    from vtb_agents.models.presets import presets
+
     rows = [preset_row(name) for name in presets()]
     if as_json:
         for row in rows:

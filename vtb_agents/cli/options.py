@@ -3,7 +3,8 @@
 :func:`with_run_options` adds every shared option to a command (its ``--help`` lists them) and
 hands the command one :class:`RunOptions`; :meth:`RunOptions.config` turns them into a
 ``RunConfig`` through :func:`vtb_agents.runner.config.run_config`, the builder the Python API and
-Studio use too, so each default lives in one place (``runner/config.py`` and the constants it names).
+Studio use too. The options' defaults are the constants of :mod:`vtb_agents.defaults`, which
+``RunConfig`` names too (one definition each), so declaring them imports neither the runner nor LangChain.
 """
 
 from __future__ import annotations
@@ -13,22 +14,22 @@ import inspect
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
 
 import typer
 
+from vtb_agents import defaults
 from vtb_agents.cli.common import check_choice, fail, load_or_fail
-from vtb_agents.models.spec import REPLAY
-from vtb_agents.runner.config import DEFAULTS, RunConfig, RunOptionError, run_config
-from vtb_agents.strategies.agent import AGENT_PREFIX
-from vtb_agents.tasks.model import Task
 
-_EPISODE = DEFAULTS.episode
+if TYPE_CHECKING:  # loaded when a command runs, not by `vtb --help`
+    from vtb_agents.runner.config import RunConfig
+    from vtb_agents.tasks.model import Task
+
 F = TypeVar("F", bound=Callable[..., Any])
 
-JUDGE = typer.Option(DEFAULTS.judge, help="'rule' (deterministic checks only) or 'provider:model' (LLM judge).")
-CRITICAL = typer.Option(DEFAULTS.critical_rule, help="Critical rubrics by 'weight' (>= 4), 'flag' or 'either'.")
-REQUEST_TIMEOUT = typer.Option(DEFAULTS.request_timeout_s, min=0.001,
+JUDGE = typer.Option(defaults.DEFAULT_JUDGE, help="'rule' (deterministic checks only) or 'provider:model' (LLM judge).")
+CRITICAL = typer.Option(defaults.DEFAULT_CRITICAL_RULE, help="Critical rubrics by 'weight' (>= 4), 'flag' or 'either'.")
+REQUEST_TIMEOUT = typer.Option(defaults.DEFAULT_REQUEST_TIMEOUT_S, min=0.001,
                                help="Seconds a model or judge HTTP request may take (never past the task's "
                                     "--task-timeout).")
 RESUME = typer.Option(False, "--resume", help="Continue the run in --out, skipping finished tasks.")
@@ -77,6 +78,8 @@ class RunOptions:
     def config(self, **settings: Any) -> RunConfig:
         """The run's ``RunConfig`` (``settings``: what the command itself adds, e.g. ``prompt_level``);
         a bad value exits with an error naming its flag."""
+        from vtb_agents.runner.config import RunOptionError, run_config
+
         if self.retry_errors and not self.resume:
             fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
         try:
@@ -104,11 +107,11 @@ class RunOptions:
 
 
 def _shared(
-    tasks: str = typer.Option(DEFAULTS.tasks, help="Task source: 'sample', a folder, parquet, 'hf:...'."),
-    model: str = typer.Option(REPLAY, help="'replay', a preset (`vtb models`), 'provider:model' (init_chat_model) "
-                                           "or 'agent:module:function'."),
+    tasks: str = typer.Option(defaults.SAMPLE, help="Task source: 'sample', a folder, parquet, 'hf:...'."),
+    model: str = typer.Option(defaults.REPLAY, help="'replay', a preset (`vtb models`), 'provider:model' "
+                                                    "(init_chat_model) or 'agent:module:function'."),
     judge: str = JUDGE,
-    strategy: str = typer.Option(DEFAULTS.strategy, help="Turn policy: react, zoom, marks, plan, reflect (see "
+    strategy: str = typer.Option(defaults.DEFAULT_STRATEGY, help="Turn policy: react, zoom, marks, plan, reflect (see "
                                                          "'vtb strategies'), or 'module:function' for your own."),
     model_kwargs: Optional[str] = typer.Option(None, "--model-kwargs", help="JSON object of extra chat-model "
                                                "settings, e.g. '{\"reasoning_effort\": \"low\"}' or a base_url."),
@@ -119,18 +122,18 @@ def _shared(
     limit: Optional[int] = typer.Option(None, min=1, help="Run at most this many tasks."),
     category: list[str] = typer.Option([], help="Only these categories (repeatable)."),
     task_id: list[str] = typer.Option([], "--task-id", help="Only these task ids (repeatable)."),
-    max_tool_rounds: int = typer.Option(_EPISODE.max_tool_rounds, min=1, help="Tool rounds allowed per turn."),
-    history: str = typer.Option(_EPISODE.history, help="Earlier assistant turns: the 'golden' answers or the "
+    max_tool_rounds: int = typer.Option(defaults.DEFAULT_MAX_TOOL_ROUNDS, min=1, help="Tool rounds allowed per turn."),
+    history: str = typer.Option(defaults.DEFAULT_HISTORY, help="Earlier assistant turns: the 'golden' answers or the "
                                                        "'model''s own."),
     critical_rule: str = CRITICAL,
-    resumer: str = typer.Option(DEFAULTS.resumer, help="Who answers clarifying questions: scripted, simulated, "
+    resumer: str = typer.Option(defaults.DEFAULT_RESUMER, help="Who answers clarifying questions: scripted, simulated, "
                                                        "human."),
     user_model: Optional[str] = typer.Option(None, help="provider:model of the simulated user."),
-    native_tool_images: bool = typer.Option(_EPISODE.native_tool_images, help="Put new images inside tool "
+    native_tool_images: bool = typer.Option(defaults.DEFAULT_NATIVE_TOOL_IMAGES, help="Put new images inside tool "
                                             "results (Anthropic, Responses API)."),
-    max_image_side: int = typer.Option(_EPISODE.max_image_side, min=64, help="Images sent to the model are "
+    max_image_side: int = typer.Option(defaults.DEFAULT_MAX_IMAGE_SIDE, min=64, help="Images sent to the model are "
                                        "downscaled to this longer side."),
-    sandbox: str = typer.Option(DEFAULTS.sandbox, help="Where code runs: local or e2b."),
+    sandbox: str = typer.Option(defaults.DEFAULT_SANDBOX, help="Where code runs: local or e2b."),
     sandbox_strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run code without full "
                                         "isolation (bwrap)."),
     sandbox_network: bool = typer.Option(False, "--sandbox-network", help="Let the E2B sandbox reach the "
@@ -174,6 +177,8 @@ def with_run_options(command: F) -> F:
 
 def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
     """The ``--model-kwargs`` JSON object, or exit with a clear error (it needs a chat model)."""
+    from vtb_agents.strategies.agent import AGENT_PREFIX
+
     if text is None:
         return None
     try:
@@ -182,7 +187,7 @@ def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
         fail(f"--model-kwargs is not valid JSON: {exc.msg} (at character {exc.pos})")
     if not isinstance(value, dict):
         fail(f"--model-kwargs must be a JSON object, got {type(value).__name__}")
-    if model == REPLAY or model.startswith(AGENT_PREFIX):
+    if model == defaults.REPLAY or model.startswith(AGENT_PREFIX):
         fail(f"--model-kwargs needs a chat model (a preset or provider:model), not {model!r}")
     return value
 

@@ -9,16 +9,10 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
-report_cli = typer.Typer(help="Reports of runs.", no_args_is_help=True, add_completion=False)
-out = Console()
-err = Console(stderr=True)
+from vtb_agents.cli.common import cli_app, fail, out
 
-
-def _fail(message: str, code: int = 2) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True, markup=True)
-    raise typer.Exit(code)
+report_cli = cli_app(help="Reports of runs.", no_args_is_help=True)
 
 
 @report_cli.command("report")
@@ -32,7 +26,7 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
     try:
         path = write_report(run_dir, tasks=tasks, expand=expand)
     except ReportError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     out.print(f"report: {path}", highlight=False)
 
 
@@ -48,4 +42,4 @@ def compare(run_dirs: list[Path] = typer.Argument(..., help="Run directories to 
         if out_file is not None:
             out.print(f"comparison: {write_comparison(run_dirs, out_file)}", highlight=False)
     except ReportError as exc:
-        _fail(str(exc))
+        fail(str(exc))

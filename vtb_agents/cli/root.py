@@ -10,18 +10,19 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
-from rich.table import Table
 
-from vtb_agents.cli.common import (check_choice, configure_logging, err, fail, load_or_fail, out, print_error,
+from vtb_agents.cli.common import (check_choice, cli_app, configure_logging, err, fail, load_or_fail, out, print_error,
                                    unexpected_error_line)
-from vtb_agents.tasks.model import Task
-from vtb_agents.tasks.sources import iter_source
+from vtb_agents.defaults import SAMPLE
 
-app = typer.Typer(help="VisualToolBench on LangGraph.", no_args_is_help=True, add_completion=False)
-tasks_app = typer.Typer(help="Import, export, validate, inspect, author and filter tasks.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from vtb_agents.tasks.model import Task
+
+app = cli_app(help="VisualToolBench on LangGraph.", no_args_is_help=True)
+tasks_app = cli_app(help="Import, export, validate, inspect, author and filter tasks.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 DEBUG_ENV = "VTB_DEBUG"
 
@@ -45,11 +46,13 @@ def task_row(task: Task) -> dict[str, Any]:
 
 
 @tasks_app.command("list")
-def tasks_list(path: str = typer.Argument("sample", help="Task source (folder, parquet, 'sample', 'hf:...')."),
+def tasks_list(path: str = typer.Argument(SAMPLE, help="Task source (folder, parquet, 'sample', 'hf:...')."),
                as_json: bool = typer.Option(False, "--json", help="One JSON object per line."),
                status: Optional[str] = typer.Option(None, help="Only tasks whose review status is this: draft, "
                                                                "reviewed or accepted.")) -> None:
     """One row per task: id, category, domain, turns, images, rubrics (and review status, if any)."""
+    from rich.table import Table
+
     from vtb_agents.tasks.model import REVIEW_STATUSES
 
     if status is not None:
@@ -70,7 +73,7 @@ def tasks_list(path: str = typer.Argument("sample", help="Task source (folder, p
 
 @tasks_app.command("show")
 def tasks_show(task_id: str = typer.Argument(..., help="Task id."),
-               tasks: str = typer.Option("sample", "--tasks", help="Task source.")) -> None:
+               tasks: str = typer.Option(SAMPLE, "--tasks", help="Task source.")) -> None:
     """Print one task as JSON (rubrics in VTB format; images by file name)."""
     for task in load_or_fail(tasks):
         if task.id == task_id:
@@ -109,6 +112,7 @@ def tasks_import(src: str = typer.Argument(..., help="Parquet file/folder or 'hf
                  out_dir: Path = typer.Option(..., "--out", help="Folder to write task folders into.")) -> None:
     """Convert VTB parquet or a local HF dataset into task folders."""
     from vtb_agents.tasks.convert import import_tasks
+    from vtb_agents.tasks.sources import iter_source
 
     try:
         report = import_tasks(iter_source(src), out_dir)

@@ -11,28 +11,31 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, get_args
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, get_args
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
-from vtb_agents.cli.common import check_choice, choice, err, fail, load_or_fail, out
+from vtb_agents.cli.common import check_choice, choice, cli_app, err, fail, load_or_fail, out
 from vtb_agents.cli.options import CRITICAL, JUDGE, REQUEST_TIMEOUT, RunOptions, with_run_options
-from vtb_agents.judges.grade import CriticalRule
-from vtb_agents.results import TaskResult
-from vtb_agents.runner.config import DEFAULTS
-from vtb_agents.tasks.errors import TaskLoadError
+from vtb_agents.defaults import DEFAULT_PROMPT_LEVEL
 
-run_cli = typer.Typer(add_completion=False)
+if TYPE_CHECKING:  # the runner, the judges and the results model load when a command runs
+    from rich.table import Table
+
+    from vtb_agents.results import TaskResult
+
+run_cli = cli_app()
 
 
 @contextmanager
 def progress_bar(total: int) -> Iterator[tuple[Callable[[TaskResult, int, int], None], threading.Event]]:
     """A progress callback and a stop event set by Ctrl-C (a second Ctrl-C aborts)."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn(), TextColumn("{task.fields[status]}"))
-    with Progress(*columns, console=err, transient=not sys.stderr.isatty()) as bar:
+    with Progress(*columns, console=err.console, transient=not sys.stderr.isatty()) as bar:
         job = bar.add_task("tasks", total=total, status="")
         counts = {"passed": 0, "graded": 0}
         stop = threading.Event()
@@ -57,6 +60,8 @@ def progress_bar(total: int) -> Iterator[tuple[Callable[[TaskResult, int, int], 
 
 def summary_table(summary: dict[str, Any]) -> Table:
     """APR and ARS overall and per category, domain and turn case."""
+    from rich.table import Table
+
     def pct(value: float | None) -> str:
         return "-" if value is None else f"{100 * value:.1f}%"
 
@@ -78,7 +83,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
 @with_run_options
 def run(options: RunOptions,
         out_dir: Path = typer.Option(Path("runs/latest"), "--out", help="Run directory."),
-        prompt_level: str = typer.Option(DEFAULTS.episode.prompt_level, help="System prompt strength: low, mid, high."),
+        prompt_level: str = typer.Option(DEFAULT_PROMPT_LEVEL, help="System prompt strength: low, mid, high."),
         tools: bool = typer.Option(True, "--tools/--no-tools", help="Give the model tools (--no-tools: none at all)."),
         vision_tool: bool = typer.Option(True, "--vision-tool/--no-vision-tool",
                                          help="Offer python_image_processing (--no-vision-tool: ablation without it)."),
@@ -90,7 +95,8 @@ def run(options: RunOptions,
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
-    from vtb_agents.runner.run import RunError, run_suite
+    from vtb_agents.rundir.errors import RunError
+    from vtb_agents.runner.run import run_suite
 
     config = options.config(prompt_level=prompt_level, no_tools=not tools, no_vision_tool=not vision_tool)
     selected = options.selected_tasks()
@@ -180,8 +186,10 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
           request_timeout: float = REQUEST_TIMEOUT,
           ) -> None:
     """Regrade a finished run without calling the agent model again (cached verdicts are re-used)."""
+    from vtb_agents.judges.grade import CriticalRule
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.regrade import regrade_run
+    from vtb_agents.tasks.errors import TaskLoadError
 
     rule = choice("--critical-rule", critical_rule, get_args(CriticalRule))
     task_list = load_or_fail(tasks) if tasks else None
@@ -201,6 +209,8 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
 @run_cli.command("strategies")
 def strategies() -> None:
     """List the built-in strategies (turn policies) for --strategy, one line each."""
+    from rich.table import Table
+
     from vtb_agents.strategies import BUILTIN
 
     table = Table("strategy", "what it does", "after", title="strategies (--strategy NAME, or module:function)")

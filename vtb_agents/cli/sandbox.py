@@ -9,14 +9,10 @@ from typing import Optional
 
 import typer
 
-from vtb_agents.artifacts import ArtifactStore, to_png
-from vtb_agents.cli.common import check_choice, fail, out
-from vtb_agents.sandbox import SANDBOX_KINDS, SandboxError, open_sandbox
-from vtb_agents.sandbox.base import DEFAULT_TIMEOUT_S, sandbox_settings
-from vtb_agents.tools.images import collect_images, with_refusals
-from vtb_agents.tools.python_tools import MAX_CODE_CHARS
+from vtb_agents.cli.common import check_choice, cli_app, fail, out
+from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S, DEFAULT_SANDBOX
 
-sandbox_app = typer.Typer(help="Run code in the sandbox the model's tools use.", no_args_is_help=True)
+sandbox_app = cli_app(help="Run code in the sandbox the model's tools use.", no_args_is_help=True)
 
 
 @sandbox_app.command("exec")
@@ -25,13 +21,21 @@ def sandbox_exec(code_file: Path = typer.Option(..., "--code-file", help="Python
                                                   help="Images, placed as image_0.png, image_1.png, ..."),
                  workdir: Optional[Path] = typer.Option(None,
                                                         help="Working directory to use and keep (default: temporary)."),
-                 timeout: float = typer.Option(DEFAULT_TIMEOUT_S, min=0.001,
+                 timeout: float = typer.Option(DEFAULT_CODE_TIMEOUT_S, min=0.001,
                                                help="Seconds before the call is stopped."),
                  as_json: bool = typer.Option(False, "--json", help="Print the ExecResult as one JSON object."),
-                 sandbox: str = typer.Option("local", help=" or ".join(SANDBOX_KINDS) + "."),
+                 sandbox: str = typer.Option(DEFAULT_SANDBOX, help="Where code runs: local or e2b."),
                  strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run without full isolation."),
                  ) -> None:
     """Run CODE_FILE in a fresh sandbox with the given images; print what the tool would report."""
+    # the sandbox and PIL load only here (`vtb --help` mounts this command); the tools' helpers come
+    # from their light modules, so running code imports no LangChain
+    from vtb_agents.artifacts import ArtifactStore, to_png
+    from vtb_agents.sandbox import SANDBOX_KINDS, SandboxError, open_sandbox
+    from vtb_agents.sandbox.base import sandbox_settings
+    from vtb_agents.tools.images import collect_images, with_refusals
+    from vtb_agents.tools.limits import MAX_CODE_CHARS
+
     check_choice("--sandbox", sandbox, SANDBOX_KINDS)
     try:
         code = code_file.read_text(encoding="utf-8")

@@ -23,6 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Durability
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
+from vtb_agents.defaults import DEFAULT_HISTORY, DEFAULT_NATIVE_TOOL_IMAGES, DEFAULT_PROMPT_LEVEL
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
@@ -50,11 +51,11 @@ class EpisodeSettings:
     """Knobs of one episode (recorded in the run so that results say how they were made)."""
 
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
-    prompt_level: PromptLevel = "high"
-    history: History = "golden"
+    prompt_level: PromptLevel = DEFAULT_PROMPT_LEVEL
+    history: History = DEFAULT_HISTORY
     max_image_side: int = DEFAULT_MAX_IMAGE_SIDE
     code_timeout_s: float = DEFAULT_CODE_TIMEOUT_S
-    native_tool_images: bool = False
+    native_tool_images: bool = DEFAULT_NATIVE_TOOL_IMAGES
     task_timeout_s: float | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
 

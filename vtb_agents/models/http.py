@@ -24,7 +24,8 @@ from typing import Any
 
 import httpx
 
-DEFAULT_REQUEST_TIMEOUT_S = 120.0
+from vtb_agents.defaults import DEFAULT_REQUEST_TIMEOUT_S as DEFAULT_REQUEST_TIMEOUT_S  # re-exported
+
 _MIN_TIMEOUT_S = 0.01
 _TIMEOUT_KEYS = ("connect", "read", "write", "pool")
 _TIMEOUT_PROVIDERS = frozenset({"openai", "azure_openai", "anthropic"})

@@ -10,12 +10,12 @@ from typing import Any, Callable
 from langchain_core.language_models import BaseChatModel
 from langchain_core.rate_limiters import InMemoryRateLimiter
 
+from vtb_agents.defaults import REPLAY
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S, client_options
 from vtb_agents.models.presets import find_preset
 from vtb_agents.models.replay import ReplayChatModel
 from vtb_agents.tasks.model import Task
 
-REPLAY = "replay"
 _REASONING = re.compile(r"^(o\d|gpt-5)", re.IGNORECASE)
 """OpenAI reasoning models accept only the default temperature (1), as the paper notes."""
 

@@ -14,14 +14,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, get_args
 
+from vtb_agents.defaults import (DEFAULT_CRITICAL_RULE, DEFAULT_JUDGE, DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_RESUMER,
+                                 DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE)
 from vtb_agents.episodes.driver import EpisodeSettings, History
 from vtb_agents.graphs.prompts import PromptLevel
 from vtb_agents.judges.grade import CriticalRule
-from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
-from vtb_agents.models.spec import REPLAY
-from vtb_agents.strategies import DEFAULT_STRATEGY
 from vtb_agents.strategies.agent import AGENT_PREFIX
-from vtb_agents.tasks.sources import SAMPLE
 
 ToolsMode = Literal["live", "record", "replay"]
 ResumerKind = Literal["scripted", "simulated", "human"]
@@ -45,15 +43,15 @@ class RunConfig:
 
     model: str = REPLAY
     strategy: str = DEFAULT_STRATEGY
-    judge: str = "rule"
+    judge: str = DEFAULT_JUDGE
     tasks: str = SAMPLE
-    sandbox: SandboxKind = "local"
+    sandbox: SandboxKind = DEFAULT_SANDBOX
     sandbox_strict: bool = False
     sandbox_network: bool = False
-    critical_rule: CriticalRule = "weight"
+    critical_rule: CriticalRule = DEFAULT_CRITICAL_RULE
     no_tools: bool = False
     no_vision_tool: bool = False
-    resumer: ResumerKind = "scripted"
+    resumer: ResumerKind = DEFAULT_RESUMER
     user_model: str | None = None
     tools_mode: ToolsMode | None = None
     tools_cache: str | None = None

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-DEFAULT_TIMEOUT_S = 60.0
-"""How long one code call may run by default (the code tools' and the sandboxes' one default)."""
+from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S as DEFAULT_TIMEOUT_S  # how long one code call may run
+
 OUTPUT_CAP_CHARS = 20_000
 """stdout and stderr are each cut to this many characters (a note says how much was cut)."""
 STATE_RESET = "the Python state was reset (variables and imports lost)"

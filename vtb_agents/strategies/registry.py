@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
+from vtb_agents.defaults import DEFAULT_STRATEGY as DEFAULT_STRATEGY  # re-exported
 from vtb_agents.strategies.agent import AGENT_PREFIX, agent_strategy, load_agent_factory
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.strategies.marks import marks
@@ -15,7 +16,6 @@ from vtb_agents.strategies.reflect import reflect
 from vtb_agents.strategies.zoom import zoom
 
 BUILTIN: dict[str, Strategy] = {s.name: s for s in (react, zoom, marks, plan, reflect)}
-DEFAULT_STRATEGY = "react"
 
 
 def load_strategy(spec: str) -> Strategy:

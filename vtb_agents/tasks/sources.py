@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
+from vtb_agents.defaults import SAMPLE
 from vtb_agents.tasks.errors import TaskLoadError
 from vtb_agents.tasks.local import load_task_dir, task_dirs
 from vtb_agents.tasks.model import Task
 
-SAMPLE = "sample"
 SAMPLE_DIR = Path(__file__).parent / "sample"
 SAMPLE_CASSETTE = SAMPLE_DIR / "tools_cassette.jsonl"
 """Authored record/replay cassette of the network tools for the sample suite (``--tools-mode replay``)."""

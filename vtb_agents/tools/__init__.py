@@ -1,57 +1,46 @@
-"""The six LangChain tools of VisualToolBench and the sandbox the code tools run in."""
+"""The six LangChain tools of VisualToolBench and the sandbox the code tools run in.
+
+The names below are imported on first use (PEP 562): ``vtb sandbox exec`` and ``vtb --help`` use
+this package's light modules (``images``, ``limits``) without importing LangChain.
+"""
 
 from __future__ import annotations
 
-from typing import Sequence
+import sys
+from importlib import import_module
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.tools import BaseTool
-
-from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.sandbox.base import Sandbox
-from vtb_agents.tools.calculator import calculator
-from vtb_agents.tools.guard import guard_tool, guard_tools
-from vtb_agents.tools.network import NETWORK_TOOL_NAMES, NetworkSettings, make_network_tools
-from vtb_agents.tools.python_tools import (
-    CODE_TOOL_NAMES,
-    DEFAULT_CODE_TIMEOUT_S,
-    VISION_TOOL_NAME,
-    bind_code_tools,
-    python_image_processing,
-    python_interpreter,
-)
-
-VISION_TOOLS = (VISION_TOOL_NAME,)
-TOOL_NAMES = (*CODE_TOOL_NAMES, "calculator", *NETWORK_TOOL_NAMES)
-
-
-def select_tools(*, no_tools: bool = False, no_vision_tool: bool = False,
-                 network: NetworkSettings | None = None) -> list[BaseTool]:
-    """The tools of a run under the paper's ablations (``no_tools``, ``no_vision_tool``).
-
-    ``network`` configures web_search, browser_get_page_text and historical_weather (backend,
-    record/replay cassette); by default they call the live services. The code tools in this list
-    are unbound: :func:`bind_episode_tools` binds them to an episode's sandbox. Every tool is
-    guarded (:mod:`vtb_agents.tools.guard`): its exceptions reach the model as error tool messages.
-    """
-    if no_tools:
-        return []
-    tools = [python_image_processing, python_interpreter, calculator, *make_network_tools(network)]
-    return guard_tools([t for t in tools if not (no_vision_tool and t.name in VISION_TOOLS)])
-
-
-def bind_episode_tools(tools: Sequence[BaseTool], sandbox: Sandbox, artifacts: ArtifactStore,
-                       timeout_s: float = DEFAULT_CODE_TIMEOUT_S) -> list[BaseTool]:
-    """``tools`` with every code tool replaced by one bound to ``sandbox`` (order kept), all guarded.
-
-    Example:
-        >>> from vtb_agents.sandbox import open_sandbox
-        >>> with open_sandbox("local") as sandbox:  # doctest: +SKIP
-        ...     tools = bind_episode_tools(select_tools(), sandbox, ArtifactStore(Path("artifacts")))
-    """
-    names = tuple(t.name for t in tools if t.name in CODE_TOOL_NAMES)
-    bound = {t.name: t for t in bind_code_tools(sandbox, artifacts, timeout_s, names)}
-    return guard_tools([bound.get(t.name, t) for t in tools])
-
+if TYPE_CHECKING:
+    from vtb_agents.tools.calculator import calculator
+    from vtb_agents.tools.guard import guard_tool, guard_tools
+    from vtb_agents.tools.python_tools import bind_code_tools, python_image_processing, python_interpreter
+    from vtb_agents.tools.toolset import TOOL_NAMES, VISION_TOOLS, bind_episode_tools, select_tools
 
 __all__ = ["TOOL_NAMES", "VISION_TOOLS", "bind_code_tools", "bind_episode_tools", "calculator", "guard_tool",
            "guard_tools", "python_image_processing", "python_interpreter", "select_tools"]
+
+_HOMES = {"TOOL_NAMES": "toolset", "VISION_TOOLS": "toolset", "bind_episode_tools": "toolset",
+          "select_tools": "toolset", "bind_code_tools": "python_tools", "python_image_processing": "python_tools",
+          "python_interpreter": "python_tools", "calculator": "calculator", "guard_tool": "guard",
+          "guard_tools": "guard"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import ``name`` from its module when it is first asked for."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_HOMES[name]}"), name)
+
+
+class _ToolsPackage(ModuleType):
+    """This package, keeping ``calculator`` the tool: loading the submodule of that name binds the
+    module to the package's attribute, which the eager imports used to overwrite with the tool."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, ModuleType) and _HOMES.get(name) == name:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _ToolsPackage

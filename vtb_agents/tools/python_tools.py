@@ -17,9 +17,8 @@ from pydantic import BaseModel, Field
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.sandbox.base import DEFAULT_TIMEOUT_S, ExecResult, Sandbox
 from vtb_agents.tools.images import collect_images, with_refusals
+from vtb_agents.tools.limits import MAX_CODE_CHARS
 
-MAX_CODE_CHARS = 5_000
-"""Longest code a call may carry (VTB's limit for the vision tool)."""
 DEFAULT_CODE_TIMEOUT_S = DEFAULT_TIMEOUT_S
 """Seconds one code call may run before the sandbox stops it (the sandbox's own default)."""
 VISION_TOOL_NAME = "python_image_processing"

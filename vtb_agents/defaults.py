@@ -1,0 +1,28 @@
+"""Every default setting of a run, as plain constants (standard library only).
+
+Their one definition: ``RunConfig`` and ``EpisodeSettings`` (:mod:`vtb_agents.runner.config`), the
+strategies, models, tasks and sandbox modules name them from here, and so do the ``vtb`` options,
+which is what lets ``vtb --help`` show them without importing the runner, LangChain or LangGraph.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+REPLAY: Final = "replay"
+"""The model spec of the scripted agent that replays each task's golden tool calls."""
+SAMPLE: Final = "sample"
+"""The task source of the bundled sample suite."""
+DEFAULT_STRATEGY: Final = "react"
+DEFAULT_JUDGE: Final = "rule"
+DEFAULT_CRITICAL_RULE: Final = "weight"
+DEFAULT_RESUMER: Final = "scripted"
+DEFAULT_SANDBOX: Final = "local"
+DEFAULT_REQUEST_TIMEOUT_S: Final = 120.0
+DEFAULT_MAX_TOOL_ROUNDS: Final = 20
+DEFAULT_MAX_IMAGE_SIDE: Final = 2048
+DEFAULT_PROMPT_LEVEL: Final = "high"
+DEFAULT_HISTORY: Final = "golden"
+DEFAULT_NATIVE_TOOL_IMAGES: Final = False
+DEFAULT_CODE_TIMEOUT_S: Final = 60.0
+"""How long one code call may run by default (the code tools' and the sandboxes' one default)."""

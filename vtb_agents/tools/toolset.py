@@ -1,0 +1,55 @@
+"""The tool set of a run: which tools it offers (the paper's ablations), and its code tools bound to an
+episode's sandbox."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from langchain_core.tools import BaseTool
+
+from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.sandbox.base import Sandbox
+from vtb_agents.tools.calculator import calculator
+from vtb_agents.tools.guard import guard_tools
+from vtb_agents.tools.network import NETWORK_TOOL_NAMES, NetworkSettings, make_network_tools
+from vtb_agents.tools.python_tools import (
+    CODE_TOOL_NAMES,
+    DEFAULT_CODE_TIMEOUT_S,
+    VISION_TOOL_NAME,
+    bind_code_tools,
+    python_image_processing,
+    python_interpreter,
+)
+
+VISION_TOOLS = (VISION_TOOL_NAME,)
+TOOL_NAMES = (*CODE_TOOL_NAMES, "calculator", *NETWORK_TOOL_NAMES)
+
+
+def select_tools(*, no_tools: bool = False, no_vision_tool: bool = False,
+                 network: NetworkSettings | None = None) -> list[BaseTool]:
+    """The tools of a run under the paper's ablations (``no_tools``, ``no_vision_tool``).
+
+    ``network`` configures web_search, browser_get_page_text and historical_weather (backend,
+    record/replay cassette); by default they call the live services. The code tools in this list
+    are unbound: :func:`bind_episode_tools` binds them to an episode's sandbox. Every tool is
+    guarded (:mod:`vtb_agents.tools.guard`): its exceptions reach the model as error tool messages.
+    """
+    if no_tools:
+        return []
+    tools = [python_image_processing, python_interpreter, calculator, *make_network_tools(network)]
+    return guard_tools([t for t in tools if not (no_vision_tool and t.name in VISION_TOOLS)])
+
+
+def bind_episode_tools(tools: Sequence[BaseTool], sandbox: Sandbox, artifacts: ArtifactStore,
+                       timeout_s: float = DEFAULT_CODE_TIMEOUT_S) -> list[BaseTool]:
+    """``tools`` with every code tool replaced by one bound to ``sandbox`` (order kept), all guarded.
+
+    Example:
+        >>> from vtb_agents.sandbox import open_sandbox
+        >>> with open_sandbox("local") as sandbox:  # doctest: +SKIP
+        ...     tools = bind_episode_tools(select_tools(), sandbox, ArtifactStore(Path("artifacts")))
+    """
+    names = tuple(t.name for t in tools if t.name in CODE_TOOL_NAMES)
+    bound = {t.name: t for t in bind_code_tools(sandbox, artifacts, timeout_s, names)}
+    return guard_tools([bound.get(t.name, t) for t in tools])
+
