@@ -144,3 +144,18 @@ def test_run_options_default_to_the_run_config() -> None:
                 "native_tool_images": episode.native_tool_images, "max_image_side": episode.max_image_side,
                 "prompt_level": episode.prompt_level}
     assert {name: defaults[name] for name in expected} == expected
+
+
+def test_the_command_collects_garbage_less_often_and_not_at_exit(tmp_path: Path) -> None:
+    """The entry point sets the collector's thresholds for a command and freezes the heap on the
+    way out (vtb_agents/cli/collector.py); importing the CLI as a library changes neither."""
+    from vtb_agents.cli.collector import THRESHOLDS
+
+    probe = ("import gc, json, sys\nsys.argv = ['vtb', '--help']\nimport vtb_agents.cli\n"
+             "library = list(gc.get_threshold())\nfrom vtb_agents.cli import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print(json.dumps([library, list(gc.get_threshold()), gc.get_freeze_count()]))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    library, command, frozen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert library == [700, 10, 10] and command == list(THRESHOLDS) and frozen > 10_000

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from conftest import write_task
+from PIL import Image
 from typer.testing import CliRunner
 
 from vtb_agents.cli import app
@@ -135,3 +136,26 @@ def test_cli_run_and_task_listing(task_root, tmp_path):
     assert bad.exit_code == 2 and "judge spec 'nope'" in bad.output
     missing = runner.invoke(app, ["run", "--tasks", str(task_root), "--task-id", "zzz", "--out", str(tmp_path / "y")])
     assert missing.exit_code == 2 and "no task(s) zzz" in missing.output
+
+
+def test_report_images_are_made_during_the_run_and_never_in_a_refused_directory(three_tasks, tmp_path):
+    """`vtb run` makes the report's images from its first result on; a run refused by another
+    run's directory writes nothing there (the head start begins only once the run owns it)."""
+    three_tasks = tmp_path / "tasks"  # the fixture's folder
+    runner = CliRunner()
+    out = tmp_path / "run"
+    first = runner.invoke(app, ["run", "--tasks", str(three_tasks), "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    files = sorted(p.relative_to(out) for p in (out / "report_files").rglob("*"))
+    page = (out / "report.html").read_text()
+    assert files and all(str(f.name) in page for f in files if f.is_file())
+    def contents() -> dict:  # every file but the lock, which the refused run takes to read the directory
+        return {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.name != "run.lock"}
+
+    other = tmp_path / "other"  # another suite, with an image the first run's report does not have
+    write_task(other, "d")
+    Image.new("RGB", (64, 48), "blue").save(other / "d" / "image_0.png")
+    before = contents()
+    refused = runner.invoke(app, ["run", "--tasks", str(other), "--out", str(out)])
+    assert refused.exit_code == 2 and "already holds a run" in refused.output
+    assert contents() == before

@@ -177,7 +177,6 @@ def with_run_options(command: F) -> F:
 
 def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
     """The ``--model-kwargs`` JSON object, or exit with a clear error (it needs a chat model)."""
-    from vtb_agents.strategies.agent import AGENT_PREFIX
 
     if text is None:
         return None
@@ -187,7 +186,7 @@ def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
         fail(f"--model-kwargs is not valid JSON: {exc.msg} (at character {exc.pos})")
     if not isinstance(value, dict):
         fail(f"--model-kwargs must be a JSON object, got {type(value).__name__}")
-    if model == defaults.REPLAY or model.startswith(AGENT_PREFIX):
+    if model == defaults.REPLAY or model.startswith(defaults.AGENT_PREFIX):
         fail(f"--model-kwargs needs a chat model (a preset or provider:model), not {model!r}")
     return value
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from vtb_agents.cli.collector import skip_collection_at_exit, tune_for_command
 from vtb_agents.cli.common import (check_choice, cli_app, configure_logging, err, fail, load_or_fail, out, print_error,
                                    unexpected_error_line)
 from vtb_agents.defaults import SAMPLE
@@ -160,7 +161,9 @@ _mount_subcommands()
 
 def main() -> None:
     """Entry point of ``vtb``: file system errors and too-deep input end as one line, not a
-    traceback (``--debug`` or ``VTB_DEBUG=1`` shows it)."""
+    traceback (``--debug`` or ``VTB_DEBUG=1`` shows it). The garbage collector runs as suits a
+    command (:mod:`vtb_agents.cli.collector`)."""
+    tune_for_command()
     try:
         app()
     except Exception as exc:
@@ -170,6 +173,8 @@ def main() -> None:
             raise
         print_error(f"{unexpected_error_line(exc)} (--debug shows the traceback)")
         sys.exit(2)
+    finally:
+        skip_collection_at_exit()
 
 
 if __name__ == "__main__":

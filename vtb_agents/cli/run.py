@@ -9,9 +9,9 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, get_args
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, get_args
 
 import typer
 
@@ -23,12 +23,14 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
     from rich.table import Table
 
     from vtb_agents.results import TaskResult
+    from vtb_agents.tasks.model import Task
 
+ProgressFn = Callable[["TaskResult", int, int], None]
 run_cli = cli_app()
 
 
 @contextmanager
-def progress_bar(total: int) -> Iterator[tuple[Callable[[TaskResult, int, int], None], threading.Event]]:
+def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
     """A progress callback and a stop event set by Ctrl-C (a second Ctrl-C aborts)."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
@@ -56,6 +58,25 @@ def progress_bar(total: int) -> Iterator[tuple[Callable[[TaskResult, int, int], 
             yield on_result, stop
         finally:
             signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def with_report_images(out_dir: Path, tasks: Sequence[Task], progress: ProgressFn) -> Iterator[ProgressFn]:
+    """``progress``, which also makes the report's images in the background from the first result on
+    (:class:`~vtb_agents.report.ReportPreparer`), so that ``report.html`` is quick once the run ends.
+    It starts only then: by its first result the run directory is checked and locked as this run's."""
+    from vtb_agents.report import ReportPreparer
+
+    with ExitStack() as stack:
+        preparers: list[ReportPreparer] = []
+
+        def on_result(result: TaskResult, done: int, total: int) -> None:
+            progress(result, done, total)
+            if not preparers:
+                preparers.append(stack.enter_context(ReportPreparer(out_dir, tasks)))
+            preparers[0].add(result)
+
+        yield on_result
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -106,9 +127,9 @@ def run(options: RunOptions,
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
-    with progress_bar(len(selected)) as (on_result, stop):
+    with progress_bar(len(selected)) as (on_result, stop), with_report_images(out_dir, selected, on_result) as progress:
         try:
-            summary = run_suite(selected, config, out_dir, resume=options.resume, progress=on_result,
+            summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
                                 judge_cache=judge_cache, executor=options.make_executor(), stop=stop,
                                 retry_errors=options.retry_errors)
         except (RunError, ValueError) as exc:

@@ -14,12 +14,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, get_args
 
-from vtb_agents.defaults import (DEFAULT_CRITICAL_RULE, DEFAULT_JUDGE, DEFAULT_REQUEST_TIMEOUT_S, DEFAULT_RESUMER,
-                                 DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE)
+from vtb_agents.defaults import (AGENT_PREFIX, DEFAULT_CRITICAL_RULE, DEFAULT_JUDGE, DEFAULT_REQUEST_TIMEOUT_S,
+                                 DEFAULT_RESUMER, DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE)
 from vtb_agents.episodes.driver import EpisodeSettings, History
 from vtb_agents.graphs.prompts import PromptLevel
 from vtb_agents.judges.grade import CriticalRule
-from vtb_agents.strategies.agent import AGENT_PREFIX
 
 ToolsMode = Literal["live", "record", "replay"]
 ResumerKind = Literal["scripted", "simulated", "human"]

@@ -21,6 +21,7 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
+from vtb_agents.defaults import AGENT_PREFIX
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.resumers import Resumer, load_resumer
@@ -31,7 +32,6 @@ from vtb_agents.runner.config import RunConfig
 from vtb_agents.sandbox import open_sandbox, probe_in_background
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy
-from vtb_agents.strategies.agent import AGENT_PREFIX
 from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
 from vtb_agents.tools import select_tools
 from vtb_agents.tools.network import NetworkSettings

@@ -37,11 +37,11 @@ from langgraph.graph import START
 from langgraph.runtime import Runtime
 
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.defaults import AGENT_PREFIX as AGENT_PREFIX  # re-exported
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.observe import materialize_messages, show_tool_images
 from vtb_agents.strategies.react import turn_graph_builder
 
-AGENT_PREFIX = "agent:"
 AgentFactory = Callable[..., Runnable]
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
+from vtb_agents.defaults import AGENT_PREFIX
 from vtb_agents.defaults import DEFAULT_STRATEGY as DEFAULT_STRATEGY  # re-exported
-from vtb_agents.strategies.agent import AGENT_PREFIX, agent_strategy, load_agent_factory
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.strategies.marks import marks
 from vtb_agents.strategies.plan import plan
@@ -29,6 +29,8 @@ def load_strategy(spec: str) -> Strategy:
     if spec in BUILTIN:
         return BUILTIN[spec]
     if spec.startswith(AGENT_PREFIX):
+        from vtb_agents.strategies.agent import agent_strategy, load_agent_factory  # langchain.agents: only here
+
         return agent_strategy(load_agent_factory(spec), spec)
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
