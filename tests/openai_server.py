@@ -55,6 +55,7 @@ class OpenAIServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as api.openai.com
+            disable_nagle_algorithm = True  # TCP_NODELAY, as real servers: no 40 ms wait between header and body
 
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
