@@ -127,6 +127,8 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
     if config.model.startswith(AGENT_PREFIX) and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
                          f"it cannot be combined with --strategy {config.strategy}")
+    if config.sandbox == "local":  # probed while the model's libraries load: first tasks need not wait
+        probe_in_background()
     strategy = strategy or load_strategy(config.strategy_spec)
     models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s,
                             extra=config.model_kwargs) if strategy.needs_model else None)
@@ -139,8 +141,6 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
 
     @contextmanager
     def opened() -> Iterator[RunResources]:
-        if config.sandbox == "local":
-            probe_in_background()  # the first sandboxes then need not wait for the isolation probe
         with ExitStack() as stack:
             yield RunResources(
                 judge=stack.enter_context(open_judge(judge, judge_cache)), strategy=strategy, tools=tools,
