@@ -199,16 +199,20 @@ FLOOR_IMPORTS = "import langgraph.graph, langchain_openai"
 the interpreter's teardown after it is left out with ``os._exit``)."""
 
 
-def startup_times(repeat: int) -> tuple[float, float, float]:
-    """Median times of ``vtb --help``, of ``python -c "import typer, rich"`` and of importing
-    :data:`FLOOR_IMPORTS`, interleaved."""
+def startup_times(repeat: int, baseline: str | None) -> tuple[float, float, float, float | None]:
+    """Median times of ``vtb --help``, of ``python -c "import typer, rich"``, of importing
+    :data:`FLOOR_IMPORTS` and of the ``baseline`` checkout's ``vtb --help``, interleaved."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    helps, bases, floors = [], [], []
+    helps, bases, floors, befores = [], [], [], []
     for _ in range(repeat):
         helps.append(command_time([sys.executable, "-m", "vtb_agents", "--help"], env))
         bases.append(command_time([sys.executable, "-c", "import typer, rich"], env))
         floors.append(command_time([sys.executable, "-c", f"{FLOOR_IMPORTS}; import os; os._exit(0)"], env))
-    return statistics.median(helps), statistics.median(bases), statistics.median(floors)
+        if baseline:
+            befores.append(command_time([sys.executable, "-m", "vtb_agents", "--help"],
+                                        {**env, "PYTHONPATH": baseline}))
+    return (statistics.median(helps), statistics.median(bases), statistics.median(floors),
+            statistics.median(befores) if befores else None)
 
 
 # ---------------------------------------------------------------- main
@@ -265,9 +269,9 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 runs += 1
                 zero_base.append(retried(lambda k, runs=runs, rep=rep: run_vtb(
                     suite, root / f"run-{runs}-{k}", url, f"zbase-{rep}-{k}", 1, log, Path(args.baseline))))
-    help_s, base_s, floor_s = startup_times(max(5, args.repeat * 2))
+    help_s, base_s, floor_s, before_s = startup_times(max(5, args.repeat * 2), args.baseline)
     return {"results": results, "zero_vtb": zero_vtb, "zero_loop": zero_loop, "zero_base": zero_base,
-            "help": help_s, "base": base_s, "floor": floor_s}
+            "help": help_s, "base": base_s, "floor": floor_s, "help_before": before_s}
 
 
 def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
@@ -277,7 +281,7 @@ def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
              "first model request: vtb / loop |",
              "|---|---|---|---|---|---|---|"]
     if args.baseline:
-        lines[0] += " before (baseline checkout): whole / model span |"
+        lines[0] += " before (baseline checkout): whole / model span / peak RSS / first request |"
         lines[1] += "---|"
     for n in args.levels:
         ideal = calls * args.latency / n
@@ -291,7 +295,8 @@ def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
         if args.baseline:
             base = m["results"][n]["base"]
             before_span = share(ideal - args.latency, median_of(base, 'span'))
-            row += f" {share(ideal, median_of(base, 'wall')):.2f} / {before_span:.2f} |"
+            row += (f" {share(ideal, median_of(base, 'wall')):.2f} / {before_span:.2f} / "
+                    f"{median_of(base, 'peak_rss') / 2**20:,.0f} MB / {median_of(base, 'first_request'):.2f} s |")
         lines.append(row)
     added = (median_of(m["zero_vtb"], "span") - median_of(m["zero_loop"], "span")) / calls * 1000
     added_base = (median_of(m["zero_base"], "span") - median_of(m["zero_loop"], "span")) / calls * 1000
@@ -301,7 +306,9 @@ def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
               f"{median_of(m['zero_vtb'], 'wall'):.2f} s.",
               *([f"- Baseline checkout, same measurement: **{added_base:.1f} ms** per call."] if args.baseline else []),
               f"- `vtb --help`: {m['help']:.2f} s; `python -c \"import typer, rich\"`: {m['base']:.2f} s "
-              f"(**{m['help'] / m['base']:.1f}x**), medians of interleaved runs.",
+              f"(**{m['help'] / m['base']:.1f}x**), medians of interleaved runs"
+              + (f"; the baseline checkout's `vtb --help`: {m['help_before']:.2f} s "
+                 f"({m['help_before'] / m['base']:.1f}x)." if m["help_before"] is not None else "."),
               f"- `python -c \"{FLOOR_IMPORTS}\"` (what the first request of any LangGraph run of an OpenAI "
               f"model needs): {m['floor']:.2f} s, interleaved with the above."]
     return "\n".join(lines)
