@@ -46,6 +46,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from openai_server import OpenAIServer  # noqa: E402  (the tests' real chat-completions server)
 
+NEUTRAL_CWD = tempfile.gettempdir()
+"""Where every measured command runs: ``python -m`` puts its working directory first on sys.path, so
+from this checkout a ``--baseline`` run would import this checkout's package instead of its own."""
 SAMPLE_TASK = ROOT / "vtb_agents" / "tasks" / "sample" / "rs-chemistry-bench"
 CALLS_PER_TASK = 3
 EXPRESSIONS = ("0.125 * 2", "4418 - 0")
@@ -156,7 +159,8 @@ class Measured:
 def run_command(command: list[str], env: dict[str, str], log: Path, model: str) -> Measured:
     """Run ``command`` to its end: its wall time, model span, first request and the peak RSS of its tree."""
     start_epoch, start = time.time(), time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               cwd=NEUTRAL_CWD)
     peak = 0
     while process.poll() is None:
         peak = max(peak, tree_rss(process.pid))
@@ -190,7 +194,7 @@ def run_loop(suite: Path, url: str, model: str, concurrency: int, log: Path) -> 
 
 def command_time(command: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, cwd=NEUTRAL_CWD)
     return time.perf_counter() - start
 
 
