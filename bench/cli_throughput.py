@@ -339,7 +339,7 @@ def write_benchmarks(args: argparse.Namespace, body: str) -> None:
     start = text.find(title + "\n")
     if start >= 0:
         end = text.find("\n## ", start + len(title))
-        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
+        text = text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
     else:
         first = text.find("\n## ")
         text = text[:first + 1] + section + "\n" + text[first + 1:]
