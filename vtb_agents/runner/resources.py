@@ -21,8 +21,8 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from vtb_agents.defaults import AGENT_PREFIX
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.defaults import AGENT_PREFIX
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
