@@ -191,6 +191,30 @@ def test_scientific_libraries_import_in_isolated_mode(sb: LocalSandbox) -> None:
     assert result.ok and result.stdout == "ok\n", result.stderr
 
 
+def test_worker_skips_site_but_has_its_packages_and_builtins(sb: LocalSandbox) -> None:
+    """The worker starts with ``-S`` (no ``.pth`` files run) and sets up what ``site`` would have:
+    the packages, a venv's prefix and the builtins ``exit``/``quit``/``help``."""
+    assert worker_command("/usr/bin/python3", 5, 6, Limits(), setup={"site": {}})[:4] == [
+        "/usr/bin/python3", "-I", "-S", "-B"]
+    import site
+
+    code = ("import sys, numpy\n"
+            "print(sys.flags.no_site, sys.prefix, sys.exec_prefix)\n"
+            "print([p for p in sys.path if p.endswith('-packages')])\n"
+            "print([type(f).__name__ for f in (exit, quit, help, copyright)])\n"
+            "print([getattr(f, '__name__', type(f).__name__) for f in sys.meta_path])\n")
+    result = sb.run(code)
+    assert result.ok, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"1 {sys.prefix} {sys.exec_prefix}"
+    assert lines[1] == str([p for p in site.getsitepackages() if os.path.isdir(p)])
+    assert lines[2] == "['Quitter', 'Quitter', '_Helper', '_Printer']"
+    # no finder added by a .pth file (an editable install's, setuptools' distutils shim)
+    assert lines[3] == "['BuiltinImporter', 'FrozenImporter', 'PathFinder']"
+    result = sb.run("exit(3)")
+    assert not result.ok and result.error == "SystemExit: 3" and not result.state_lost
+
+
 def test_put_get_round_trip_and_escapes(sb: LocalSandbox, tmp_path: Path) -> None:
     data = bytes(range(256)) * 10
     sb.put_file("dir/blob.bin", data)

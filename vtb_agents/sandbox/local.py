@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -104,10 +105,28 @@ def worker_env(home: str) -> dict[str, str]:
 def worker_command(python: str, ctl_in: int, ctl_out: int, limits: Limits, *,
                    worker_path: str = str(WORKER_PATH),
                    setup: dict[str, Any] | None = None) -> list[str]:
-    """argv that starts the worker; ``-I`` ignores PYTHON* variables and the user site."""
-    command = [python, "-I", "-B", worker_path, str(ctl_in), str(ctl_out),
+    """argv that starts the worker; ``-I`` ignores PYTHON* variables and the user site. With
+    ``setup["site"]`` (see :func:`site_setup`) it also skips ``site`` (``-S``): the worker puts those
+    directories on ``sys.path`` itself, without running their ``.pth`` files."""
+    flags = ["-I", "-S", "-B"] if setup is not None and "site" in setup else ["-I", "-B"]
+    command = [python, *flags, worker_path, str(ctl_in), str(ctl_out),
                json.dumps(asdict(limits))]
     return command if setup is None else [*command, json.dumps(setup)]
+
+
+def site_setup(python: str) -> dict[str, Any] | None:
+    """What ``site`` gives ``python`` at start (its site-packages directories, a venv's
+    ``sys.prefix``), when ``python`` is this interpreter, which ran ``site``; else None (the worker
+    then runs ``site`` itself).
+
+    A worker that skips ``site`` starts ~10 ms sooner, a sixth of a sandbox's start: ``site`` runs
+    every ``.pth`` file (an editable install's import hook, setuptools' distutils shim), and code in
+    the sandbox needs none of them, only the packages.
+    """
+    if sys.flags.no_site or os.path.realpath(python) != os.path.realpath(sys.executable):
+        return None
+    return {"path": [d for d in site.getsitepackages() if os.path.isdir(d)],
+            "prefix": sys.prefix, "exec_prefix": sys.exec_prefix}
 
 
 class _Worker(WorkerPipes):
@@ -166,6 +185,8 @@ class _Worker(WorkerPipes):
         """The command line and environment for this level (bwrap options go through a pipe)."""
         limits = self.limits if self.level != "process" else replace(self.limits, processes=0)
         setup: dict[str, Any] = {"level": self.level, "drop": self.level != "process" and iso.drops_uid()}
+        if (site_state := site_setup(python)) is not None:
+            setup["site"] = site_state
         if self.seccomp_program is not None:
             setup["seccomp"] = self.seccomp_program.hex()
         if self.level == "fallback":

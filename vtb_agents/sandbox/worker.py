@@ -1,11 +1,12 @@
 """The sandbox worker: a persistent Python interpreter that runs code cells for ``LocalSandbox``.
 
-Started as ``python -I -B worker.py CTL_IN CTL_OUT LIMITS_JSON [SETUP_JSON]`` (standard library
-only, because ``-I`` keeps this file's package off ``sys.path``). SETUP_JSON says how the worker
-confines itself before serving (see isolation.py): ``level``; ``fallback`` (config for
+Started as ``python -I [-S] -B worker.py CTL_IN CTL_OUT LIMITS_JSON [SETUP_JSON]`` (standard
+library only, because ``-I`` keeps this file's package off ``sys.path``). SETUP_JSON says how the
+worker confines itself before serving (see isolation.py): ``level``; ``fallback`` (config for
 ``isolation.enter_fallback``, loaded by path from ``module``); ``drop`` (switch to uid/gid 65534
 once the rlimits are set); ``chdir`` (the working directory, entered after the switch);
-``seccomp`` (hex of a filter program from seccomp.py, installed last).
+``seccomp`` (hex of a filter program from seccomp.py, installed last); ``site`` (with ``-S``: the
+site-packages directories and prefixes ``site`` would have set, see ``local.site_setup``).
 
 Two processes, so that model code never holds the host's channel:
 
@@ -49,7 +50,10 @@ import struct
 import sys
 import time
 import traceback
-from typing import Any
+
+TYPE_CHECKING = False  # not typing.TYPE_CHECKING: importing typing costs every sandbox ~3 ms of its start
+if TYPE_CHECKING:
+    from typing import Any
 
 _HEADER = struct.Struct(">I")
 MAX_FRAME = 4 * 1024 * 1024
@@ -428,6 +432,19 @@ def _supervise(host_fds: tuple[int, int], kernel: _Kernel) -> int:
     return 0
 
 
+def _add_site(state: dict[str, Any]) -> None:
+    """Started with ``-S``: what ``site`` would have set up, from the host (``path``: the
+    site-packages directories, whose ``.pth`` files are not run; a venv's ``prefix`` and
+    ``exec_prefix``), and the builtins ``site`` adds (``exit``, ``quit``, ``help``, ``copyright``)."""
+    import site  # importing it does not run it under -S
+
+    sys.path.extend(d for d in state["path"] if d not in sys.path)
+    sys.prefix, sys.exec_prefix = state["prefix"], state["exec_prefix"]
+    site.setquit()
+    site.setcopyright()
+    site.sethelper()
+
+
 def main(argv: list[str]) -> int:
     """Confine this process, start the kernel, then supervise until the host closes the pipe."""
     ctl_in, ctl_out, limits = int(argv[1]), int(argv[2]), json.loads(argv[3])
@@ -443,6 +460,8 @@ def main(argv: list[str]) -> int:
     if setup.get("seccomp"):
         _install_seccomp(setup["seccomp"])
     sys.dont_write_bytecode = True
+    if "site" in setup:
+        _add_site(setup["site"])
     kernel = _Kernel((ctl_in, ctl_out))
     _set_dumpable(False)  # from here on, no process of the sandbox can open or trace ours
     write_frame(ctl_out, {"op": "ready", "pid": os.getpid(), "uid": os.getuid(),
