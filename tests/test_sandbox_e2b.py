@@ -223,6 +223,26 @@ def test_png_round_trip_and_new_files(sb: E2BSandbox, remote: Path) -> None:
         sb.get_file("missing.png")
 
 
+def test_the_listing_is_reused_until_a_put(sb: E2BSandbox) -> None:
+    """``list_files`` runs before every model call: against E2B each listing is a round trip, so
+    the one taken after a call is reused, and a put invalidates it for the next call's "before"."""
+    def listings() -> int:
+        return sum(1 for name, _, _ in CALLS if name == "FakeFiles.list")
+
+    sb.put_file("image_0.png", png_bytes())
+    start = listings()
+    assert sb.list_files() == sb.list_files() == ["image_0.png"] and listings() == start + 1
+    result = sb.run("open('a.txt', 'w').write('x')")  # "before" is the listing just taken
+    assert result.new_files == ["a.txt"] and listings() == start + 2
+    assert sb.list_files() == ["a.txt", "image_0.png"] and listings() == start + 2
+    sb.put_file("sub/b.png", png_bytes())
+    assert sb.list_files() == ["a.txt", "image_0.png", "sub/b.png"] and listings() == start + 2
+    result = sb.run("y = 1")  # listed afresh before it: the file put is not new
+    assert result.new_files == [] and listings() == start + 4
+    result = sb.run("import os\nos.remove('a.txt')")
+    assert result.ok and sb.list_files() == ["image_0.png", "sub/b.png"] and listings() == start + 5
+
+
 @pytest.mark.parametrize("name", ["../x.png", "/etc/passwd", "a/../../b", ""])
 def test_path_escape_rejected(sb: E2BSandbox, name: str) -> None:
     with pytest.raises(ValueError):

@@ -12,6 +12,11 @@ Jupyter kernel (Python state persists across ``run`` calls, as with ``LocalSandb
   truth; files the code writes appear there only once fetched with ``get_file``.
 - ``new_files`` compares ``files.list`` (name, size, modification time) before and after a call;
   a rewrite keeping both size and microsecond mtime is missed. Only regular files, to depth 10.
+  The listing after a call is kept: the next call's "before" and ``list_files`` (asked before
+  every model call) reuse it rather than make a round trip each, until ``put_file`` writes (its
+  names are added to what ``list_files`` returns at once; the next call lists afresh before
+  running). Files a background process of the code writes between calls therefore show in the
+  next call's ``new_files`` rather than in ``list_files`` before it.
 - A timeout restarts the code context (runaway code stopped, state reset), like ``LocalSandbox``.
 - The remote VM is the isolation boundary, so symlinks inside it are not resolved here.
 
@@ -80,6 +85,8 @@ class E2BSandbox:
         self.network = "internet" if network else "none"
         self._sbx: Any = None
         self._context: Any = None
+        self._listing: dict[str, tuple[int, Any]] | None = None  # the last listing, if nothing was put since
+        self._names: set[str] | None = None  # the files as this object knows them, for list_files
         try:
             self._sbx = sdk.create(template=template, timeout=lifetime_s, api_key=api_key,
                                    allow_internet_access=network)
@@ -97,14 +104,18 @@ class E2BSandbox:
                            context=self._context, timeout=_PREP_TIMEOUT_S)
 
     def _snapshot(self) -> dict[str, tuple[int, Any]]:
-        """``{relative name: (size, modified time)}`` of the regular files in the remote folder."""
+        """``{relative name: (size, modified time)}`` of the regular files in the remote folder
+        (listed now, and kept as the last listing)."""
+        self._listing = self._names = None  # a failed listing leaves none to reuse
         try:
             entries = self._sbx.files.list(self.remote_dir, depth=LIST_DEPTH)
         except self._errors.FileNotFoundException:
-            return {}
+            entries = []
         root = PurePosixPath(self.remote_dir)
-        return {str(PurePosixPath(e.path).relative_to(root)): (e.size, e.modified_time)
-                for e in entries if e.type == self._errors.FileType.FILE}
+        listing = {str(PurePosixPath(e.path).relative_to(root)): (e.size, e.modified_time)
+                   for e in entries if e.type == self._errors.FileType.FILE}
+        self._listing, self._names = listing, set(listing)
+        return listing
 
     def run(self, code: str, timeout: float = DEFAULT_TIMEOUT_S) -> ExecResult:
         """Execute ``code`` in the remote kernel (one call at a time)."""
@@ -118,7 +129,7 @@ class E2BSandbox:
             start = time.monotonic()
             try:
                 self._prepare()
-                before = self._snapshot()
+                before = self._listing if self._listing is not None else self._snapshot()
                 start = time.monotonic()
                 execution = self._sbx.run_code(code, context=self._context, timeout=timeout)
             except Exception as exc:
@@ -136,7 +147,7 @@ class E2BSandbox:
             try:
                 after = self._snapshot() if before is not None and not self._closed else {}
             except Exception:
-                after = {}  # the sandbox is gone: the error above says so
+                after = {}  # the sandbox is gone: the error above says so (and nothing is kept)
             new_files = sorted(k for k, v in after.items() if (before or {}).get(k) != v)
             return ExecResult(ok=ok, stdout=out.text(), stderr=err.text(), error=error,
                               new_files=new_files, duration_s=duration, state_lost=state_lost)
@@ -172,8 +183,12 @@ class E2BSandbox:
 
     def put_file(self, name: str, data: bytes) -> None:
         """Write ``data`` to ``name`` in the remote folder (and the local cache)."""
-        self._sbx.files.write(self._remote(name), bytes(data))
+        remote = self._remote(name)
+        self._listing = None  # its size and time are not known here: the next call lists afresh
+        self._sbx.files.write(remote, bytes(data))
         self._cache(name, data)
+        if self._names is not None:
+            self._names.add(str(PurePosixPath(remote).relative_to(self.remote_dir)))
 
     def get_file(self, name: str) -> bytes:
         """Read ``name`` from the remote folder (and refresh the local cache)."""
@@ -185,8 +200,10 @@ class E2BSandbox:
         return data
 
     def list_files(self) -> list[str]:
-        """Relative names of the regular files in the remote folder, sorted."""
-        return sorted(self._snapshot())
+        """Relative names of the regular files in the remote folder, sorted (as of the last call or
+        put: see the module docstring)."""
+        with self._lock:
+            return sorted(self._names if self._names is not None else self._snapshot())
 
     def close(self) -> None:
         """Kill the remote sandbox and remove an owned local cache; idempotent.
