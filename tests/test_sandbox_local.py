@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import site
 import sys
 import threading
 import time
@@ -196,8 +197,6 @@ def test_worker_skips_site_but_has_its_packages_and_builtins(sb: LocalSandbox) -
     the packages, a venv's prefix and the builtins ``exit``/``quit``/``help``."""
     assert worker_command("/usr/bin/python3", 5, 6, Limits(), setup={"site": {}})[:4] == [
         "/usr/bin/python3", "-I", "-S", "-B"]
-    import site
-
     code = ("import sys, numpy\n"
             "print(sys.flags.no_site, sys.prefix, sys.exec_prefix)\n"
             "print([p for p in sys.path if p.endswith('-packages')])\n"
@@ -213,6 +212,18 @@ def test_worker_skips_site_but_has_its_packages_and_builtins(sb: LocalSandbox) -
     assert lines[3] == "['BuiltinImporter', 'FrozenImporter', 'PathFinder']"
     result = sb.run("exit(3)")
     assert not result.ok and result.error == "SystemExit: 3" and not result.state_lost
+
+
+def test_site_is_skipped_only_for_this_interpreter_as_started(tmp_path: Path) -> None:
+    """Another path to the same binary may find another prefix (a venv's python is a link to its
+    base interpreter): such a worker runs ``site`` itself."""
+    from vtb_agents.sandbox.local import site_setup
+
+    link = tmp_path / "python3"
+    link.symlink_to(sys.executable)
+    assert site_setup(sys.executable) == {"path": [p for p in site.getsitepackages() if os.path.isdir(p)],
+                                          "prefix": sys.prefix, "exec_prefix": sys.exec_prefix}
+    assert site_setup(str(link)) is None
 
 
 def test_put_get_round_trip_and_escapes(sb: LocalSandbox, tmp_path: Path) -> None:

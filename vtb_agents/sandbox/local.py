@@ -123,7 +123,9 @@ def site_setup(python: str) -> dict[str, Any] | None:
     every ``.pth`` file (an editable install's import hook, setuptools' distutils shim), and code in
     the sandbox needs none of them, only the packages.
     """
-    if sys.flags.no_site or os.path.realpath(python) != os.path.realpath(sys.executable):
+    # the path as given, not resolved: a venv's python is a link to its base interpreter, which
+    # started from the link's own path finds the venv (pyvenv.cfg) and from the target does not
+    if sys.flags.no_site or os.path.abspath(python) != os.path.abspath(sys.executable):
         return None
     return {"path": [d for d in site.getsitepackages() if os.path.isdir(d)],
             "prefix": sys.prefix, "exec_prefix": sys.exec_prefix}
