@@ -177,7 +177,6 @@ def with_run_options(command: F) -> F:
 
 def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
     """The ``--model-kwargs`` JSON object, or exit with a clear error (it needs a chat model)."""
-
     if text is None:
         return None
     try:
