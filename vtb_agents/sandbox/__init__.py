@@ -7,6 +7,7 @@ seccomp modules) and the E2B backend (``e2b.py``) implement it; ``BACKENDS`` is 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -48,6 +49,7 @@ def _e2b(workdir: Path | None, options: dict[str, Any]) -> Sandbox:
 BACKENDS: dict[str, Callable[[Path | None, dict[str, Any]], Sandbox]] = {"local": _local, "e2b": _e2b}
 """The sandbox backends by kind: each builds a sandbox from a working directory and options."""
 SANDBOX_KINDS = tuple(BACKENDS)
+_log = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -63,11 +65,19 @@ def open_sandbox(
     ``E2BSandbox``: ``api_key``, ``template``, ``lifetime_s``, ``network`` (internet access, off by
     default)). The level reached is
     ``sandbox.isolation``; ``isolation.py`` says what each local level guarantees.
+
+    Once the body has finished, a failure to close is logged, never raised: the episode's answer
+    is in, and tearing its sandbox down must not change how it ended.
     """
     if kind not in BACKENDS:
         raise ValueError(f"unknown sandbox kind {kind!r}: allowed kinds are {', '.join(SANDBOX_KINDS)}")
     sandbox = BACKENDS[kind](workdir, dict(options))
     try:
         yield sandbox
-    finally:
+    except BaseException:
         sandbox.close()
+        raise
+    try:
+        sandbox.close()
+    except Exception:  # after the answer: a note for the operator, not the task's outcome
+        _log.exception("closing the %s sandbox failed after its episode had finished", kind)

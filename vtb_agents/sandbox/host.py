@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import selectors
-import shutil
 import signal
 import stat
 import subprocess
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .output import CappedText
+from .removal import remove_entries
+from .walk import Visit, walk_tree
 from .worker import decode_frame, encode_frame
 
 _CHUNK = 1 << 16
@@ -34,38 +35,44 @@ class TreeScan:
 
     ``files`` maps relative names to ``(mtime_ns, size)``; ``others`` holds the relative names of
     directories, symlinks and special files; ``used_bytes`` counts each entry at least
-    ``ENTRY_BYTES`` and a file at the larger of its size and its allocated blocks.
+    ``ENTRY_BYTES`` and a file at the larger of its size and its allocated blocks; ``unreadable``
+    maps folders the host could not look into to why (code can take its permissions away).
+    Relative names may be longer than ``PATH_MAX``: use them relative to the folder, name by name.
     """
 
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
     others: set[str] = field(default_factory=set)
     used_bytes: int = 0
+    unreadable: dict[str, str] = field(default_factory=dict)
+
+    def unreadable_message(self) -> str | None:
+        """The error line for a call that left folders the host cannot read, or None."""
+        if not self.unreadable:
+            return None
+        shown = "; ".join(f"{name!r} ({why})" for name, why in sorted(self.unreadable.items())[:3])
+        more = f" and {len(self.unreadable) - 3} more" if len(self.unreadable) > 3 else ""
+        return (f"the sandbox cannot read these folders of the working directory: {shown}{more}; "
+                "their files are not listed: give them back read and search permission or remove them")
 
 
 def scan_tree(root: Path) -> TreeScan:
-    """Walk ``root`` once, never following symlinks.
+    """Walk ``root`` once, never following symlinks, at any depth (``walk.walk_tree``).
 
-    Entries that vanish while we look (code running in the background) are simply not listed.
+    Entries that vanish while we look (code running in the background) are simply not listed;
+    folders that cannot be opened or listed are in ``unreadable``, never an exception.
     """
     found = TreeScan()
-    stack = [str(root)]
-    while stack:
-        try:
-            entries = list(os.scandir(stack.pop()))
-        except (FileNotFoundError, NotADirectoryError):
+    for visit in walk_tree(root):
+        if visit.kind == "left":
             continue
-        for entry in entries:
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            name = os.path.relpath(entry.path, root)
-            if stat.S_ISREG(st.st_mode):
-                found.files[name] = (st.st_mtime_ns, st.st_size)
-            else:
-                found.others.add(name)
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(entry.path)
+        name, st = visit.relative, visit.info
+        if visit.kind == "unreadable":
+            found.unreadable[name] = (visit.error.strerror if visit.error is not None else None) or "unreadable"
+        elif stat.S_ISREG(st.st_mode):
+            found.files[name] = (st.st_mtime_ns, st.st_size)
+        else:
+            found.others.add(name)
+        if visit.kind == "entry":
             found.used_bytes += max(ENTRY_BYTES, st.st_size, st.st_blocks * 512)
     return found
 
@@ -81,20 +88,19 @@ def changed_files(before: TreeScan, after: TreeScan) -> list[str]:
 
 
 def remove_changes(root: Path, before: TreeScan) -> None:
-    """Delete what appeared or changed under ``root`` since ``before`` (files, then new entries).
+    """Delete what appeared or changed under ``root`` since ``before``: new or modified files, new
+    folders with all they hold, new symlinks and special files (``removal.remove_entries``).
 
     Used after a call that broke the working-directory quota; its worker is dead by then, so
-    nothing writes concurrently.
+    nothing writes concurrently. Raises ``RemovalError`` when something could not be removed.
     """
-    after = scan_tree(root)
-    for name in changed_files(before, after):
-        os.unlink(root / name)
-    for name in sorted(after.others - before.others, key=lambda n: n.count(os.sep), reverse=True):
-        path = root / name
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+    def chosen(visit: Visit) -> bool:
+        name, st = visit.relative, visit.info
+        if stat.S_ISREG(st.st_mode):
+            return before.files.get(name) != (st.st_mtime_ns, st.st_size)
+        return name not in before.others
+
+    remove_entries(root, chosen)
 
 
 class WorkerPipes:

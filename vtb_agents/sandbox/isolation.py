@@ -216,19 +216,6 @@ def fallback_config(python_dirs: list[str], worker_dir: str, workdir: str,
             "drop": drops_uid()}
 
 
-def chown_tree(root: str, from_uid: int, uid: int, gid: int) -> None:
-    """Give ``root`` and everything under it owned by ``from_uid`` to ``uid``:``gid``.
-
-    Never follows symlinks (dir fds: race-free); entries of other owners are left alone.
-    """
-    if os.lstat(root).st_uid == from_uid:
-        os.chown(root, uid, gid, follow_symlinks=False)
-    for _, dirs, files, dir_fd in os.fwalk(root, follow_symlinks=False):
-        for name in (*dirs, *files):
-            if os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_uid == from_uid:
-                os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
-
-
 # ---- inside the fallback worker -------------------------------------------------------------
 _NEWNS, _NEWUTS, _NEWIPC, _NEWUSER, _NEWPID, _NEWNET = (
     0x00020000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)

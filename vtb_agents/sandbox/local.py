@@ -38,7 +38,9 @@ from .base import DEFAULT_TIMEOUT_S, STATE_RESET, ExecResult, SandboxError
 from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
 from .host import TreeScan, WorkerPipes, changed_files, remove_changes, scan_tree, snapshot
 from .leftovers import owned_tempdir
+from .removal import RemovalError, discard_tree
 from .output import CappedText
+from .walk import chown_tree
 from .worker import MAX_FRAME, encode_frame
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
@@ -256,7 +258,7 @@ def _probe(level: str, python: str, limits: Limits) -> str | None:
     except (SandboxError, OSError) as exc:
         return f"{type(exc).__name__}: {exc}"
     finally:
-        shutil.rmtree(scratch)
+        discard_tree(scratch, "the isolation probe's folder")
     return None
 
 
@@ -341,12 +343,12 @@ class LocalSandbox:
         try:
             self._cgroup = self._open_cgroup()
             if self._owner is not None:  # the worker's uid must be able to write there
-                iso.chown_tree(str(self.workdir), os.getuid(), *self._owner)
+                chown_tree(self.workdir, os.getuid(), *self._owner)
         except BaseException:
             if self._cgroup is not None:
                 self._cgroup.close()
             if self._owns_workdir:
-                shutil.rmtree(self.workdir)
+                discard_tree(self.workdir, "the sandbox's working directory")
             raise
 
     @property
@@ -430,9 +432,14 @@ class LocalSandbox:
                          if status == "malformed"
                          else worker.death_message(exit_status))
                 if status == "quota":
-                    remove_changes(self.workdir, before)
+                    try:
+                        remove_changes(self.workdir, before)
+                    except RemovalError as exc:  # the code's files: its call failed anyway, say why
+                        error = f"{error}; {exc}"
                 after = scan_tree(self.workdir)
                 self._worker = None if self._closed else self._start()
+            if (unreadable := after.unreadable_message()) is not None:  # the code took permissions away
+                ok, error = False, "; ".join(filter(None, [error, unreadable]))
             return ExecResult(ok=ok, stdout=out.text(), stderr=err.text(), error=error,
                               new_files=changed_files(before, after),
                               duration_s=time.monotonic() - start, state_lost=state_lost)
@@ -476,7 +483,11 @@ class LocalSandbox:
 
     def close(self) -> None:
         """Kill the worker (and its children); remove an owned temporary workdir, or give a kept
-        one back to the host user; idempotent."""
+        one back to the host user; idempotent.
+
+        What the code left in the working directory never makes this raise: a folder that cannot
+        be removed in time (``removal.py``) is logged and left to the next process's leftover sweep.
+        """
         if self._closed:
             return
         self._closed = True
@@ -490,9 +501,9 @@ class LocalSandbox:
             if self._cgroup is not None:
                 self._cgroup.close()
             if self._owns_workdir:
-                shutil.rmtree(self.workdir)
+                discard_tree(self.workdir, "the sandbox's working directory")
             elif self._owner is not None:
-                iso.chown_tree(str(self.workdir), self._owner[0], os.getuid(), os.getgid())
+                chown_tree(self.workdir, self._owner[0], os.getuid(), os.getgid())
 
     def __enter__(self) -> LocalSandbox:
         return self

@@ -1,0 +1,138 @@
+"""What model code leaves in its working directory never becomes an infrastructure failure.
+
+Through the CLI with the real sandbox and a scripted model on a local OpenAI-compatible server:
+code that leaves 1,200 nested folders, a path past PATH_MAX, a chmod-000 folder, a FIFO and a
+socket gets an ordinary tool result, its task is graded as answered, nothing stays in the temp
+directory, and a run right after on the same machine is unaffected, even when a killed run left
+such a folder behind for its leftover sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import write_task
+from openai_server import OpenAIServer
+from test_outcomes import ANSWER, RUBRICS, results_of, summary_of
+
+pytestmark = pytest.mark.timeout(300)
+PROJECT = Path(__file__).resolve().parents[1]
+DEPTH, LONG_LEVELS = 1200, 25  # 25 folders of 200-character names: a path of 5,025 characters
+
+LITTER = f"""
+import os, socket
+base = os.getcwd()
+for _ in range({DEPTH}):
+    os.mkdir("d")
+    os.chdir("d")
+open("bottom.txt", "w").write("deep")
+os.chdir(base)
+os.mkdir("long")
+os.chdir("long")
+for _ in range({LONG_LEVELS}):
+    os.mkdir("p" * 200)
+    os.chdir("p" * 200)
+open("far.txt", "w").write("far")
+os.chdir(base)
+os.makedirs("locked/inner")
+open("locked/inner/data.txt", "w").write("x")
+os.chmod("locked/inner", 0)
+os.chmod("locked", 0)
+os.mkfifo("pipe")
+socket.socket(socket.AF_UNIX).bind("sock")
+print("littered")
+"""
+
+
+def vtb(*args: str, server: OpenAIServer, tmpdir: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(PROJECT), "OPENAI_BASE_URL": server.base_url,
+           "OPENAI_API_KEY": "test-key", "TMPDIR": str(tmpdir)}
+    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True,
+                          timeout=240, env=env)
+
+
+def littering_model(body: dict[str, Any]) -> Any:
+    """Litter the working directory with one code call, then answer."""
+    if body["messages"][-1]["role"] == "tool":
+        return ANSWER
+    return {"content": None, "tool_calls": [{"name": "python_interpreter", "arguments": {"code": LITTER}}]}
+
+
+def tool_results(server: OpenAIServer) -> list[dict[str, Any]]:
+    """The code tool results the model read back, as JSON."""
+    return [json.loads(m["content"]) for body in server.requests for m in body["messages"][-1:]
+            if m["role"] == "tool"]
+
+
+def assert_answered(run: Path, done: subprocess.CompletedProcess[str], task_ids: list[str]) -> None:
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = summary_of(run)
+    assert summary["outcomes"] == {"answered": len(task_ids)}, summary
+    assert summary["infrastructure_errors"] == {"count": 0, "task_ids": []}
+    results = results_of(run)
+    assert sorted(results) == sorted(task_ids)
+    for result in results.values():
+        assert result["outcome"] == "answered" and result["grade"]["passed"] is True, result
+
+
+def test_litter_is_graded_as_answered_and_the_next_run_is_unaffected(tmp_path: Path) -> None:
+    tasks, tmpdir = tmp_path / "tasks", tmp_path / "tmp"
+    tmpdir.mkdir()
+    write_task(tasks, "t-litter", turns=[{"prompt": "LITTER: what number is printed?", "images": [0],
+                                          "golden_answer": ANSWER, "rubrics": RUBRICS}])
+    with OpenAIServer(littering_model) as server:
+        first = vtb("run", "--tasks", str(tasks), "--model", "openai:scripted", "--judge", "rule",
+                    "--out", str(tmp_path / "run1"), server=server, tmpdir=tmpdir)
+        assert_answered(tmp_path / "run1", first, ["t-litter"])
+        [observation] = tool_results(server)
+        assert observation["ok"] is True and observation["stdout"] == "littered\n", observation
+        deep = f"{'d/' * DEPTH}bottom.txt"
+        far = f"long/{('p' * 200 + '/') * LONG_LEVELS}far.txt"
+        assert len(far) > os.pathconf("/", "PC_PATH_MAX")
+        assert {deep, far} <= set(observation["new_files"])
+        assert list(tmpdir.iterdir()) == [], "the sandbox folder must not outlive its task"
+
+        second = vtb("run", "--tasks", str(tasks), "--model", "openai:scripted", "--judge", "rule",
+                     "--out", str(tmp_path / "run2"), server=server, tmpdir=tmpdir)
+    assert_answered(tmp_path / "run2", second, ["t-litter"])
+    assert list(tmpdir.iterdir()) == []
+
+
+HOST = f"""
+from vtb_agents.sandbox import open_sandbox
+with open_sandbox("local") as sandbox:
+    result = sandbox.run({LITTER!r})
+    assert result.ok, result
+    print(sandbox.workdir, flush=True)
+    input()
+"""
+
+
+def test_a_killed_runs_litter_is_swept_without_failing_the_next_run(tmp_path: Path) -> None:
+    tasks, tmpdir = tmp_path / "tasks", tmp_path / "tmp"
+    tmpdir.mkdir()
+    host = subprocess.Popen([sys.executable, "-c", HOST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(PROJECT), "TMPDIR": str(tmpdir)})
+    assert host.stdout is not None
+    left = Path(host.stdout.readline().strip())
+    host.send_signal(signal.SIGKILL)
+    host.wait(timeout=30)
+    assert left.parent == tmpdir and (left / "locked").is_dir() and (left / "pipe").exists()
+
+    for keyword in ("A", "B"):
+        write_task(tasks, f"t-{keyword.lower()}", turns=[{"prompt": f"{keyword}: what number is printed?",
+                                                          "images": [0], "golden_answer": ANSWER,
+                                                          "rubrics": RUBRICS}])
+    with OpenAIServer(lambda body: ANSWER) as server:
+        done = vtb("run", "--tasks", str(tasks), "--model", "openai:scripted", "--judge", "rule",
+                   "--out", str(tmp_path / "run"), server=server, tmpdir=tmpdir)
+    assert_answered(tmp_path / "run", done, ["t-a", "t-b"])
+    assert list(tmpdir.iterdir()) == [], "the sweep removes what the killed run's code left"
