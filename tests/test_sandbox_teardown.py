@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ import pytest
 from conftest import write_task
 from openai_server import OpenAIServer
 from test_outcomes import ANSWER, RUBRICS, results_of, summary_of
+from vtb_agents.sandbox.removal import remove_tree
 
 pytestmark = pytest.mark.timeout(300)
 PROJECT = Path(__file__).resolve().parents[1]
@@ -50,6 +53,16 @@ os.mkfifo("pipe")
 socket.socket(socket.AF_UNIX).bind("sock")
 print("littered")
 """
+
+
+@pytest.fixture
+def tmpdir_of_runs(tmp_path: Path) -> Iterator[Path]:
+    """The runs' TMPDIR; removed afterwards even if a test fails (deep litter would break pytest's
+    own clean-up of old temporary folders, which uses ``shutil.rmtree``)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    yield folder
+    remove_tree(folder)
 
 
 def vtb(*args: str, server: OpenAIServer, tmpdir: Path) -> subprocess.CompletedProcess[str]:
@@ -83,9 +96,8 @@ def assert_answered(run: Path, done: subprocess.CompletedProcess[str], task_ids:
         assert result["outcome"] == "answered" and result["grade"]["passed"] is True, result
 
 
-def test_litter_is_graded_as_answered_and_the_next_run_is_unaffected(tmp_path: Path) -> None:
-    tasks, tmpdir = tmp_path / "tasks", tmp_path / "tmp"
-    tmpdir.mkdir()
+def test_litter_is_graded_as_answered_and_the_next_run_is_unaffected(tmp_path: Path, tmpdir_of_runs: Path) -> None:
+    tasks, tmpdir = tmp_path / "tasks", tmpdir_of_runs
     write_task(tasks, "t-litter", turns=[{"prompt": "LITTER: what number is printed?", "images": [0],
                                           "golden_answer": ANSWER, "rubrics": RUBRICS}])
     with OpenAIServer(littering_model) as server:
@@ -118,9 +130,8 @@ with open_sandbox("local") as sandbox:
 """
 
 
-def test_a_killed_runs_litter_is_swept_without_failing_the_next_run(tmp_path: Path) -> None:
-    tasks, tmpdir = tmp_path / "tasks", tmp_path / "tmp"
-    tmpdir.mkdir()
+def test_a_killed_runs_litter_is_swept_without_failing_the_next_run(tmp_path: Path, tmpdir_of_runs: Path) -> None:
+    tasks, tmpdir = tmp_path / "tasks", tmpdir_of_runs
     host = subprocess.Popen([sys.executable, "-c", HOST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(PROJECT), "TMPDIR": str(tmpdir)})
     assert host.stdout is not None
@@ -139,3 +150,42 @@ def test_a_killed_runs_litter_is_swept_without_failing_the_next_run(tmp_path: Pa
                    "--out", str(tmp_path / "run"), server=server, tmpdir=tmpdir)
     assert_answered(tmp_path / "run", done, ["t-a", "t-b"])
     assert list(tmpdir.iterdir()) == [], "the sweep removes what the killed run's code left"
+
+
+LOCK_OUT = """
+import os
+os.makedirs("locked/inner")
+open("locked/inner/data.txt", "w").write("x")
+os.chmod("locked", 0)
+print("locked")
+"""
+WITHOUT_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search",
+               "--inh-caps", "-dac_override,-dac_read_search"]
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0,
+                    reason="needs root and setpriv to run the host without CAP_DAC_OVERRIDE")
+def test_a_folder_the_host_cannot_read_is_a_failed_tool_result(tmp_path: Path, tmpdir_of_runs: Path) -> None:
+    """A host user without CAP_DAC_OVERRIDE (any user but root) cannot list a chmod-000 folder: the
+    call's result says so, the task goes on to its answer, and teardown restores the permission
+    to remove it. Root is stripped of that capability, and the sandbox runs as the host user."""
+    tasks, tmpdir = tmp_path / "tasks", tmpdir_of_runs
+    write_task(tasks, "t-locked", turns=[{"prompt": "LOCK: what number is printed?", "images": [0],
+                                          "golden_answer": ANSWER, "rubrics": RUBRICS}])
+
+    def respond(body: dict[str, Any]) -> Any:
+        if body["messages"][-1]["role"] == "tool":
+            return ANSWER
+        return {"content": None, "tool_calls": [{"name": "python_interpreter", "arguments": {"code": LOCK_OUT}}]}
+
+    with OpenAIServer(respond) as server:
+        env = {**os.environ, "PYTHONPATH": str(PROJECT), "OPENAI_BASE_URL": server.base_url,
+               "OPENAI_API_KEY": "test-key", "TMPDIR": str(tmpdir), "VTB_SANDBOX_ISOLATION": "process"}
+        done = subprocess.run([*WITHOUT_DAC, sys.executable, "-m", "vtb_agents", "run", "--tasks", str(tasks),
+                               "--model", "openai:scripted", "--judge", "rule", "--out", str(tmp_path / "run")],
+                              capture_output=True, text=True, timeout=240, env=env)
+    assert_answered(tmp_path / "run", done, ["t-locked"])
+    [observation] = tool_results(server)
+    assert observation["ok"] is False and observation["stdout"] == "locked\n", observation
+    assert "cannot read these folders of the working directory: 'locked' (Permission denied)" in observation["error"]
+    assert list(tmpdir.iterdir()) == []
