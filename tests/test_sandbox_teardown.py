@@ -189,3 +189,61 @@ def test_a_folder_the_host_cannot_read_is_a_failed_tool_result(tmp_path: Path, t
     assert observation["ok"] is False and observation["stdout"] == "locked\n", observation
     assert "cannot read these folders of the working directory: 'locked' (Permission denied)" in observation["error"]
     assert list(tmpdir.iterdir()) == []
+
+
+def nest(folder: Path, depth: int) -> None:
+    """``depth`` nested folders ``d`` under ``folder``, a file at the bottom (no path is built)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    os.close(fd)
+
+
+def immutable(path: Path, on: bool) -> bool:
+    """Set or clear the immutable attribute (``chattr``); False where this machine cannot."""
+    if shutil.which("chattr") is None:
+        return False
+    return subprocess.run(["chattr", "+i" if on else "-i", str(path)], capture_output=True).returncode == 0
+
+
+def test_the_sweep_logs_what_it_cannot_remove_and_goes_on(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from vtb_agents.sandbox.leftovers import remove_leftovers
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stuck, deep = tmp_path / f"vtb-sandbox-{dead.pid}-stuck", tmp_path / f"vtb-sandbox-{dead.pid}-deep"
+    stuck.mkdir()
+    deep.mkdir()
+    nest(deep, DEPTH)
+    (stuck / "kept.txt").write_text("x")
+    if not immutable(stuck / "kept.txt", True):
+        pytest.skip("chattr +i is not available here (needs root and a file system that has it)")
+    try:
+        with caplog.at_level("WARNING", logger="vtb_agents.sandbox.leftovers"):
+            removed = remove_leftovers.__wrapped__("vtb-sandbox-", str(tmp_path))
+        assert removed == [deep.name]
+        assert not deep.exists() and (stuck / "kept.txt").exists()
+        assert f"could not remove the sandbox folder {stuck}" in caplog.text
+        assert "kept.txt: Operation not permitted" in caplog.text
+    finally:
+        immutable(stuck / "kept.txt", False)
+
+
+def test_removal_gives_up_at_its_deadline_and_the_caller_only_logs(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    from vtb_agents.sandbox.removal import RemovalError, discard_tree
+
+    folder = tmp_path / "work"
+    folder.mkdir()
+    nest(folder, 50)
+    with pytest.raises(RemovalError, match=r"gave up removing .* after 0 s"):
+        remove_tree(folder, timeout_s=0)
+    assert (folder / "d").is_dir()
+    with caplog.at_level("WARNING", logger="vtb_agents.sandbox.removal"):
+        assert discard_tree(folder, "the test folder", timeout_s=0) is False
+    assert f"could not remove the test folder {folder}: gave up" in caplog.text
+    assert discard_tree(folder, "the test folder") is True and not folder.exists()

@@ -43,7 +43,7 @@ def remove_entries(root: Path, chosen: Callable[[Visit], bool], timeout_s: float
     deadline = time.monotonic() + timeout_s
     problems: list[str] = []
     for visit in walk_tree(root, repair=True):
-        if time.monotonic() > deadline:
+        if time.monotonic() >= deadline:
             raise RemovalError(f"gave up removing {root} after {timeout_s:g} s "
                                f"(stopped at {_shown(visit.relative)})")
         if visit.kind == "unreadable":
