@@ -6,6 +6,7 @@ working directory and speaks to it over pipes.
 
 from __future__ import annotations
 
+import errno
 import os
 import selectors
 import signal
@@ -18,7 +19,7 @@ from typing import Any
 
 from .output import CappedText
 from .removal import remove_entries
-from .walk import Visit, walk_tree
+from .walk import Visit, readable, walk_tree
 from .worker import decode_frame, encode_frame
 
 _CHUNK = 1 << 16
@@ -62,6 +63,9 @@ def scan_tree(root: Path) -> TreeScan:
     folders that cannot be opened or listed are in ``unreadable``, never an exception.
     """
     found = TreeScan()
+    if not readable(root):  # the code took the working directory's own permissions away
+        found.unreadable["."] = os.strerror(errno.EACCES)
+        return found
     for visit in walk_tree(root):
         if visit.kind == "left":
             continue

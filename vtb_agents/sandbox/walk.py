@@ -135,11 +135,18 @@ def walk_tree(root: Path, *, repair: bool = False) -> Iterator[Visit]:
     """
     if repair:
         _repair_root(root)
+    elif not readable(root):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(root))
     root_fd = os.open(root, _DIR_FLAGS)
     try:
         yield from _walk(root_fd, repair)
     finally:
         os.close(root_fd)
+
+
+def readable(folder: Path) -> bool:
+    """Whether this process may list ``folder`` and look at what it holds (read and search)."""
+    return os.access(folder, os.R_OK | os.X_OK, effective_ids=True)
 
 
 def _repair_root(root: Path) -> None:
@@ -190,6 +197,8 @@ def _walk(root_fd: int, repair: bool) -> Iterator[Visit]:
             try:
                 if repair:
                     make_enterable(name, fd, info)
+                if not os.access(name, os.R_OK | os.X_OK, dir_fd=fd, effective_ids=True, follow_symlinks=False):
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), "/".join(parts))
                 child = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except FileNotFoundError:
                 continue
