@@ -38,8 +38,8 @@ from .base import DEFAULT_TIMEOUT_S, STATE_RESET, ExecResult, SandboxError
 from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
 from .host import TreeScan, WorkerPipes, changed_files, remove_changes, scan_tree, snapshot
 from .leftovers import owned_tempdir
-from .removal import RemovalError, discard_tree
 from .output import CappedText
+from .removal import RemovalError, discard_tree
 from .walk import chown_tree
 from .worker import MAX_FRAME, encode_frame
 
