@@ -16,7 +16,6 @@ from typing import Iterable, Sequence
 from PIL import Image, UnidentifiedImageError
 
 from vtb_agents.safefs import UnsafePath, relative_name
-from vtb_agents.tasks.authoring import TODO
 from vtb_agents.tasks.errors import Problem, TaskLoadError
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.normalize import CATEGORIES, DOMAINS, SINGLE_TURN_CATEGORIES
@@ -24,12 +23,13 @@ from vtb_agents.tasks.sources import iter_source
 
 DEFAULT_MAX_PIXELS = 50_000_000
 """Images with more pixels are refused as likely decompression bombs (VTB images are far smaller)."""
-
-
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp", "Zs"})
 """Unicode categories refused in ids and file names: controls, format characters (bidirectional
 overrides such as U+202E, zero-width characters), private use, surrogates, unassigned code points,
 and separators (every space but the ASCII one): they hide or reorder what a report or a file name shows."""
+TODO = "TODO: "
+"""Start of every placeholder text of a ``vtb tasks new`` scaffold; a prompt, golden answer or rubric
+description that still starts with it fails validation (:data:`STILL_TODO`)."""
 STILL_TODO = "still TODO: replace the placeholder that `vtb tasks new` wrote"
 """The error of a text field that still holds a scaffold's placeholder (``TODO: ...``)."""
 
@@ -39,6 +39,12 @@ def invisible_characters(text: str) -> list[str]:
     :data:`INVISIBLE_CATEGORIES`), each as ``U+XXXX NAME``; empty when ``text`` is clean."""
     found = dict.fromkeys(c for c in text if c != " " and unicodedata.category(c) in INVISIBLE_CATEGORIES)
     return [f"U+{ord(c):04X} {unicodedata.name(c, unicodedata.category(c))}" for c in found]
+
+
+def hidden_characters_problem(name: str, what: str) -> str | None:
+    """Why ``name`` (``what`` it is: a task id, a file name) is refused, or None when it is clean."""
+    hidden = invisible_characters(name)
+    return f"{what} holds control, bidirectional or invisible character(s): {', '.join(hidden)}" if hidden else None
 
 
 def is_todo(text: str) -> bool:
@@ -74,11 +80,11 @@ def validate_task(task: Task, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[Prob
     def add(severity: str, field: str, message: str, turn: int | None = None) -> None:
         problems.append(Problem(severity, task.id, field, message, turn=turn, source=source))  # type: ignore[arg-type]
 
-    def check_name(field: str, name: str, what: str, turn: int | None = None) -> None:
-        bad = invisible_characters(name)
-        if bad:
-            add("error", field, f"{what} holds control, bidirectional or invisible character(s): {', '.join(bad)}",
-                turn)
+    def check_name(field: str, name: str, what: str, turn: int | None = None) -> bool:
+        reason = hidden_characters_problem(name, what)
+        if reason:
+            add("error", field, reason, turn)
+        return reason is None
 
     check_name("id", task.id, "task id")
     if not task.turns:
@@ -110,8 +116,7 @@ def validate_task(task: Task, max_pixels: int = DEFAULT_MAX_PIXELS) -> list[Prob
                     f"(weight {rubric.weight}; critical means weight >= 4)", t)
     for index, image in enumerate(task.images):
         field = f"images[{index}] ({image.file})"
-        if invisible_characters(image.file):
-            check_name(f"images[{index}].file", image.file, "image file name")
+        if not check_name(f"images[{index}].file", image.file, "image file name"):
             continue
         try:
             relative_name(image.file)
