@@ -7,7 +7,10 @@ right."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +18,7 @@ from PIL import Image
 
 from conftest import write_task
 from openai_server import OpenAIServer
-from test_presets import vtb
-from vtb_agents.tasks.validate import invisible_characters
+from test_presets import ROOT, vtb
 
 ANSWER = "The number is 42."
 EVIL_ID = "invoice\u202eexe.txt"
@@ -90,6 +92,8 @@ def test_a_control_character_in_an_image_file_name_is_refused(tmp_path):
 
 
 def test_invisible_characters_names_each_offender_once():
+    from vtb_agents.tasks.validate import invisible_characters
+
     assert invisible_characters("plain id-1 with spaces") == []
     assert invisible_characters("a\tb\u202ec\u202ed\u00a0e\u2028") == [
         "U+0009 Cc", "U+202E RIGHT-TO-LEFT OVERRIDE", "U+00A0 NO-BREAK SPACE", "U+2028 LINE SEPARATOR"]
@@ -194,3 +198,49 @@ def test_zoom_views_keep_one_name_per_image_across_turns(tmp_path):
         for name, url in shown_images(body):
             by_name.setdefault(name, set()).add(url)
     assert all(len(urls) == 1 for urls in by_name.values()), {n: len(u) for n, u in by_name.items()}
+
+
+def vtb_at(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The real `vtb` command run from ``cwd`` (for relative task sources)."""
+    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, env=full_env,
+                          cwd=cwd, timeout=240)
+
+
+def test_tasks_filter_takes_one_source_however_it_is_spelled(tmp_path):
+    for task_id in ("t-a", "t-b"):
+        write_task(tmp_path / "ho_tasks", task_id)
+    with OpenAIServer(lambda body: "I cannot tell from the image.") as server:
+        for name, spec in (("run-1", "ho_tasks"), ("run-2", "./ho_tasks")):
+            done = vtb_at(tmp_path, "run", "--tasks", spec, "--model", "openai:m", "--out", name, env=model_env(server))
+            assert done.returncode == 0, done.stderr
+    assert [json.loads((tmp_path / n / "run.json").read_text())["config"]["tasks"] for n in ("run-1", "run-2")] == \
+        ["ho_tasks", "./ho_tasks"]
+    done = vtb_at(tmp_path, "tasks", "filter", "--runs", "run-1", "run-2", "--min-fail", "2", "--out", "hard")
+    assert done.returncode == 0, done.stderr
+    assert "kept 2 of 2 task(s)" in " ".join(done.stdout.split())
+    assert sorted(p.name for p in (tmp_path / "hard").iterdir()) == ["t-a", "t-b"]
+    (tmp_path / "other").mkdir()
+    write_task(tmp_path / "other", "t-a")
+    different = vtb_at(tmp_path, "run", "--tasks", "other", "--out", "run-3")
+    assert different.returncode == 0, different.stderr
+    mixed = vtb_at(tmp_path, "tasks", "filter", "--runs", "run-1", "run-3", "--out", "hard-2")
+    assert mixed.returncode == 2 and "different task sources (./ho_tasks, other)" not in mixed.stderr
+    assert "the runs used different task sources (ho_tasks, other): give --tasks" in " ".join(mixed.stderr.split())
+
+
+def test_compare_warns_when_runs_cover_different_task_sets(tmp_path):
+    for task_id in ("t-a", "t-b", "t-c"):
+        write_task(tmp_path / "tasks", task_id)
+    for name, ids in (("left", ("t-a", "t-b")), ("right", ("t-b", "t-c")), ("same", ("t-a", "t-b"))):
+        chosen = [arg for task_id in ids for arg in ("--task-id", task_id)]
+        done = vtb("run", "--tasks", str(tmp_path / "tasks"), *chosen, "--out", str(tmp_path / name))
+        assert done.returncode == 0, done.stderr
+    done = vtb("compare", str(tmp_path / "left"), str(tmp_path / "right"), "--out", str(tmp_path / "cmp.html"))
+    assert done.returncode == 0, done.stderr
+    warning = ("the runs cover different task sets: each run's scores are over its own tasks, not over the same "
+               "ones; 1 task(s) are in every run. Tasks not in every run: left has 1: t-a; right has 1: t-c")
+    assert warning in " ".join(done.stderr.split())
+    assert warning.replace("'", "&#x27;") in (tmp_path / "cmp.html").read_text()
+    same = vtb("compare", str(tmp_path / "left"), str(tmp_path / "same"))
+    assert same.returncode == 0 and "warning" not in same.stderr
