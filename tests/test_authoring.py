@@ -26,7 +26,17 @@ def images(tmp_path: Path) -> list[Path]:
     return [png, jpg]
 
 
-def test_tasks_new_scaffolds_a_task_that_validates(tmp_path):
+def fill_in(folder: Path, **review: str) -> dict:
+    """What an author does to a scaffold: every 'TODO: ' placeholder replaced by real text (and the
+    review block updated with ``review``); returns the task's JSON."""
+    task_file = folder / "task.json"
+    data = json.loads(task_file.read_text().replace("TODO: ", "Written: "))
+    data["review"].update(review)
+    task_file.write_text(json.dumps(data))
+    return data
+
+
+def test_tasks_new_scaffolds_a_task_that_fails_validation_until_filled_in(tmp_path):
     png, jpg = images(tmp_path)
     done = vtb("tasks", "new", "my-gauge", "--category", "temporal", "--domain", "physics",
                "--image", str(png), "--image", str(jpg), "--root", str(tmp_path / "suite"))
@@ -39,6 +49,14 @@ def test_tasks_new_scaffolds_a_task_that_validates(tmp_path):
     rubric = data["turns"][0]["rubrics"]["t1-answer"]
     assert rubric["weight"] == 5 and rubric["critical"] == "yes" and rubric["description"].startswith("TODO: ")
     assert (folder / "image_1.jpg").read_bytes() == jpg.read_bytes()
+    assert "still TODO until then" in " ".join(done.stdout.split())
+    checked = vtb("tasks", "validate", str(folder), "--json")
+    assert checked.returncode == 1
+    todo = [(p["turn"], p["field"]) for p in map(json.loads, checked.stdout.splitlines()) if p["severity"] == "error"]
+    assert todo == [(turn, field) for turn in (1, 2) for field in ("prompt", "golden_answer", f"rubrics.t{turn}-answer"
+                    ".description", f"rubrics.t{turn}-style.description")]
+    assert all("still TODO" in p["message"] for p in map(json.loads, checked.stdout.splitlines()))
+    fill_in(folder)
     checked = vtb("tasks", "validate", str(folder))
     assert checked.returncode == 0 and "0 error(s)" in checked.stdout
 
@@ -73,10 +91,8 @@ def test_review_block_survives_parquet_and_filters_the_listing(tmp_path):
         assert runner.invoke(app, ["tasks", "new", task_id, "--category", "region_switch", "--domain", "finance",
                                    "--image", str(png), "--root", str(suite)]).exit_code == 0
     write_task(suite, "legacy")  # a task without a review block
-    task_file = suite / "done" / "task.json"
-    data = json.loads(task_file.read_text())
-    data["review"] = {"status": "accepted", "reviewer": "ana", "notes": "second review: fixed r1 wording"}
-    task_file.write_text(json.dumps(data))
+    data = fill_in(suite / "done", status="accepted", reviewer="ana", notes="second review: fixed r1 wording")
+    fill_in(suite / "wip")
     assert runner.invoke(app, ["tasks", "export", str(suite), "--parquet", str(tmp_path / "s.parquet")]).exit_code == 0
     imported = runner.invoke(app, ["tasks", "import", str(tmp_path / "s.parquet"), "--out", str(tmp_path / "back")])
     assert imported.exit_code == 0, imported.output

@@ -39,14 +39,16 @@ def strategy_script(messages: list[BaseMessage]) -> AIMessage:
         return AIMessage("1. Crop the top-left corner. 2. Read it. 3. Answer.")
     if PROPOSE_INSTRUCTION.split("{")[0] in system:
         return AIMessage('{"regions": [{"source": "image_0.png", "box": [0, 0, 0.5, 0.5], "confidence": 0.4}]}')
+    turn_start = max(i for i, m in enumerate(messages) if (m.id or "").startswith("turn-"))
     if REFINE_INSTRUCTION.split("{")[0] in system:
-        refined = sum(1 for m in messages if isinstance(m, AIMessage) and '"regions"' in m.text)
-        return AIMessage('{"regions": [{"source": "zoom_0.png", "box": [0.5, 0.5, 1, 1], "confidence": 0.4}]}'
-                         if refined == 1 else
-                         '{"regions": [{"source": "zoom_1.png", "box": [0, 0, 0.5, 0.5], "confidence": 0.1}]}')
+        turn_number = int((messages[turn_start].id or "").removeprefix("turn-")) + 1
+        refined = sum(1 for m in messages[turn_start:] if isinstance(m, AIMessage) and '"regions"' in m.text)
+        return AIMessage(f'{{"regions": [{{"source": "zoom_t{turn_number}_0.png", "box": [0.5, 0.5, 1, 1], '
+                         '"confidence": 0.4}]}' if refined == 1 else
+                         f'{{"regions": [{{"source": "zoom_t{turn_number}_1.png", "box": [0, 0, 0.5, 0.5], '
+                         '"confidence": 0.1}]}')
     if isinstance(messages[-1], HumanMessage) and messages[-1].text == CRITIQUE_REQUEST:
         return AIMessage("The answer is complete.")
-    turn_start = max(i for i, m in enumerate(messages) if (m.id or "").startswith("turn-"))
     turn = messages[turn_start:]
     if not any(isinstance(m, ToolMessage) for m in turn) or messages[-1].text.startswith("Revise"):
         calls = sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls)
@@ -85,8 +87,8 @@ def test_every_strategy_runs_the_bundled_suite_without_episode_errors(name, samp
     if name == "marks":
         assert "marked_image_0.png" in shown
     if name == "zoom":
-        assert {"zoom_0.png", "zoom_1.png"} <= shown  # the unsure view was searched one level deeper
-        assert "zoom_2.png" not in shown  # zoom_1 is at the depth bound: not searched deeper
+        assert {"zoom_t1_0.png", "zoom_t1_1.png"} <= shown  # the unsure view was searched one level deeper
+        assert "zoom_t1_2.png" not in shown  # zoom_t1_1 is at the depth bound: not searched deeper
     if name == "plan":
         assert any(isinstance(m, AIMessage) and m.text.startswith("1. Crop") for m in sent)
     if name == "reflect":
@@ -133,11 +135,11 @@ def test_zoom_geometry_and_parsing():
 def test_confident_views_are_not_searched_deeper():
     from vtb_agents.strategies.zoom import Region, View, plan_views
 
-    known = {"zoom_0.png": View("zoom_0.png", "image_0.png", (0.0, 0.0, 0.5, 0.5), 1, confidence=0.9),
-             "zoom_1.png": View("zoom_1.png", "image_0.png", (0.5, 0.5, 1.0, 1.0), 1, confidence=0.2)}
-    regions = [Region(source=name, box=(0, 0, 0.5, 0.5)) for name in ("zoom_0.png", "zoom_1.png", "nope.png")]
-    (view,) = plan_views(regions, known, ["image_0.png"], made=2)
-    assert view.name == "zoom_2.png" and view.box == (0.5, 0.5, 0.75, 0.75) and view.depth == 2
+    known = {"zoom_t1_0.png": View("zoom_t1_0.png", "image_0.png", (0.0, 0.0, 0.5, 0.5), 1, confidence=0.9),
+             "zoom_t1_1.png": View("zoom_t1_1.png", "image_0.png", (0.5, 0.5, 1.0, 1.0), 1, confidence=0.2)}
+    regions = [Region(source=name, box=(0, 0, 0.5, 0.5)) for name in ("zoom_t1_0.png", "zoom_t1_1.png", "nope.png")]
+    (view,) = plan_views(regions, known, ["image_0.png"], made=2, turn=1)
+    assert view.name == "zoom_t1_2.png" and view.box == (0.5, 0.5, 0.75, 0.75) and view.depth == 2
 
 
 def test_the_readme_strategy_runs_as_module_function(sample, tmp_path, monkeypatch):

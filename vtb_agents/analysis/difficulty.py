@@ -18,6 +18,7 @@ from vtb_agents.results import TaskResult
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.read import FinishedRun, open_finished_run
 from vtb_agents.tasks.model import Task
+from vtb_agents.tasks.sources import source_key
 
 Outcome = Literal["pass", "fail", "ungraded", "missing"]
 Decision = Literal["keep", "drop", "undecided"]
@@ -100,8 +101,9 @@ def open_runs(run_dirs: Sequence[Path | str]) -> list[FinishedRun]:
 
 
 def shared_task_source(runs: Sequence[FinishedRun]) -> str:
-    """The one task source every run used (an error when they differ: give --tasks then)."""
-    sources = {str(run.run.get("config", {}).get("tasks")) for run in runs}
-    if len(sources) != 1:
-        raise RunError(f"the runs used different task sources ({', '.join(sorted(sources))}): give --tasks")
-    return sources.pop()
+    """The one task source every run used, however each spelled it (``ho_tasks``, ``./ho_tasks``: see
+    :func:`~vtb_agents.tasks.sources.source_key`); an error when they differ: give --tasks then."""
+    sources = [str(run.run.get("config", {}).get("tasks")) for run in runs]
+    if len({source_key(source) for source in sources}) != 1:
+        raise RunError(f"the runs used different task sources ({', '.join(sorted(set(sources)))}): give --tasks")
+    return sources[0]

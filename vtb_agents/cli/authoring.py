@@ -26,20 +26,22 @@ def tasks_new(task_id: str = typer.Argument(..., help="Id of the new task (also 
               turns: Optional[int] = typer.Option(None, min=1,
                                                   help="Turns (default 1, or 2 for multi-turn categories)."),
               ) -> None:
-    """Scaffold a task folder (task.json with a rubric template, the images, review status draft)."""
+    """Scaffold a task folder (task.json with a rubric template, the images, review status draft); it fails
+    validation ("still TODO") until every placeholder is filled in."""
     from vtb_agents.tasks.authoring import AuthoringError, scaffold_task
-    from vtb_agents.tasks.validate import validate_source
+    from vtb_agents.tasks.validate import STILL_TODO, validate_source
 
     try:
         folder = scaffold_task(task_id, category=category, domain=domain, images=image, root=root, turns=turns)
     except (AuthoringError, OSError) as exc:
         fail(str(exc))
-    problems = validate_source(folder)
-    errors = [p for p in problems if p.severity == "error"]
-    if errors:  # the template is meant to validate: say so loudly if it does not
-        fail(f"{folder}: scaffold does not validate: {errors[0]}")
-    out.print(f"wrote {folder / 'task.json'}: fill in the prompts, golden answers and rubrics (every 'TODO: '), "
-              f"then `vtb tasks validate {folder}`")
+    errors = [p for p in validate_source(folder) if p.severity == "error"]
+    broken = [p for p in errors if p.message != STILL_TODO]
+    if broken:  # the template is valid but for its placeholders: say so loudly if it is not
+        fail(f"{folder}: scaffold does not validate: {broken[0]}")
+    out.print(f"wrote {folder / 'task.json'}: fill in the prompts, golden answers and rubrics (every 'TODO: ', "
+              f"{len(errors)} field(s)); `vtb tasks validate {folder}` reports them as still TODO until then",
+              highlight=False)
 
 
 @authoring_cli.command("filter")

@@ -16,6 +16,7 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from vtb_agents.tasks.errors import TaskLoadError
     from vtb_agents.tasks.model import Task
 
 Choice = TypeVar("Choice", bound=str)
@@ -80,6 +81,17 @@ def load_or_fail(spec: str) -> list[Task]:
         return load_tasks(spec)
     except (TaskLoadError, FileNotFoundError, ValueError) as exc:
         fail(f"{exc}\n(run `vtb tasks validate {spec}` to see every problem)")
+        raise  # unreachable: fail() exits
+
+
+def load_items_or_fail(spec: str) -> list[Task | TaskLoadError]:
+    """Every task of ``spec`` or the error that stopped it loading; exit if the source itself is unusable."""
+    from vtb_agents.tasks.sources import iter_source
+
+    try:
+        return list(iter_source(spec))
+    except (FileNotFoundError, ValueError) as exc:
+        fail(str(exc))
         raise  # unreachable: fail() exits
 
 

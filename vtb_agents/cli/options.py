@@ -14,15 +14,16 @@ import inspect
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar
 
 import typer
 
 from vtb_agents import defaults
-from vtb_agents.cli.common import check_choice, fail, load_or_fail
+from vtb_agents.cli.common import check_choice, err, fail, load_items_or_fail
 
 if TYPE_CHECKING:  # loaded when a command runs, not by `vtb --help`
     from vtb_agents.runner.config import RunConfig
+    from vtb_agents.tasks.errors import TaskLoadError
     from vtb_agents.tasks.model import Task
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -57,6 +58,8 @@ class RunOptions:
     limit: Optional[int]
     category: list[str]
     task_id: list[str]
+    status: list[str]
+    skip_invalid: bool
     max_tool_rounds: int
     history: str
     critical_rule: str
@@ -98,8 +101,10 @@ class RunOptions:
             raise  # unreachable: fail() exits
 
     def selected_tasks(self) -> list[Task]:
-        """The tasks of ``--tasks`` filtered by ``--category`` and ``--task-id``, cut to ``--limit``."""
-        return select_tasks(self.tasks, self.category, self.task_id, self.limit)
+        """The tasks of ``--tasks`` filtered by ``--category``, ``--task-id`` and ``--status``, cut to
+        ``--limit`` and validated: invalid ones refuse the run (or are skipped, ``--skip-invalid``)."""
+        return select_tasks(self.tasks, self.category, self.task_id, self.limit, status=self.status,
+                            skip_invalid=self.skip_invalid)
 
     def make_executor(self) -> Any:
         """The executor of ``--executor``: local threads, or Ray actors (the ``ray`` extra)."""
@@ -122,6 +127,10 @@ def _shared(
     limit: Optional[int] = typer.Option(None, min=1, help="Run at most this many tasks."),
     category: list[str] = typer.Option([], help="Only these categories (repeatable)."),
     task_id: list[str] = typer.Option([], "--task-id", help="Only these task ids (repeatable)."),
+    status: list[str] = typer.Option([], "--status", help="Only tasks whose review status is this: draft, reviewed "
+                                     "or accepted (repeatable; tasks without a review block have none)."),
+    skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Run the tasks that pass validation and list "
+                                      "the skipped ones (default: any invalid task refuses the run)."),
     max_tool_rounds: int = typer.Option(defaults.DEFAULT_MAX_TOOL_ROUNDS, min=1, help="Tool rounds allowed per turn."),
     history: str = typer.Option(defaults.DEFAULT_HISTORY, help="Earlier assistant turns: the 'golden' answers or the "
                                                        "'model''s own."),
@@ -190,20 +199,50 @@ def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
     return value
 
 
-def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int | None) -> list[Task]:
-    """The tasks of ``spec`` filtered by category and id, cut to ``limit``; exit if none is left."""
-    selected = load_or_fail(spec)
-    if category:
-        selected = [t for t in selected if t.category in set(category)]
+def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int | None, *,
+                 status: Sequence[str] = (), skip_invalid: bool = False) -> list[Task]:
+    """The tasks of ``spec`` filtered by category, id and review status, cut to ``limit``, then validated
+    (:func:`~vtb_agents.tasks.validate.screen_tasks`) before anything runs: an invalid task exits
+    naming every error of every such task, or with ``skip_invalid`` is left out and listed. A task
+    that cannot be loaded counts as invalid (it is filtered by id only). Exit if none is left."""
+    from vtb_agents.tasks.errors import TaskLoadError
+    from vtb_agents.tasks.model import REVIEW_STATUSES
+    from vtb_agents.tasks.validate import screen_tasks
+
+    for value in status:
+        check_choice("--status", value, REVIEW_STATUSES)
+    items = load_items_or_fail(spec)
     if task_id:
-        missing = sorted(set(task_id) - {t.id for t in selected})
+        known = {item.problem.task_id if isinstance(item, TaskLoadError) else item.id for item in items}
+        missing = sorted(set(task_id) - known)
         if missing:
             fail(f"no task(s) {', '.join(missing)} in {spec}")
-        selected = [t for t in selected if t.id in set(task_id)]
-    selected = selected[:limit] if limit else selected
-    if not selected:
-        fail("no tasks selected")
-    return selected
+    items = [item for item in items if _selected(item, set(category), set(task_id), set(status))]
+    items = items[:limit] if limit else items
+    screening = screen_tasks(items)
+    if screening.rejected:
+        for problem in (p for problems in screening.rejected.values() for p in problems):
+            err.print(str(problem), highlight=False, soft_wrap=True, markup=False)
+        names = ", ".join(repr(task) for task in screening.rejected)
+        if not skip_invalid:
+            fail(f"{len(screening.rejected)} task(s) fail validation, nothing was run: {names}\n"
+                 f"(fix them, see `vtb tasks validate {spec}`, or pass --skip-invalid to run the others)")
+        err.print(f"skipped {len(screening.rejected)} invalid task(s): {names}", highlight=False, soft_wrap=True,
+                  markup=False)
+    if not screening.tasks:
+        fail("no tasks selected" + (f" (review status {', '.join(status)}: tasks without a review block have none)"
+                                    if status else ""))
+    return screening.tasks
+
+
+def _selected(item: Task | TaskLoadError, category: set[str], task_id: set[str], status: set[str]) -> bool:
+    """Whether ``item`` passes the filters; a task that failed to load passes all but the id filter."""
+    from vtb_agents.tasks.errors import TaskLoadError
+
+    if isinstance(item, TaskLoadError):
+        return not task_id or item.problem.task_id in task_id
+    return ((not category or item.category in category) and (not task_id or item.id in task_id)
+            and (not status or item.review is not None and item.review.status in status))
 
 
 def make_executor(kind: str, ray_address: str | None, concurrency: int) -> Any:

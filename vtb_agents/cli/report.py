@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from vtb_agents.cli.common import cli_app, fail, out
+from vtb_agents.cli.common import cli_app, err, fail, out
 
 report_cli = cli_app(help="Reports of runs.", no_args_is_help=True)
 
@@ -34,11 +34,18 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
 def compare(run_dirs: list[Path] = typer.Argument(..., help="Run directories to compare."),
             out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the comparison as HTML here."),
             ) -> None:
-    """Compare runs: model, settings, APR, ARS, per-category APR and tool metrics."""
+    """Compare runs: model, settings, APR, ARS, per-category APR and tool metrics (with a warning naming
+    the tasks not in every run when the runs cover different task sets)."""
+    from rich.markup import escape
+
     from vtb_agents.report import ReportError, compare_runs, write_comparison
 
     try:
-        out.print(compare_runs(run_dirs).to_rich())
+        comparison = compare_runs(run_dirs)
+        out.print(comparison.to_rich())
+        coverage = comparison.coverage()
+        if coverage:
+            err.print(f"[bold yellow]warning:[/] {escape(coverage.text())}", highlight=False, soft_wrap=True)
         if out_file is not None:
             out.print(f"comparison: {write_comparison(run_dirs, out_file)}", highlight=False)
     except ReportError as exc:

@@ -1,12 +1,14 @@
 """Compare runs: one row per run (model, settings, APR, ARS, per-category APR, tool metrics, tokens and
 estimated cost) as rich tables for the terminal and an HTML page with APR-against-tool-use scatter plots.
 
-Only ``run.json`` and ``summary.json`` are read, so comparing large runs is instant.
+Only ``run.json``, ``summary.json`` and the task ids at the start of each ``results.jsonl`` line are
+read, so comparing large runs is instant. Runs that cover different task sets are compared as they
+are (each run's scores over its own tasks), and :meth:`Comparison.coverage` says which tasks differ.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,6 +21,7 @@ from vtb_agents.report.markup import esc, num, page, pct, table
 from vtb_agents.report.plots import scatter_svg
 from vtb_agents.report.usage import usd
 from vtb_agents.rundir.read import ReportError, RunMeta, read_meta
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.tasks.normalize import CATEGORIES
 
 
@@ -72,11 +75,39 @@ def _labels(paths: Sequence[Path]) -> list[str]:
     return [f"{p.resolve().parent.name}/{n}" if names.count(n) > 1 else n for p, n in zip(paths, names)]
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """How the task sets of compared runs differ: how many tasks every run has, and per run label the
+    ids it has beyond those (tasks some other run lacks), sorted."""
+
+    common: int
+    extra: dict[str, list[str]]
+
+    def text(self, shown: int = 10) -> str:
+        """One warning sentence naming the differing ids (``shown`` per run at most)."""
+        parts = []
+        for label, ids in self.extra.items():
+            more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+            parts.append(f"{label} has {len(ids)}: {', '.join(ids[:shown])}{more}" if ids else f"{label} has none")
+        return (f"the runs cover different task sets: each run's scores are over its own tasks, not over the same "
+                f"ones; {self.common} task(s) are in every run. Tasks not in every run: {'; '.join(parts)}")
+
+
 @dataclass
 class Comparison:
-    """Rows of :func:`run_row`, and the categories any run has (paper order first)."""
+    """Rows of :func:`run_row`, the categories any run has (paper order first), and the task ids of
+    each run by label (when read from the run directories)."""
 
     rows: list[dict[str, Any]]
+    task_ids: dict[str, set[str]] = field(default_factory=dict)
+
+    def coverage(self) -> Coverage | None:
+        """How the runs' task sets differ, or None when they are the same (or fewer than two runs)."""
+        sets = list(self.task_ids.values())
+        if len(sets) < 2 or all(ids == sets[0] for ids in sets):
+            return None
+        common = set.intersection(*sets)
+        return Coverage(len(common), {label: sorted(ids - common) for label, ids in self.task_ids.items()})
 
     @property
     def categories(self) -> list[str]:
@@ -137,7 +168,9 @@ def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
     if not run_dirs:
         raise ReportError("no run directories to compare")
     paths = [Path(p) for p in run_dirs]
-    return Comparison([run_row(read_meta(path), label) for path, label in zip(paths, _labels(paths))])
+    labels = _labels(paths)
+    rows = [run_row(read_meta(path), label) for path, label in zip(paths, labels)]
+    return Comparison(rows, {label: ResultsStore(path).task_ids() for path, label in zip(paths, labels)})
 
 
 def write_comparison(run_dirs: Sequence[Path | str], out_html: Path | str) -> Path:
@@ -152,8 +185,10 @@ def write_comparison(run_dirs: Sequence[Path | str], out_html: Path | str) -> Pa
     shown = "".join(f'<div class="plot">{svg}</div>' for svg in plots if svg) or \
         '<p class="note">No run has both APR and tool metrics to plot.</p>'
     runs = "".join(f"<li><b>{esc(r['run'])}</b>: {esc(r['path'])}</li>" for r in comparison.rows)
+    coverage = comparison.coverage()
+    warning = f'<p class="note"><b>Warning:</b> {esc(coverage.text())}</p>' if coverage else ""
     body = (f"<h1>Run comparison</h1><p class=\"sub\">{len(comparison.rows)} run(s)</p>"
-            f"<ul>{runs}</ul>{comparison.to_html()}<h2>APR and tool use</h2><div class=\"grid\">{shown}</div>")
+            f"<ul>{runs}</ul>{warning}{comparison.to_html()}<h2>APR and tool use</h2><div class=\"grid\">{shown}</div>")
     out = Path(out_html)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page("Run comparison", body), encoding="utf-8")

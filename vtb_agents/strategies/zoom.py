@@ -21,6 +21,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
+from vtb_agents.models.replay import current_turn
 from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState
 from vtb_agents.strategies.loop import call_model
@@ -103,9 +104,17 @@ def absolute_box(parent: tuple[float, float, float, float], box: tuple[float, fl
     return (px0 + x0 * w, py0 + y0 * h, px0 + max(x0, x1) * w, py0 + max(y0, y1) * h)
 
 
-def plan_views(regions: list[Region], known: dict[str, View], images: list[str], made: int) -> list[View]:
-    """The next views to make: regions of the images, or of views the model was not confident in,
-    within the depth and view bounds."""
+def view_name(turn: int, index: int) -> str:
+    """The file name of zoomed view ``index`` of ``turn`` (1-based): unique in the episode, so that a
+    later turn never shows a different image under an earlier view's name (the sandbox and the
+    conversation keep every turn's views)."""
+    return f"zoom_t{turn}_{index}.png"
+
+
+def plan_views(regions: list[Region], known: dict[str, View], images: list[str], made: int, turn: int
+               ) -> list[View]:
+    """The next views of ``turn`` (1-based) to make: regions of the images, or of views the model was
+    not confident in, within the depth and view bounds."""
     views: list[View] = []
     for region in regions:
         parent = known.get(region.source) or (View(region.source, region.source, (0.0, 0.0, 1.0, 1.0), 0)
@@ -117,7 +126,7 @@ def plan_views(regions: list[Region], known: dict[str, View], images: list[str],
         box = absolute_box(parent.box, region.box)
         if box[2] - box[0] < 0.01 or box[3] - box[1] < 0.01:
             continue
-        views.append(View(f"zoom_{made + len(views)}.png", parent.image, box, parent.depth + 1, region.confidence))
+        views.append(View(view_name(turn, made + len(views)), parent.image, box, parent.depth + 1, region.confidence))
     return views
 
 
@@ -142,12 +151,13 @@ def zoom_search(state: TurnState, runtime: Runtime[EpisodeContext], config: Runn
     if not images:
         return {}
     messages, added = list(state["messages"]), list[AnyMessage]()
+    turn = current_turn(messages)[0] + 1
     known: dict[str, View] = {}
     instruction = PROPOSE_INSTRUCTION.replace("{sources}", ", ".join(images))
     while True:
         reply = call_model(ctx, messages, tools=False, instruction=instruction, config=config)
         proposal = AIMessage(content=reply.text)
-        views = plan_views(parse_regions(reply.text), known, images, len(known))
+        views = plan_views(parse_regions(reply.text), known, images, len(known), turn)
         if not views:
             return {"messages": [*added, proposal]}
         made = make_views(ctx, CROP_CODE.format(jobs=[(v.name, v.image, v.box) for v in views], side=ZOOM_SIDE))

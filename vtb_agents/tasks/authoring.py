@@ -1,8 +1,10 @@
-"""Authoring new tasks: ``vtb tasks new`` scaffolds a task folder that validates, with a rubric template.
+"""Authoring new tasks: ``vtb tasks new`` scaffolds a task folder with a rubric template.
 
 Why: the paper's tasks are written by domain experts, then reviewed; a scaffold gives an author the
 dataset's own shape (turns, images, rubrics with their keys) and a ``review`` block in state
-``draft``, so that ``vtb tasks list --status accepted`` later picks the finished ones.
+``draft``, so that ``vtb tasks list --status accepted`` (and ``vtb run --status accepted``) later
+picks the finished ones. Its texts start with :data:`TODO`, which validation refuses ("still TODO"),
+so an untouched scaffold can neither validate nor run.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from PIL import Image, UnidentifiedImageError
 from vtb_agents.tasks.local import TASK_FILE, safe_dirname
 from vtb_agents.tasks.model import Review, Task
 from vtb_agents.tasks.normalize import CATEGORIES, DOMAINS, SINGLE_TURN_CATEGORIES, normalize_category, normalize_domain
+from vtb_agents.tasks.validate import TODO, hidden_characters_problem
 
 CATEGORY_NAMES = {"region_switch": "Region Switch Q&A", "hybrid_tool": "Hybrid Tool Reasoning",
                   "follow_up": "Follow-up Test", "temporal": "Temporal Visual Reasoning",
                   "progressive": "Progressive Visual Reasoning"}
 """The paper's names of the categories, written as the raw category of a new task."""
 
-TODO = "TODO: "
 
 
 class AuthoringError(ValueError):
@@ -58,6 +60,9 @@ def scaffold_task(task_id: str, *, category: str, domain: str, images: list[Path
                   turns: int | None = None) -> Path:
     """Write ``root/<task_id>/`` (task.json with prompts, golden answers and rubrics to fill in, the
     images as ``image_{i}``) and return the folder. Every image is shown in turn 1."""
+    hidden = hidden_characters_problem(task_id, "the id")
+    if hidden:
+        raise AuthoringError(f"task {task_id!r}: {hidden}")
     slug_category, slug_domain = normalize_category(category), normalize_domain(domain)
     if slug_category not in CATEGORIES:
         raise AuthoringError(f"task {task_id!r}: unknown category {category!r} (one of {', '.join(CATEGORIES)})")

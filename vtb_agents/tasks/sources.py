@@ -47,6 +47,19 @@ def iter_source(spec: str | Path) -> Iterator[Task | TaskLoadError]:
     raise ValueError(f"task source {text!r}: expected a task folder, a folder of task folders or parquet")
 
 
+def source_key(spec: str | Path) -> str:
+    """One spelling of the task source ``spec``, to tell whether two specs name the same source: paths
+    (also of a local ``hf:`` dataset) resolved, so ``ho_tasks`` and ``./ho_tasks`` are one; ``sample``
+    and names of Hugging Face datasets as written."""
+    text = str(spec)
+    if text == SAMPLE:
+        return text
+    if text.startswith(HF_PREFIX):
+        name, at, split = text[len(HF_PREFIX):].partition("@")
+        return HF_PREFIX + (str(Path(name).resolve()) if Path(name).exists() else name) + at + split
+    return str(Path(text).resolve())
+
+
 def _iter_dirs(root: Path) -> Iterator[Task | TaskLoadError]:
     folders = task_dirs(root)
     if not folders:
