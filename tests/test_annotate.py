@@ -69,6 +69,8 @@ def test_labels_made_in_a_real_browser_reach_alignment(run_dir, tmp_path):
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
         page = browser.new_page()
         page.on("request", lambda request: requested.append(request.url))
+        posts: list[dict[str, str]] = []
+        page.on("request", lambda request: posts.append(request.headers) if request.method == "POST" else None)
         proc, url = start(run_dir, labels)
         try:
             page.goto(url)
@@ -110,6 +112,8 @@ def test_labels_made_in_a_real_browser_reach_alignment(run_dir, tmp_path):
             stop(proc)
         browser.close()
     assert requested and all(u.startswith("http://127.0.0.1:") for u in requested)  # no external assets
+    # every save carried the page's session token (the server refuses writes without it)
+    assert len(posts) == 6 and all(len(h.get("x-vtb-token", "")) >= 32 for h in posts)
     assert [row["label"] for row in read_labels(labels)] == ["met", "not_met", "not_met", "not_met"]
     done = vtb("analyze", "alignment", str(run_dir), "--labels", str(labels), "--json")
     assert done.returncode == 0, done.stderr
