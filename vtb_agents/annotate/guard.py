@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Protocol
 
 TOKEN_HEADER = "X-VTB-Token"
 """The header carrying the session token on state-changing requests."""
 LOCAL_NAMES = ("127.0.0.1", "localhost")
+
+
+class Headers(Protocol):
+    """Request headers, looked up by name (``http.server``'s ``self.headers``, or a dict)."""
+
+    def get(self, name: str, /) -> str | None:
+        """The header's value, or None."""
 
 
 @dataclass(frozen=True)
@@ -40,14 +47,14 @@ class RequestGuard:
         """The ``Host`` header values this server answers (lower case)."""
         return frozenset(f"{name}:{self.port}" for name in LOCAL_NAMES)
 
-    def check_host(self, headers: Mapping[str, str]) -> Refusal | None:
+    def check_host(self, headers: Headers) -> Refusal | None:
         """Refuse a request whose ``Host`` is not this server's own name (DNS rebinding)."""
         host = (headers.get("Host") or "").strip().lower()
         if host not in self.hosts:
             return Refusal(421, f"this server answers only {' or '.join(sorted(self.hosts))}, not Host {host!r}")
         return None
 
-    def check_write(self, headers: Mapping[str, str]) -> Refusal | None:
+    def check_write(self, headers: Headers) -> Refusal | None:
         """Refuse a state-changing request unless it is JSON, same-origin and carries the session token
         (the ``Host`` check comes first: call :meth:`check_host` too)."""
         mime = (headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
