@@ -144,8 +144,17 @@ def test_an_all_failing_ablation_exits_incomplete_and_its_hint_retries_it(tmp_pa
         assert "$0" not in costs and costs.count("unknown") >= 4, costs
         retry = hinted(failed.stderr, "retry them with: ")
         assert retry[retry.index("--max-tool-rounds") + 1] == "4"
+        # `vtb grade` on one setting's folder names the ablation that continues it
+        graded = vtb("grade", str(out / "no_tools"), server=server)
+        assert graded.returncode == EXIT_INCOMPLETE, graded.stderr[-3000:]
+        from_grade = hinted(graded.stderr, "run their episodes again with: ")
+        assert from_grade[0] == "ablate" and from_grade[-6:] == ["--out", str(out), "--setting", "no_tools",
+                                                                 "--resume", "--retry-errors"]
         scripted.model_down = False
         server.requests.clear()
+        regraded = vtb(*from_grade, server=server)
+        assert regraded.returncode == 0, regraded.stderr[-3000:]
+        assert summary_of(out / "no_tools")["complete"] and not summary_of(out / "weak_prompt")["complete"]
         retried = vtb(*retry, server=server)
     assert retried.returncode == 0, retried.stderr[-3000:]
     assert [summary_of(out / s)["apr"] for s in ("no_tools", "weak_prompt")] == [1.0, 1.0]

@@ -298,7 +298,8 @@ def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None,
         finished = open_finished_run(run_dir)
         config = finished.run["config"]
         source = load_or_fail(tasks or config["tasks"])
-        selection = run_ids_flags([r.task_id for r in finished.results], [t.id for t in source])
+        run_ids = list(dict.fromkeys(r.task_id for r in finished.results))  # a retried task has two lines
+        selection = run_ids_flags(run_ids, [t.id for t in source])
         try:
             hints.append(f"run their episodes again with: "
                          f"{resume_recorded_run(run_dir, config, selection, '--retry-errors')}")
