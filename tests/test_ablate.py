@@ -45,10 +45,10 @@ def _options(command: str) -> set[str]:
 
 def test_ablate_offers_every_run_option_but_the_ablated_and_single_run_ones():
     only_run = _options("run") - _options("ablate")
-    # the ablation sets the prompt and the tools itself; a verdict cache and a LangSmith experiment are per run
-    assert only_run == {"--prompt-level", "--tools", "--vision-tool", "--judge-cache",
+    # the ablation sets the prompt and the tools itself; a LangSmith experiment is per run
+    assert only_run == {"--prompt-level", "--tools", "--vision-tool",
                         "--langsmith-experiment", "--langsmith-dataset"}
-    assert _options("ablate") - _options("run") == {"--setting"}
+    assert _options("ablate") - _options("run") == {"--setting"}  # --judge-cache: one cache for every setting
 
 
 def test_ablate_passes_the_run_options_to_every_setting(task_root, tmp_path):

@@ -69,6 +69,8 @@ def test_labels_made_in_a_real_browser_reach_alignment(run_dir, tmp_path):
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
         page = browser.new_page()
         page.on("request", lambda request: requested.append(request.url))
+        posts: list[dict[str, str]] = []
+        page.on("request", lambda request: posts.append(request.headers) if request.method == "POST" else None)
         proc, url = start(run_dir, labels)
         try:
             page.goto(url)
@@ -110,6 +112,8 @@ def test_labels_made_in_a_real_browser_reach_alignment(run_dir, tmp_path):
             stop(proc)
         browser.close()
     assert requested and all(u.startswith("http://127.0.0.1:") for u in requested)  # no external assets
+    # every save carried the page's session token (the server refuses writes without it)
+    assert len(posts) >= 5 and all(len(h.get("x-vtb-token", "")) >= 32 for h in posts)
     assert [row["label"] for row in read_labels(labels)] == ["met", "not_met", "not_met", "not_met"]
     done = vtb("analyze", "alignment", str(run_dir), "--labels", str(labels), "--json")
     assert done.returncode == 0, done.stderr
@@ -126,3 +130,76 @@ def test_annotate_refuses_a_missing_run_and_bad_labels(run_dir, tmp_path):
     bad.write_text('{"task_id": "a", "rubric_id": "r1", "label": "maybe"}\n')
     done = vtb("annotate", str(run_dir), "--labels", str(bad), "--port", "0")
     assert done.returncode == 2 and "line 1" in done.stderr and "'label'" in done.stderr
+
+
+def request(url: str, method: str, path: str, body: bytes | None = None,
+            headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """One request the way a browser sends it, with exactly the given headers (``Host`` included)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in {"Host": parts.netloc, **(headers or {})}.items():
+            conn.putheader(name, value)
+        if body is not None:
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+    finally:
+        conn.close()
+
+
+def page_token(url: str) -> str:
+    status, page = request(url, "GET", "/")
+    assert status == 200
+    return page.decode().split('name="vtb-token" content="')[1].split('"')[0]
+
+
+LABEL = json.dumps({"task_id": "a", "turn": 1, "rubric_id": "r1", "label": "not_met", "note": "forged"}).encode()
+
+
+def test_a_foreign_page_cannot_write_labels_nor_read_the_run(run_dir, tmp_path):
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"task_id": "a", "turn": 1, "rubric_id": "r1", "label": "met", "note": ""}\n')
+    before = labels.read_bytes()
+    proc, url = start(run_dir, labels)
+    try:
+        own = url.rstrip("/").removeprefix("http://")
+        # a "simple" cross-origin request: browsers send it without a preflight
+        status, _ = request(url, "POST", "/api/label", LABEL,
+                            {"Content-Type": "text/plain;charset=UTF-8", "Origin": "http://evil.example"})
+        assert status == 415
+        token = page_token(url)
+        refused = [  # each one rule broken, the others kept
+            ({"Content-Type": "application/json", "Origin": "http://evil.example", "X-VTB-Token": token}, 403),
+            ({"Content-Type": "application/json", "Origin": f"http://{own}"}, 403),  # no token
+            ({"Content-Type": "application/json", "X-VTB-Token": token + "x"}, 403),
+            ({"Content-Type": "text/plain", "X-VTB-Token": token}, 415),
+            ({"Content-Type": "application/json", "X-VTB-Token": token, "Host": "evil.example"}, 421),
+        ]
+        for headers, expected in refused:
+            status, body = request(url, "POST", "/api/label", LABEL, headers)
+            assert status == expected, (headers, body)
+        # DNS rebinding: evil.example resolving to 127.0.0.1 reads nothing of the run
+        for path in ("/api/state", "/", "/image/task/0/0"):
+            status, body = request(url, "GET", path, headers={"Host": f"evil.example:{own.split(':')[1]}"})
+            assert status == 421 and list(json.loads(body)) == ["error"], (path, body)
+            assert "evil.example" in json.loads(body)["error"] and b"task_id" not in body
+        status, _ = request(url, "GET", "/api/state", headers={"Host": "127.0.0.1.evil.example"})
+        assert status == 421
+        assert labels.read_bytes() == before  # nothing changed
+        # the page's own requests pass, under either local name
+        status, body = request(url, "GET", "/api/state")
+        assert status == 200 and json.loads(body)["labels"][0]["label"] == "met"
+        localhost = own.replace("127.0.0.1", "localhost")
+        status, body = request(url, "POST", "/api/label", LABEL,
+                               {"Content-Type": "application/json; charset=utf-8", "Host": localhost,
+                                "Origin": f"http://{localhost}", "X-VTB-Token": token})
+        assert status == 200, body
+    finally:
+        stop(proc)
+    assert read_labels(labels) == [{"task_id": "a", "turn": 1, "rubric_id": "r1", "label": "not_met", "note": "forged"}]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -166,12 +167,15 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(many_tasks, tmp_path):
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130, stderr
-    assert "interrupted:" in stderr and "continue with --resume" in stderr
+    assert "interrupted:" in stderr and "continue with: vtb run " in stderr
+    hint = next(line for line in stderr.splitlines() if "continue with: " in line).split("continue with: ")[1]
+    words = shlex.split(hint)  # the printed command, run as printed
+    assert words[0] == "vtb" and words[-3:] == ["--out", str(out), "--resume"] and "--concurrency" in words
     lines = results.read_text().splitlines()
     assert 0 < len(lines) < 8 and all(json.loads(line)["grade"]["passed"] for line in lines)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is False and summary["tasks"] == len(lines)
-    finished = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=120)
+    finished = subprocess.run([*command[:3], *words[1:]], env=env, capture_output=True, text=True, timeout=120)
     assert finished.returncode == 0, finished.stderr
     assert sorted(json.loads(line)["task_id"] for line in results.read_text().splitlines()) == \
         [f"t{i}" for i in range(8)]

@@ -3,7 +3,9 @@
 Tokens are summed from the per-task usage the runner recorded (model and judge apart); the cost
 multiplies them by the presets' prices (USD per million tokens). A price that is not known, a
 call whose provider reported no usage, or a result without usage makes the cost unknown (None),
-never zero: only a side that made no calls at all costs a known 0.
+never zero; so does an infrastructure failure (a failed request reports no usage, billed or not):
+of the model's side an episode that failed, of the judge's a judge error. Only a side that made
+no calls at all, with nothing failed, costs a known 0.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from vtb_agents.models.presets import Prices, prices_for
-from vtb_agents.results import TaskResult, TokenUsage
+from vtb_agents.results import TaskResult, TokenUsage, is_infrastructure
 
 PER_TOKENS = 1_000_000
 
@@ -45,9 +47,11 @@ def cost_summary(results: list[TaskResult], *, model: str | None, judge: str) ->
     """Estimated cost of the model, the judge, the run and per passed task (None where unknown)."""
     usage = run_usage(results)
     complete = usage["tasks_without_usage"] == 0
+    model_known = complete and not any(is_infrastructure(r.episode.ended) for r in results)
+    judge_known = complete and not any(r.ended == "judge_error" for r in results)
     model_prices, judge_prices = prices_for(model) if model else None, prices_for(judge)
-    model_cost = cost_of(TokenUsage(**usage["model"]), model_prices) if complete else None
-    judge_cost = cost_of(TokenUsage(**usage["judge"]), judge_prices) if complete else None
+    model_cost = cost_of(TokenUsage(**usage["model"]), model_prices) if model_known else None
+    judge_cost = cost_of(TokenUsage(**usage["judge"]), judge_prices) if judge_known else None
     total = None if model_cost is None or judge_cost is None else round(model_cost + judge_cost, 6)
     passed = sum(bool(r.grade.passed) for r in results)
     return {

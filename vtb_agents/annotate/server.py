@@ -5,17 +5,21 @@ Routes: ``GET /`` the page; ``GET /api/state`` the run's tasks, answers and rubr
 verdicts: the labeller must not be anchored by them) with the labels so far; ``GET /image/task/T/I``
 and ``GET /image/ref/SHA`` the task's images and the images its tool calls made; ``POST /api/label``
 ``{"task_id", "turn", "rubric_id", "label", "note"}`` saves one label at once (:class:`LabelStore`).
+Every request must name the server by its own host name, and a label must come from the served page
+(JSON, same origin, the page's session token): see :mod:`vtb_agents.annotate.guard`.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from vtb_agents.annotate.guard import Refusal, RequestGuard
 from vtb_agents.annotate.labels import LabelStore
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.results import TaskResult
@@ -110,15 +114,40 @@ class AnnotationSession:
         return {"saved": row, "labelled": len(self.labels.rows())}
 
 
-def _page() -> bytes:
-    return resources.files("vtb_agents.annotate").joinpath("templates/annotate.html").read_bytes()
+TOKEN_SLOT = b"{{token}}"
 
 
-def make_server(session: AnnotationSession, port: int = 0) -> ThreadingHTTPServer:
-    """An HTTP server for ``session`` on 127.0.0.1 (``port`` 0: a free one); call ``serve_forever``."""
-    page = _page()
+def _page(token: str) -> bytes:
+    """The labelling page, carrying the session token its writes must send."""
+    page = resources.files("vtb_agents.annotate").joinpath("templates/annotate.html").read_bytes()
+    return page.replace(TOKEN_SLOT, token.encode())
+
+
+class GuardedServer(ThreadingHTTPServer):
+    """A threading HTTP server with the :class:`RequestGuard` of the port it bound (port 0 picks one)
+    and the session ``token``."""
+
+    guard: RequestGuard
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], token: str) -> None:
+        self.token = token
+        super().__init__(address, handler)
+
+    def server_bind(self) -> None:
+        """Bind, then make the guard for the port actually bound."""
+        super().server_bind()
+        self.guard = RequestGuard(self.server_address[1], self.token)
+
+
+def make_server(session: AnnotationSession, port: int = 0) -> GuardedServer:
+    """An HTTP server for ``session`` on 127.0.0.1 (``port`` 0: a free one); call ``serve_forever``.
+    It answers only requests that pass its :class:`RequestGuard` (``server.guard``)."""
+    token = secrets.token_urlsafe(32)
+    page = _page(token)
 
     class Handler(BaseHTTPRequestHandler):
+        server: GuardedServer
+
         def log_message(self, *args: Any) -> None:  # the terminal shows the URL, not every request
             pass
 
@@ -133,7 +162,14 @@ def make_server(session: AnnotationSession, port: int = 0) -> ThreadingHTTPServe
         def _json(self, status: int, payload: Any) -> None:
             self._send(status, json.dumps(payload, ensure_ascii=False).encode(), "application/json")
 
+        def _refused(self, refusal: Refusal | None) -> bool:
+            if refusal is not None:
+                self._json(refusal.status, {"error": refusal.error})
+            return refusal is not None
+
         def do_GET(self) -> None:  # noqa: N802 (http.server API)
+            if self._refused(self.server.guard.check_host(self.headers)):
+                return
             path = self.path.split("?", 1)[0]
             if path == "/":
                 self._send(200, page, "text/html; charset=utf-8")
@@ -150,6 +186,9 @@ def make_server(session: AnnotationSession, port: int = 0) -> ThreadingHTTPServe
                 self._json(404, {"error": f"no route {path}"})
 
         def do_POST(self) -> None:  # noqa: N802 (http.server API)
+            guard = self.server.guard
+            if self._refused(guard.check_host(self.headers) or guard.check_write(self.headers)):
+                return
             if self.path != "/api/label":
                 self._json(404, {"error": f"no route {self.path}"})
                 return
@@ -159,5 +198,4 @@ def make_server(session: AnnotationSession, port: int = 0) -> ThreadingHTTPServe
             except ValueError as exc:  # bad JSON or a label that names nothing in the run
                 self._json(400, {"error": str(exc)})
 
-    return ThreadingHTTPServer((HOST, port), Handler)
-
+    return GuardedServer((HOST, port), Handler, token)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, g
 import typer
 
 from vtb_agents.cli.common import check_choice, choice, cli_app, err, fail, load_or_fail, out
-from vtb_agents.cli.options import CRITICAL, JUDGE, REQUEST_TIMEOUT, RunOptions, with_run_options
+from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, with_run_options
 from vtb_agents.defaults import DEFAULT_PROMPT_LEVEL
 
 if TYPE_CHECKING:  # the runner, the judges and the results model load when a command runs
@@ -138,18 +138,38 @@ def run(options: RunOptions,
     tm = summary["tool_metrics"]
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
+    resume = run_resume_command(options, config.to_dict(), out_dir, judge_cache)
     if summary.get("missing"):
-        err.print(f"interrupted: {summary['tasks']} of {len(selected)} task(s) done; continue with --resume")
+        err.print(f"interrupted: {summary['tasks']} of {len(selected)} task(s) done; continue with: {resume}",
+                  highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
     from vtb_agents.report import write_report
 
     report = write_report(out_dir)
     out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
-    exit_if_incomplete(summary, f"vtb run ... --out {out_dir} --resume --retry-errors")
+    exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors")
 
 
-def exit_if_incomplete(summary: dict[str, Any], retry: str) -> None:
-    """Say which tasks infrastructure failures left ungraded and exit with ``EXIT_INCOMPLETE``."""
+def run_resume_command(options: RunOptions, config: dict[str, Any], out_dir: Path, judge_cache: Path | None,
+                       command: str = "run", *own: str) -> str:
+    """The command continuing this ``vtb run`` or ``vtb ablate`` (``own``: its own flags): the same
+    settings, task selection and verdict cache, with ``--resume``."""
+    from vtb_agents.cli.hints import HintError, config_flags, selection_flags
+    from vtb_agents.cli.hints import command as vtb_command
+
+    try:
+        flags = config_flags(config, ablation=command == "ablate")
+    except HintError as exc:
+        return f"(no vtb command continues this run: {exc})"
+    cache = ["--judge-cache", str(judge_cache)] if judge_cache else []
+    return vtb_command(command, *flags, *selection_flags(options), *own, *cache, "--out", out_dir, "--resume")
+
+
+def exit_if_incomplete(summary: dict[str, Any], *retry: str) -> None:
+    """Say which tasks infrastructure failures left ungraded, print the ``retry`` hints (one line
+    each) and exit with ``EXIT_INCOMPLETE``."""
+    from rich.markup import escape
+
     from vtb_agents.runner.run import EXIT_INCOMPLETE
 
     failed = summary.get("infrastructure_errors") or {}
@@ -158,7 +178,9 @@ def exit_if_incomplete(summary: dict[str, Any], retry: str) -> None:
     ids = failed.get("task_ids") or []
     shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
     err.print(f"[bold red]incomplete:[/] {failed['count']} task(s) ungraded by infrastructure failures "
-              f"({shown}); retry them with: {retry}", highlight=False, soft_wrap=True)
+              f"({escape(shown)})", highlight=False, soft_wrap=True)
+    for line in retry:
+        err.print(line, highlight=False, soft_wrap=True, markup=False)
     raise typer.Exit(EXIT_INCOMPLETE)
 
 
@@ -167,8 +189,11 @@ def exit_if_incomplete(summary: dict[str, Any], retry: str) -> None:
 def ablate(options: RunOptions,
            out_dir: Path = typer.Option(Path("runs/ablation"), "--out", help="Folder for one run per setting."),
            settings: list[str] = typer.Option([], "--setting", help="Only these settings (repeatable)."),
+           judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache shared by the settings (default: "
+                                                                 "OUT/SETTING/judge_cache.sqlite each)."),
            ) -> None:
-    """Run the paper's ablations (strong / weak prompt, no vision tool, no tools) and compare them."""
+    """Run the paper's ablations (strong / weak prompt, no vision tool, no tools) and compare them.
+    Exits with status 3, as `vtb run`, while any setting has tasks ungraded by infrastructure failures."""
     from vtb_agents.report.ablation import write_ablation_report
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.ablate import ABLATIONS, run_ablations
@@ -188,43 +213,99 @@ def ablate(options: RunOptions,
         try:
             summaries = run_ablations(selected, base, out_dir, settings=chosen, resume=options.resume,
                                       executor=options.make_executor(), stop=stop, progress=count,
-                                      retry_errors=options.retry_errors)
+                                      retry_errors=options.retry_errors, judge_cache=judge_cache)
         except (RunError, ValueError) as exc:
             fail(str(exc))
+    resume = run_resume_command(options, base.to_dict(), out_dir, judge_cache, "ablate",
+                                *(item for setting in settings for item in ("--setting", setting)))
     if len(summaries) < len(chosen) or any(s.get("missing") for s in summaries.values()):
-        err.print("interrupted: continue with --resume")
+        err.print(f"interrupted: continue with: {resume}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
     path, comparison = write_ablation_report(out_dir, chosen, ABLATIONS)
     out.print(comparison.to_rich())
     out.print(f"ablation report: {path}")
+    exit_if_incomplete(ablation_failures(summaries), f"retry them with: {resume} --retry-errors")
+
+
+def ablation_failures(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The infrastructure failures of all settings of an ablation (task ids as ``setting/id``), with an
+    INCOMPLETE line printed for each setting that has any."""
+    ids: list[str] = []
+    for setting, summary in summaries.items():
+        failed = summary.get("infrastructure_errors") or {}
+        if failed.get("count"):
+            err.print(f"[bold red]INCOMPLETE:[/] setting {setting}: {failed['count']} of {summary['tasks']} "
+                      "task(s) ungraded by infrastructure failures; its scores cover graded tasks only",
+                      highlight=False, soft_wrap=True)
+            ids += [f"{setting}/{task_id}" for task_id in failed.get("task_ids") or []]
+    return {"infrastructure_errors": {"count": len(ids), "task_ids": ids}}
 
 
 @run_cli.command("grade")
 def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `vtb run`."),
-          judge: str = JUDGE, critical_rule: str = CRITICAL,
+          judge: Optional[str] = typer.Option(None, help="'rule' or 'provider:model' (default: the run's own "
+                                                         "judge, from run.json)."),
+          critical_rule: Optional[str] = typer.Option(None, help="Critical rubrics by 'weight' (>= 4), 'flag' or "
+                                                                 "'either' (default: the run's own rule)."),
           tasks: Optional[str] = typer.Option(None, help="Task source (default: the one the run used)."),
           judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: RUN_DIR/judge_cache.sqlite)."),
           request_timeout: float = REQUEST_TIMEOUT,
           ) -> None:
-    """Regrade a finished run without calling the agent model again (cached verdicts are re-used)."""
+    """Regrade a finished run without calling the agent model again (cached verdicts are re-used).
+    The run keeps its judge and critical rule unless --judge / --critical-rule choose others."""
     from vtb_agents.judges.grade import CriticalRule
     from vtb_agents.rundir.errors import RunError
-    from vtb_agents.runner.regrade import regrade_run
+    from vtb_agents.runner.regrade import recorded_grading, regrade_run
     from vtb_agents.tasks.errors import TaskLoadError
 
-    rule = choice("--critical-rule", critical_rule, get_args(CriticalRule))
+    rule = choice("--critical-rule", critical_rule, get_args(CriticalRule)) if critical_rule else None
     task_list = load_or_fail(tasks) if tasks else None
     try:
+        before = recorded_grading(run_dir)
         summary = regrade_run(run_dir, judge, critical_rule=rule, tasks=task_list,
                               judge_cache=judge_cache, request_timeout_s=request_timeout)
     except (RunError, TaskLoadError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     out.print(summary_table(summary))
     j = summary["judge"]
+    changed = [f"{what} {now} instead of the run's {was} ({option})" for what, option, was, now in (
+        ("judge", "--judge", before.judge, j["model"]),
+        ("critical rule", "--critical-rule", before.critical_rule, summary["critical_rule"])) if was != now]
+    out.print(f"regraded with {'; '.join(changed)}" if changed else
+              f"regraded with the run's own judge {j['model']} and critical rule {summary['critical_rule']}",
+              highlight=False)
     out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
               f"{j['checks']} check(s), {j['unjudged']} unjudged")
-    exit_if_incomplete(summary,
-                       f"vtb grade {run_dir} (judge errors) or vtb run --out {run_dir} --resume --retry-errors")
+    if (summary.get("infrastructure_errors") or {}).get("count"):
+        exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout))
+
+
+def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None, judge_cache: Path | None,
+                      request_timeout: float) -> list[str]:
+    """What retries the ungraded tasks of a regraded run: ``vtb grade`` for judge errors (the run now
+    records the judge), the run's own resume command for episodes that failed."""
+    from vtb_agents.cli.hints import HintError, command, resume_recorded_run, run_ids_flags
+    from vtb_agents.defaults import DEFAULT_REQUEST_TIMEOUT_S
+    from vtb_agents.rundir.read import open_finished_run
+
+    hints = []
+    outcomes = summary.get("outcomes") or {}
+    if outcomes.get("judge_error"):
+        extra = [*(["--tasks", tasks] if tasks else []), *(["--judge-cache", str(judge_cache)] if judge_cache else []),
+                 *(["--request-timeout", str(request_timeout)] if request_timeout != DEFAULT_REQUEST_TIMEOUT_S else [])]
+        hints.append(f"judge them again with: {command('grade', run_dir, *extra)}")
+    if summary["infrastructure_errors"]["count"] > outcomes.get("judge_error", 0):  # episodes failed too
+        finished = open_finished_run(run_dir)
+        config = finished.run["config"]
+        source = load_or_fail(tasks or config["tasks"])
+        run_ids = list(dict.fromkeys(r.task_id for r in finished.results))  # a retried task has two lines
+        selection = run_ids_flags(run_ids, [t.id for t in source])
+        try:
+            hints.append(f"run their episodes again with: "
+                         f"{resume_recorded_run(run_dir, config, selection, '--retry-errors')}")
+        except HintError as exc:
+            hints.append(f"run their episodes again from Python with the run's RunConfig ({exc})")
+    return hints
 
 
 @run_cli.command("strategies")

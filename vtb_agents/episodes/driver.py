@@ -81,9 +81,10 @@ def place_image(name: str, data: bytes, sandbox: Sandbox, artifacts: ArtifactSto
 def episode_context(model: BaseChatModel | None, tools: Sequence[BaseTool], sandbox: Sandbox,
                     artifacts: ArtifactStore, settings: EpisodeSettings) -> EpisodeContext:
     """The runtime context of one episode: ``tools`` with their code tools bound to ``sandbox``,
-    the system prompt of the settings' prompt level and their limits."""
+    the system prompt of the settings' prompt level (naming no tools when there are none) and their limits."""
     return EpisodeContext(
-        model=model, sandbox=sandbox, artifacts=artifacts, system_prompt=system_prompt(settings.prompt_level),
+        model=model, sandbox=sandbox, artifacts=artifacts,
+        system_prompt=system_prompt(settings.prompt_level, tools=bool(tools)),
         tools=bind_episode_tools(tools, sandbox, artifacts, settings.code_timeout_s),
         max_tool_rounds=settings.max_tool_rounds, max_image_side=settings.max_image_side,
         code_timeout_s=settings.code_timeout_s, native_tool_images=settings.native_tool_images,

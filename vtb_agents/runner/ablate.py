@@ -37,14 +37,16 @@ def ablation_config(base: RunConfig, setting: str) -> RunConfig:
 def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings: Sequence[str] = tuple(ABLATIONS),
                   resume: bool = False, executor: Executor | RemoteExecutor | None = None,
                   stop: threading.Event | None = None, progress: ProgressFn | None = None,
-                  retry_errors: bool = False) -> dict[str, dict[str, Any]]:
-    """Run every setting into ``out/<setting>`` and return their summaries, in order (``retry_errors``:
-    as :func:`~vtb_agents.runner.run.run_suite`'s, for each setting)."""
+                  retry_errors: bool = False, judge_cache: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Run every setting into ``out/<setting>`` and return their summaries, in order (``retry_errors``
+    and ``judge_cache``: as :func:`~vtb_agents.runner.run.run_suite`'s, for each setting; one
+    ``judge_cache`` serves all settings, the same answer getting the same verdict)."""
     configs = {setting: ablation_config(base, setting) for setting in settings}  # bad names fail first
     summaries: dict[str, dict[str, Any]] = {}
     for setting, config in configs.items():
         if stop is not None and stop.is_set():
             break
         summaries[setting] = run_suite(tasks, config, Path(out) / setting, resume=resume, executor=executor,
-                                       stop=stop, progress=progress, retry_errors=retry_errors)
+                                       stop=stop, progress=progress, retry_errors=retry_errors,
+                                       judge_cache=judge_cache)
     return summaries

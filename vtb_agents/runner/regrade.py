@@ -1,4 +1,5 @@
-"""Regrade a finished run with another judge or critical rule, without calling the agent model.
+"""Regrade a finished run, without calling the agent model: with its own judge and critical rule
+(``run.json``) unless others are given.
 
 Episodes are re-used as they are; verdicts come from the judge cache where present, and judge
 calls that failed before are asked again (failures are never cached). The run's
@@ -8,10 +9,13 @@ records the new judge, so that a later ``--resume`` continues with it.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, get_args
 
 from vtb_agents.analysis.metrics import summarize
+from vtb_agents.defaults import DEFAULT_CRITICAL_RULE, DEFAULT_JUDGE
 from vtb_agents.judges import load_judge
 from vtb_agents.judges.grade import CriticalRule
 from vtb_agents.judges.graph import grade_episode
@@ -29,17 +33,50 @@ from vtb_agents.runner.resources import open_judge
 from vtb_agents.tasks.model import Task
 
 
-def regrade_run(run_dir: Path, judge_spec: str, *, critical_rule: CriticalRule = "weight",
+@dataclass(frozen=True)
+class Grading:
+    """How a run is graded: its judge spec and critical rule."""
+
+    judge: str
+    critical_rule: CriticalRule
+
+
+def _grading(run: dict[str, Any]) -> Grading:
+    config = run.get("config") or {}
+    rule = config.get("critical_rule", DEFAULT_CRITICAL_RULE)
+    if rule not in get_args(CriticalRule):
+        raise RunError(f"run.json: unknown critical_rule {rule!r}")
+    return Grading(judge=str(config.get("judge", DEFAULT_JUDGE)), critical_rule=rule)
+
+
+def recorded_grading(run_dir: Path | str) -> Grading:
+    """The judge and critical rule ``run_dir``'s ``run.json`` records (RunError if it has none)."""
+    run_file = Path(run_dir) / RUN_FILE
+    if not Path(run_dir).is_dir():
+        raise RunError(f"{run_dir}: no such run directory")
+    if not run_file.exists():
+        raise RunError(f"{run_dir} is not a run directory (no {RUN_FILE})")
+    try:
+        return _grading(json.loads(run_file.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+        raise RunError(f"{run_file}: unreadable ({exc})") from None
+
+
+def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: CriticalRule | None = None,
                 tasks: list[Task] | None = None, judge_cache: Path | None = None,
                 progress: Callable[[TaskResult, int, int], None] | None = None,
                 request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> dict[str, Any]:
-    """Grade every episode of ``run_dir`` again and write new results and summary."""
+    """Grade every episode of ``run_dir`` again and write new results and summary; ``judge_spec``
+    and ``critical_rule`` default to the run's own (a judge given here is recorded as the run's)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunError(f"{run_dir}: no such run directory")
     with run_dir_lock(run_dir, "vtb grade"):  # nobody appends while the file is read and rewritten
         finished = open_finished_run(run_dir)
         results, run = finished.results, finished.run
+        recorded = _grading(run)
+        judge_spec = judge_spec or recorded.judge
+        critical_rule = critical_rule or recorded.critical_rule
         by_id = finished.tasks(tasks, needed=[r.task_id for r in results])
         judge_of_run = load_judge(judge_spec, request_timeout_s)
         regraded = []
