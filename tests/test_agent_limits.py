@@ -91,27 +91,28 @@ def test_a_round_cap_of_one_ends_an_agent_turn_as_it_ends_a_builtin_one(respond,
 
 
 def slow_answer(body: dict) -> dict | str:
-    """A tool call at once; the answer after the tool result comes only after 3 s."""
+    """A calculator call at once; the answer after its result comes only after 8 s."""
     if any(m["role"] == "tool" for m in body["messages"]):
-        time.sleep(3)
+        time.sleep(8)
         return "late answer"
-    return tool_call(body)
+    return {"content": "", "tool_calls": [{"id": "c1", "name": "calculator", "arguments": {"expression": "6*7"}}]}
 
 
 def slow_tool(body: dict) -> dict | str:
-    """A tool call whose code runs for 5 s."""
+    """A tool call whose code runs for 10 s."""
     if any(m["role"] == "tool" for m in body["messages"]):
         return "answer"
     return {"content": "", "tool_calls": [{"id": "c1", "name": "python_image_processing",
-                                           "arguments": {"code": "import time\ntime.sleep(5)\nprint(1)"}}]}
+                                           "arguments": {"code": "import time\ntime.sleep(10)\nprint(1)"}}]}
 
 
 @pytest.mark.parametrize("respond", [slow_answer, slow_tool])
 def test_an_agent_episode_past_the_task_timeout_ends_as_a_builtin_one(respond, tmp_path):
-    limits = ("--max-tool-rounds", "1", "--task-timeout", "1.5")
+    limits = ("--max-tool-rounds", "1", "--task-timeout", "5")  # time enough to start and make the first call
     tasks = ["rs-finance-invoice"]
-    builtin, _ = run(BUILTIN, tmp_path / "builtin", respond, *limits, tasks=tasks)
-    agent, _ = run(AGENT, tmp_path / "agent", respond, *limits, tasks=tasks)
+    builtin, builtin_requests = run(BUILTIN, tmp_path / "builtin", respond, *limits, tasks=tasks)
+    agent, agent_requests = run(AGENT, tmp_path / "agent", respond, *limits, tasks=tasks)
+    assert len(agent_requests) == len(builtin_requests) == (2 if respond is slow_answer else 1)
     assert builtin["outcome"] == agent["outcome"] == "task_timeout"
-    assert agent["error"].startswith("TaskTimeout: the task ran past its time limit of 1.5 s")
+    assert agent["error"].startswith("TaskTimeout: the task ran past its time limit of 5 s")
     assert trace(agent) == trace(builtin) == []
