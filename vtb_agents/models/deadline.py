@@ -37,15 +37,18 @@ class TaskTimeout(TimeoutError):
     passes_tool_guard = True  # ends the episode: a tool call never turns it into a message
 
 
-class _NoDeadlineWarnings(logging.Filter):
-    """Drops langchain-core's "Error in TaskDeadline..." warning: the task's result reports it."""
+class QuietHandlerErrors(logging.Filter):
+    """Drops langchain-core's "Error in <handler>..." warning for handlers that end a run on
+    purpose (``TaskDeadline``, a user's agent's round cap): the task's result reports it."""
+
+    handlers = {"TaskDeadline"}
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
-        return not (args and args[0] == "TaskDeadline")
+        return not (args and args[0] in self.handlers)
 
 
-logging.getLogger("langchain_core.callbacks.manager").addFilter(_NoDeadlineWarnings())
+logging.getLogger("langchain_core.callbacks.manager").addFilter(QuietHandlerErrors())
 
 
 class TaskDeadline(BaseCallbackHandler):

@@ -4,6 +4,8 @@ An *agent factory* receives the episode's tools (bound to that task's sandbox) a
 Runnable mapping ``{"messages": [...]}`` to ``{"messages": [...]}`` (or a message list), such as
 ``langchain.agents.create_agent(model, tools)`` or a compiled LangGraph graph. It is called once
 per episode and answers each turn with the whole conversation so far, like our own strategies.
+It keeps the run's limits and gets the built-in loop's tool descriptions: its tools and callbacks
+come from :class:`~vtb_agents.strategies.agent_limits.AgentLimits`.
 
 What the factory may also take, by keyword:
 

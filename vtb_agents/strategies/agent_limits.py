@@ -27,6 +27,7 @@ from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 from langchain_core.tools import BaseTool
 
+from vtb_agents.models.deadline import QuietHandlerErrors
 from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.strategies.loop import cap_notice, tool_description
 from vtb_agents.tools import VISION_TOOLS
@@ -34,6 +35,9 @@ from vtb_agents.tools import VISION_TOOLS
 
 class RoundCapReached(Exception):
     """The agent called tools again after the cap notices: its turn ends (``tool_round_cap``)."""
+
+
+QuietHandlerErrors.handlers.add("AgentLimits")
 
 
 class AgentLimits(BaseCallbackHandler):
