@@ -89,7 +89,8 @@ def build(tools):
 def test_an_agent_that_swallows_errors_still_stops_at_the_round_cap(task_root, tmp_path, monkeypatch):
     (tmp_path / "stubborn_agent.py").write_text(STUBBORN_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    run_suite(load_tasks(task_root), run_config(model="agent:stubborn_agent:build", max_tool_rounds=2), tmp_path / "run")
+    config = run_config(model="agent:stubborn_agent:build", max_tool_rounds=2)
+    run_suite(load_tasks(task_root), config, tmp_path / "run")
     (result,) = ResultsStore(tmp_path / "run").load()[0]
     assert result.episode.outcome == "tool_round_cap"
     (turn,) = result.episode.turns
