@@ -25,12 +25,12 @@ ROOT = Path(__file__).resolve().parents[1]
 TASKS = ["rs-finance-invoice", "te-generalist-map", "pr-maths-plot"]
 
 
-def run_cli(out: Path, server: OpenAIServer, *args: str) -> subprocess.CompletedProcess:
+def run_cli(out: Path, server: OpenAIServer, *args: str, tasks: list[str] = TASKS) -> subprocess.CompletedProcess:
     env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k",
            "VTB_EXAMPLE_MODEL": "openai:vision-test",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", "sample", "--out", str(out), "--judge", "rule",
-               *(a for t in TASKS for a in ("--task-id", t)), *args]
+               *(a for t in tasks for a in ("--task-id", t)), *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 

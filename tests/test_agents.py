@@ -7,6 +7,7 @@ import json
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from vtb_agents.rundir.store import ResultsStore
+from vtb_agents.runner.config import run_config
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
 
@@ -51,3 +52,54 @@ def test_create_agent_is_run_and_graded_like_our_graphs(task_root, tmp_path, mon
                      "python_interpreter", "web_search"]
     second_request = user_agent.MODELS[0].calls[1]
     assert isinstance(second_request[-1], ToolMessage) and second_request[-1].tool_call_id == "c1"
+
+
+STUBBORN_MODULE = '''
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableLambda
+from vtb_agents.models.scripted import ScriptedChatModel
+
+MODELS, FAILURES = [], []
+
+def calls_the_calculator(messages):
+    return AIMessage(f"try {len(messages)}", tool_calls=[
+        {"name": "calculator", "args": {"expression": "6*7"}, "id": f"c{len(messages)}"}])
+
+def build(tools):
+    model = ScriptedChatModel(script=calls_the_calculator)
+    MODELS.append(model)
+    by_name = {t.name: t for t in tools}
+
+    def loop(state):  # a hand-written agent that swallows every error and keeps going
+        messages = list(state["messages"])
+        for _ in range(8):
+            try:
+                reply = model.bind_tools(tools).invoke(messages)
+                messages.append(reply)
+                for call in reply.tool_calls:
+                    messages.append(by_name[call["name"]].invoke({**call, "type": "tool_call"}))
+            except Exception as exc:
+                FAILURES.append(type(exc).__name__)
+        return {"messages": messages + [AIMessage("my own answer")]}
+
+    return RunnableLambda(loop)
+'''
+
+
+def test_an_agent_that_swallows_errors_still_stops_at_the_round_cap(task_root, tmp_path, monkeypatch):
+    (tmp_path / "stubborn_agent.py").write_text(STUBBORN_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = run_config(model="agent:stubborn_agent:build", max_tool_rounds=2)
+    run_suite(load_tasks(task_root), config, tmp_path / "run")
+    (result,) = ResultsStore(tmp_path / "run").load()[0]
+    assert result.episode.outcome == "tool_round_cap"
+    (turn,) = result.episode.turns
+    assert (turn.status, turn.tool_rounds) == ("tool_round_cap", 3)
+    assert [(c.round, c.ok) for c in turn.tool_calls] == [(0, True), (1, True), (2, False)]
+    assert turn.tool_calls[2].output.startswith("Not run: the limit of 2 tool rounds")
+    assert turn.answer == "try 8"  # the text of the reply that called tools after the cap notice
+    import stubborn_agent
+
+    # Four replies reached the agent; every later model call was refused before reaching the model.
+    assert len(stubborn_agent.MODELS[0].calls) == 4
+    assert stubborn_agent.FAILURES == ["RoundCapReached"] * 5

@@ -1,7 +1,8 @@
 """A task's time limit, enforced inside any LangChain runnable: our graphs and users' agents alike.
 
 ``TaskDeadline`` is a callback handler: passed in a run's ``callbacks``, it raises ``TaskTimeout``
-at the start of the next graph step, chain, model call or tool call once the limit has passed.
+at the start of the next graph step, chain, model call or tool call once the limit has passed, and
+at the end of a model call whose reply came after it.
 LangChain hands callbacks down to every nested runnable, so the check reaches inside
 ``create_agent`` graphs and other agents we did not write. ``closing`` also closes the task's
 sandbox when the limit passes, so code running at that moment stops instead of finishing its
@@ -36,15 +37,18 @@ class TaskTimeout(TimeoutError):
     passes_tool_guard = True  # ends the episode: a tool call never turns it into a message
 
 
-class _NoDeadlineWarnings(logging.Filter):
-    """Drops langchain-core's "Error in TaskDeadline..." warning: the task's result reports it."""
+class QuietHandlerErrors(logging.Filter):
+    """Drops langchain-core's "Error in <handler>..." warning for handlers that end a run on
+    purpose (``TaskDeadline``, a user's agent's round cap): the task's result reports it."""
+
+    handlers = {"TaskDeadline"}
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
-        return not (args and args[0] == "TaskDeadline")
+        return not (args and args[0] in self.handlers)
 
 
-logging.getLogger("langchain_core.callbacks.manager").addFilter(_NoDeadlineWarnings())
+logging.getLogger("langchain_core.callbacks.manager").addFilter(QuietHandlerErrors())
 
 
 class TaskDeadline(BaseCallbackHandler):
@@ -79,6 +83,11 @@ class TaskDeadline(BaseCallbackHandler):
         self.check()
 
     def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
+        self.check()
+
+    def on_llm_end(self, *args: Any, **kwargs: Any) -> None:
+        """A reply that arrives after the limit is not taken: a model client we did not build (a
+        user's agent's own) may wait past the limit, where ours cut the request at it."""
         self.check()
 
     @contextmanager

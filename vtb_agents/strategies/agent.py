@@ -4,6 +4,8 @@ An *agent factory* receives the episode's tools (bound to that task's sandbox) a
 Runnable mapping ``{"messages": [...]}`` to ``{"messages": [...]}`` (or a message list), such as
 ``langchain.agents.create_agent(model, tools)`` or a compiled LangGraph graph. It is called once
 per episode and answers each turn with the whole conversation so far, like our own strategies.
+It keeps the run's limits and gets the built-in loop's tool descriptions: its tools and callbacks
+come from :class:`~vtb_agents.strategies.agent_limits.AgentLimits`.
 
 What the factory may also take, by keyword:
 
@@ -28,16 +30,19 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import merge_configs
+from langchain_core.tools import BaseTool
 from langgraph.graph import START
 from langgraph.runtime import Runtime
 
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.defaults import AGENT_PREFIX as AGENT_PREFIX  # re-exported
+from vtb_agents.strategies.agent_limits import AgentLimits, RoundCapReached
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.observe import materialize_messages, show_tool_images
 from vtb_agents.strategies.react import turn_graph_builder
@@ -96,8 +101,10 @@ def factory_keywords(factory: AgentFactory) -> set[str]:
             and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
 
 
-def build_agent(factory: AgentFactory, ctx: EpisodeContext, takes: set[str]) -> Runnable:
-    """The user's agent for one episode, given what its factory ``takes`` (:func:`factory_keywords`)."""
+def build_agent(factory: AgentFactory, ctx: EpisodeContext, takes: set[str],
+                tools: Sequence[BaseTool] | None = None) -> Runnable:
+    """The user's agent for one episode, given what its factory ``takes`` (:func:`factory_keywords`);
+    ``tools`` are what it gets (default: the episode's)."""
     options: dict[str, Any] = {}
     if "system_prompt" in takes:
         options["system_prompt"] = ctx.system_prompt
@@ -106,7 +113,7 @@ def build_agent(factory: AgentFactory, ctx: EpisodeContext, takes: set[str]) -> 
     elif ctx.tools:
         log.warning("the agent factory takes no 'middleware': images its tool calls save are not shown to it "
                     "(see vtb_agents.strategies.agent)")
-    return factory(list(ctx.tools), **options)
+    return factory(list(ctx.tools if tools is None else tools), **options)
 
 
 def returned_messages(output: Any) -> list[AnyMessage]:
@@ -125,15 +132,26 @@ def agent_strategy(factory: AgentFactory, name: str) -> Strategy:
     def answer(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
         ctx = runtime.context
         if "agent" not in ctx.scratch:  # built once per episode, with its tools bound to this sandbox
-            ctx.scratch["agent"] = build_agent(factory, ctx, takes)
+            ctx.scratch["limits"] = AgentLimits(ctx)
+            ctx.scratch["agent"] = build_agent(factory, ctx, takes, ctx.scratch["limits"].tools)
+        limits: AgentLimits = ctx.scratch["limits"]
+        limits.start_turn()
         sent = ctx.materialize(state["messages"])
         if "system_prompt" not in takes:
             sent = [SystemMessage(ctx.system_prompt, id="vtb-system"), *sent]
         known = {m.id for m in sent}
-        returned = returned_messages(ctx.scratch["agent"].invoke({"messages": sent}, config))
-        new = [m for m in returned if m.id is None or m.id not in known]
+        try:
+            returned = returned_messages(ctx.scratch["agent"].invoke(
+                {"messages": sent}, merge_configs(config, {"callbacks": [limits]})))
+        except RoundCapReached:
+            if limits.stopped is None:
+                raise
+            returned = []  # the agent's run ended at the cap: the turn's messages are what limits saw
+        new = limits.stopped if limits.stopped is not None else [
+            m for m in returned if m.id is None or m.id not in known]
         rounds = sum(1 for m in new if isinstance(m, AIMessage) and m.tool_calls)
-        return {"messages": new, "tool_rounds": state.get("tool_rounds", 0) + rounds, "status": "answered"}
+        return {"messages": new, "tool_rounds": state.get("tool_rounds", 0) + rounds,
+                "status": "tool_round_cap" if limits.capped else "answered"}
 
     def build() -> TurnGraph:
         builder = turn_graph_builder()

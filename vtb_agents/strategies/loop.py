@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence, cast
 
-from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -61,14 +61,22 @@ def openai_tool_spec(tool: BaseTool) -> dict[str, Any]:
     return spec
 
 
+def tool_description(tool: BaseTool, files: list[str]) -> str:
+    """What the model reads about ``tool``: the vision tool's description also lists ``files``, the
+    working directory's files at the time of the request."""
+    if tool.name != VISION_TOOL_NAME or not files:
+        return tool.description
+    return f"{tool.description} Files in the working directory now: {', '.join(files)}."
+
+
 def tool_specs(tools: Sequence[BaseTool], files: list[str]) -> list[dict[str, Any]]:
     """OpenAI-format tool specs; the vision tool's description lists the working directory's files."""
     specs = []
     for tool in tools:
         spec = openai_tool_spec(tool)
-        if tool.name == VISION_TOOL_NAME and files:
-            described = spec["function"]["description"] + " Files in the working directory now: " + ", ".join(files)
-            spec = {**spec, "function": {**spec["function"], "description": described + "."}}
+        described = tool_description(tool, files)
+        if described != tool.description:
+            spec = {**spec, "function": {**spec["function"], "description": described}}
         specs.append(spec)
     return specs
 
@@ -137,13 +145,18 @@ def observe(state: TurnState, runtime: Runtime[EpisodeContext]) -> dict[str, Any
     return update
 
 
+def cap_notice(call: ToolCall, cap: int) -> ToolMessage:
+    """The result of a tool call made past the round cap of ``cap``: not run, an error telling the
+    model to answer now."""
+    return ToolMessage(content=ROUND_CAP_MESSAGE.format(cap=cap), tool_call_id=call["id"] or "", name=call["name"],
+                       status="error")
+
+
 def round_cap(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
     """Answer the unrun calls with the cap notice, then ask the model once more, without tools,
     for its final answer; the turn's status stays ``tool_round_cap``."""
     last = cast(AIMessage, state["messages"][-1])  # the router comes here only after tool calls
-    note = ROUND_CAP_MESSAGE.format(cap=runtime.context.max_tool_rounds)
-    closing: list[AnyMessage] = [ToolMessage(content=note, tool_call_id=call["id"], name=call["name"], status="error")
-                                 for call in last.tool_calls]
+    closing: list[AnyMessage] = [cap_notice(call, runtime.context.max_tool_rounds) for call in last.tool_calls]
     final = call_model(runtime.context, [*state["messages"], *closing], tools=False, config=config)
     return {"messages": [*closing, final], "status": "tool_round_cap"}
 

@@ -1,0 +1,118 @@
+"""A user's agent keeps the run's limits: the same outcomes, rounds and tool descriptions as the built-in loop.
+
+The example agent (examples/create_agent_example.py, a plain ``create_agent`` over its own
+``ChatOpenAI``) and the built-in loop run through the real ``vtb`` command against the same
+scripted OpenAI-compatible server; the assertions compare what each run recorded and what the
+server received.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from openai_server import OpenAIServer
+from test_agent_seam import run_cli
+
+AGENT = "agent:examples.create_agent_example:build"
+BUILTIN = "openai:vision-test"
+CROP = ("from PIL import Image\nimport os\nn = len([f for f in os.listdir('.') if f.startswith('transformed_')])\n"
+        "Image.open('image_0.png').crop((0, 0, 40, 30)).save(f'transformed_image_{n}.png')\nprint(n)")
+
+
+def tool_call(body: dict) -> dict:
+    return {"content": "", "tool_calls": [{"id": f"call_{len(body['messages'])}", "name": "python_image_processing",
+                                           "arguments": {"code": CROP}}]}
+
+
+def persistent(body: dict) -> dict | str:
+    """Calls the vision tool whenever it is offered; answers only without tools."""
+    return tool_call(body) if body.get("tools") else "final answer"
+
+
+def compliant(body: dict) -> dict | str:
+    """Calls the vision tool until a result says the round cap is reached, then answers."""
+    last = body["messages"][-1]
+    capped = last["role"] == "tool" and "Not run: the limit of" in str(last["content"])
+    return tool_call(body) if body.get("tools") and not capped else "final answer"
+
+
+def run(model: str, out: Path, respond, *args: str, tasks: list[str]) -> tuple[dict, list[dict]]:
+    with OpenAIServer(respond) as server:
+        done = run_cli(out, server, "--model", model, *args, tasks=tasks)
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    (line,) = [json.loads(text) for text in (out / "results.jsonl").read_text().splitlines()]
+    return line["episode"], server.requests
+
+
+def trace(episode: dict) -> list[tuple]:
+    """What a run recorded per turn: status, rounds, and each call's round, name, success and result
+    (the images a call saved, or the text of a call that was not run)."""
+    return [(turn["status"], turn["tool_rounds"],
+             [(call["round"], call["name"], call["ok"],
+               json.loads(call["output"])["new_images"] if call["ok"] else call["output"])
+              for call in turn["tool_calls"]])
+            for turn in episode["turns"]]
+
+
+def vision_descriptions(requests: list[dict]) -> list[str]:
+    return [tool["function"]["description"] for body in requests for tool in body.get("tools") or []
+            if tool["function"]["name"] == "python_image_processing"]
+
+
+@pytest.mark.parametrize("respond", [persistent, compliant])
+def test_a_round_cap_of_one_ends_an_agent_turn_as_it_ends_a_builtin_one(respond, tmp_path):
+    tasks = ["pr-sports-boxscore"]  # two turns: the cap is counted per turn
+    builtin, builtin_requests = run(BUILTIN, tmp_path / "builtin", respond, "--max-tool-rounds", "1", tasks=tasks)
+    agent, agent_requests = run(AGENT, tmp_path / "agent", respond, "--max-tool-rounds", "1", tasks=tasks)
+    assert builtin["outcome"] == agent["outcome"] == "tool_round_cap"
+    assert trace(agent) == trace(builtin)
+    (status, rounds, calls), _ = trace(builtin)
+    assert (status, rounds) == ("tool_round_cap", 2)
+    assert [ok for _, _, ok, _ in calls] == [True, False]  # the call past the cap was not run
+    assert calls[1][3].startswith("Not run: the limit of 1 tool rounds")
+    if respond is compliant:  # the final answer after the cap notice is the turn's answer in both
+        assert [t["answer"] for t in agent["turns"]] == [t["answer"] for t in builtin["turns"]] == ["final answer"] * 2
+    # The agent saw the same tool descriptions as the built-in loop, request by request (the built-in
+    # loop's last request of a capped turn has no tools; the agent's still has them): the vision
+    # tool lists the working directory's files, the images the code saved included.
+    assert len(agent_requests) == len(builtin_requests) == 6
+    tooled = [i for i, body in enumerate(builtin_requests) if body.get("tools")]
+    assert tooled == [0, 1, 3, 4]
+    assert [agent_requests[i]["tools"] for i in tooled] == [builtin_requests[i]["tools"] for i in tooled]
+    listed = [description.partition(" Files in the working directory now: ")[2]
+              for description in vision_descriptions([agent_requests[i] for i in tooled])]
+    assert listed[:2] == ["image_0.png.", "image_0.png, transformed_image_0.png."]
+    assert listed[2:] == ["image_0.png, transformed_image_0.png.",  # turn 2 starts with what turn 1 left
+                          "image_0.png, transformed_image_0.png, transformed_image_1.png."]
+
+
+def slow_answer(body: dict) -> dict | str:
+    """A calculator call at once; the answer after its result comes only after 8 s."""
+    if any(m["role"] == "tool" for m in body["messages"]):
+        time.sleep(8)
+        return "late answer"
+    return {"content": "", "tool_calls": [{"id": "c1", "name": "calculator", "arguments": {"expression": "6*7"}}]}
+
+
+def slow_tool(body: dict) -> dict | str:
+    """A tool call whose code runs for 10 s."""
+    if any(m["role"] == "tool" for m in body["messages"]):
+        return "answer"
+    return {"content": "", "tool_calls": [{"id": "c1", "name": "python_image_processing",
+                                           "arguments": {"code": "import time\ntime.sleep(10)\nprint(1)"}}]}
+
+
+@pytest.mark.parametrize("respond", [slow_answer, slow_tool])
+def test_an_agent_episode_past_the_task_timeout_ends_as_a_builtin_one(respond, tmp_path):
+    limits = ("--max-tool-rounds", "1", "--task-timeout", "5")  # time enough to start and make the first call
+    tasks = ["rs-finance-invoice"]
+    builtin, builtin_requests = run(BUILTIN, tmp_path / "builtin", respond, *limits, tasks=tasks)
+    agent, agent_requests = run(AGENT, tmp_path / "agent", respond, *limits, tasks=tasks)
+    assert len(agent_requests) == len(builtin_requests) == (2 if respond is slow_answer else 1)
+    assert builtin["outcome"] == agent["outcome"] == "task_timeout"
+    assert agent["error"].startswith("TaskTimeout: the task ran past its time limit of 5 s")
+    assert trace(agent) == trace(builtin) == []
