@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -190,7 +189,8 @@ def test_openais_error_code_alone_marks_a_context_rejection():
 
 
 def test_context_limits_of_other_providers_are_recognised_by_their_documented_wording():
-    gemini_error = type("ChatGoogleGenerativeAIError", (Exception,), {"__module__": "langchain_google_genai.chat_models"})
+    gemini_error = type("ChatGoogleGenerativeAIError", (Exception,),
+                        {"__module__": "langchain_google_genai.chat_models"})
     rejected = gemini_error("Invalid argument provided to Gemini: 400 The input token count (1290000) exceeds "
                             "the maximum number of tokens allowed (1048576).")
     assert context_overflow(rejected) and provider_outcome(rejected) == "context_exceeded"
