@@ -46,7 +46,7 @@ ANTHROPIC_CONTEXT_ERROR = {"type": "error", "error": {
 @pytest.mark.parametrize(("timeouts", "late"), [
     # the task limit cuts the first attempt of LATE's hanging request short: the model had its
     # answers and used the rest of its time, so it is the model's timeout
-    (["--task-timeout", "4", "--request-timeout", "60"], "task_timeout"),
+    (["--task-timeout", "6", "--request-timeout", "60"], "task_timeout"),
     # requests time out after 1 s and are retried (1 s, 2 s, 4 s backoff): the 6 s task limit passes
     # before the retries are used up; LATE's request had its full request time and no answer
     (["--task-timeout", "6", "--request-timeout", "1"], "provider_error"),
