@@ -15,6 +15,7 @@ import sys
 import threading
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -186,6 +187,15 @@ def test_openais_error_code_alone_marks_a_context_rejection():
     refused = openai.BadRequestError("Error code: 400", response=httpx.Response(400, json={"error": other},
                                                                                  request=request), body=other)
     assert provider_outcome(refused) == "provider_error"
+
+
+
+def test_anthropics_rejection_is_recognised_without_langchains_wrapper():
+    request = httpx.Request("POST", "https://api.anthropic.com/v1/messages")
+    response = httpx.Response(400, json=ANTHROPIC_CONTEXT_ERROR, request=request)
+    rejected = anthropic.BadRequestError(f"Error code: 400 - {ANTHROPIC_CONTEXT_ERROR}", response=response,
+                                         body=ANTHROPIC_CONTEXT_ERROR)
+    assert provider_outcome(rejected) == "context_exceeded"
 
 
 def test_context_limits_of_other_providers_are_recognised_by_their_documented_wording():

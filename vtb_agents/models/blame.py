@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 
 import httpx
-from langchain_core.exceptions import ContextOverflowError
 
 from vtb_agents.models.deadline import TaskTimeout
 from vtb_agents.models.http import MalformedResponse
@@ -37,29 +36,31 @@ _CONTEXT_SDKS = frozenset({"openai", "anthropic", "google", "langchain_google_ge
 _CONTEXT_CODE = "context_length_exceeded"
 """OpenAI's error code for a request longer than the model's context window (HTTP 400)."""
 _CONTEXT_MESSAGES = re.compile(
-    r"maximum context length is \d+ tokens"  # OpenAI-compatible servers (vLLM) without OpenAI's code
+    r"prompt is too long: \d+ tokens > \d+ maximum"  # Anthropic (400 invalid_request_error)
+    r"|maximum context length is \d+ tokens"  # OpenAI-compatible servers (vLLM) without OpenAI's code
     r"|input token count \(\d+\) exceeds the maximum number of tokens allowed",  # Google Gemini API
     re.IGNORECASE)
 """The documented wording of context-window rejections that carry no error code of their own."""
 
 
-def _from_sdk(exc: BaseException, sdks: frozenset[str]) -> bool:
-    """Whether ``exc``'s class or one of its bases comes from one of ``sdks`` (by module, no import)."""
-    return any(cls.__module__.split(".")[0] in sdks for cls in type(exc).__mro__)
+def _classes(exc: BaseException) -> list[tuple[str, str]]:
+    """(top-level module, name) of ``exc``'s class and its bases: recognised without importing an SDK."""
+    return [(cls.__module__.split(".")[0], cls.__name__) for cls in type(exc).__mro__]
 
 
 def context_overflow(exc: BaseException) -> bool:
     """Whether ``exc`` is a provider's rejection of a request as longer than the model's context window.
 
-    LangChain's ``ContextOverflowError`` (which langchain-anthropic raises for Anthropic's 400
-    ``invalid_request_error`` "prompt is too long"); from a provider SDK, OpenAI's 400 with error code
-    ``context_length_exceeded``, and the documented wording of OpenAI-compatible servers (vLLM: "maximum
-    context length is N tokens") and of the Gemini API ("The input token count (N) exceeds the maximum
-    number of tokens allowed (M)").
+    LangChain's ``ContextOverflowError`` (raised by recent chat-model integrations), and from a
+    provider SDK: OpenAI's 400 with error code ``context_length_exceeded``; Anthropic's 400
+    ``invalid_request_error`` "prompt is too long: N tokens > M maximum"; OpenAI-compatible servers'
+    (vLLM) "maximum context length is N tokens"; the Gemini API's "The input token count (N) exceeds
+    the maximum number of tokens allowed (M)".
     """
-    if isinstance(exc, ContextOverflowError):
+    classes = _classes(exc)
+    if ("langchain_core", "ContextOverflowError") in classes:
         return True
-    if not _from_sdk(exc, _CONTEXT_SDKS):
+    if not any(module in _CONTEXT_SDKS for module, _ in classes):
         return False
     return getattr(exc, "code", None) == _CONTEXT_CODE or bool(_CONTEXT_MESSAGES.search(str(exc)))
 
@@ -67,8 +68,7 @@ def context_overflow(exc: BaseException) -> bool:
 def _provider_error(exc: BaseException) -> bool:
     if isinstance(exc, _PROVIDER_ERRORS):
         return True
-    return any(cls.__name__ == "APIError" and cls.__module__.split(".")[0] in _PROVIDER_SDKS
-               for cls in type(exc).__mro__)
+    return any(name == "APIError" and module in _PROVIDER_SDKS for module, name in _classes(exc))
 
 
 def provider_outcome(exc: BaseException) -> Outcome | None:
