@@ -3,7 +3,8 @@
 It plays a scripted model: ``respond(request_json) -> reply`` where a reply is a string (content),
 a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}], "usage": {...}}`` (``usage`` in the API's
 form replaces the default 10/5 tokens), an int HTTP status to fail with,
-or ``("raw", text)`` to send a malformed body. Every request body is kept in ``requests``.
+or ``("raw", text)`` to send a malformed body (``("raw", text, status)``: with that HTTP status,
+say a provider's own error body). Every request body is kept in ``requests``.
 Streaming (``"stream": true``) is answered with server-sent events, as the real API does. Like the
 real API it speaks HTTP/1.1 with keep-alive (a streamed answer closes its connection);
 ``connections`` counts the client connections it accepted.
@@ -77,7 +78,7 @@ class OpenAIServer:
                     self._send(reply, {"error": {"message": f"scripted failure {reply}", "type": "server_error"}})
                     return
                 if isinstance(reply, tuple) and reply[0] == "raw":
-                    self._send_text(200, reply[1])
+                    self._send_text(reply[2] if len(reply) > 2 else 200, reply[1])
                     return
                 reply = {"content": reply} if isinstance(reply, str) else reply
                 message = _message(reply)

@@ -133,6 +133,7 @@ def summarize(results: list[TaskResult], *, judge_name: str, expected: int | Non
         "episodes": {
             "errors": sum(r.episode.status == "error" for r in results),
             "task_timeout": sum(r.episode.ended == "task_timeout" for r in results),
+            "context_exceeded": sum(r.episode.ended == "context_exceeded" for r in results),
             "tool_round_cap": sum(t.status == "tool_round_cap" for r in results for t in r.episode.turns),
         },
         "usage": run_usage(results),

@@ -8,6 +8,9 @@ LangChain hands callbacks down to every nested runnable, so the check reaches in
 sandbox when the limit passes, so code running at that moment stops instead of finishing its
 own (longer) per-call timeout. A model request already in flight ends at the limit too:
 ``task_time_limit`` caps the HTTP timeouts of bounded clients (:mod:`vtb_agents.models.http`).
+The handler also follows the task's model calls (started, answered, failed), and the
+``TaskTimeout`` it raises carries what the provider had done by then (:class:`ProviderWait`), from
+which :mod:`vtb_agents.models.blame` decides whose doing the timeout is.
 
 Example:
     >>> deadline = TaskDeadline(30.0)
@@ -23,7 +26,9 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
@@ -31,10 +36,38 @@ from vtb_agents.models.http import requests_until
 from vtb_agents.sandbox.base import Sandbox
 
 
+@dataclass(frozen=True)
+class ProviderWait:
+    """What the task's model calls had got from the provider when its time limit passed."""
+
+    waiting: bool
+    """A model call was in flight, or between two attempts after a failed one, when the limit passed."""
+    answered: bool
+    """The provider had answered at least one model call of the task."""
+    failed_attempt: bool
+    """The call in progress had already failed an attempt before the limit (timed out, 5xx, dropped)."""
+
+    def describe(self) -> str:
+        """The facts in words, for the episode's error message."""
+        if not self.waiting:
+            return "no model request was pending"
+        answers = "had answered earlier requests" if self.answered else "had not answered any request of the task"
+        failed = "; the pending request had already failed an attempt" if self.failed_attempt else ""
+        return f"a model request was pending and the provider {answers}{failed}"
+
+
+NOT_WAITING = ProviderWait(waiting=False, answered=False, failed_attempt=False)
+
+
 class TaskTimeout(TimeoutError):
-    """A task ran past its time limit; raised at the next model call, never retried."""
+    """A task ran past its time limit; raised at the next model call, never retried. ``wait`` says
+    what the provider had done by then (see :mod:`vtb_agents.models.blame`)."""
 
     passes_tool_guard = True  # ends the episode: a tool call never turns it into a message
+
+    def __init__(self, message: str, wait: ProviderWait = NOT_WAITING) -> None:
+        super().__init__(message)
+        self.wait = wait
 
 
 class QuietHandlerErrors(logging.Filter):
@@ -52,7 +85,8 @@ logging.getLogger("langchain_core.callbacks.manager").addFilter(QuietHandlerErro
 
 
 class TaskDeadline(BaseCallbackHandler):
-    """Raises ``TaskTimeout`` at the next LangChain step after ``seconds`` have passed."""
+    """Raises ``TaskTimeout`` at the next LangChain step after ``seconds`` have passed, and follows
+    the task's model calls to say in it whether the provider was being waited on (``ProviderWait``)."""
 
     raise_error = True  # LangChain re-raises what this handler raises, instead of logging it
     run_inline = True
@@ -62,25 +96,61 @@ class TaskDeadline(BaseCallbackHandler):
             raise ValueError(f"a task time limit must be positive, not {seconds}")
         self.seconds = seconds
         self.expires_at = time.monotonic() + seconds
+        self._lock = threading.Lock()
+        self._pending: set[UUID] = set()
+        self._answered = False
+        self._failed_attempt = False  # since the last answer, an attempt failed before the limit
+        self._cut_off = False  # an attempt was still waiting for the provider when the limit passed
 
     @property
     def expired(self) -> bool:
         """True once the time limit has passed."""
         return time.monotonic() >= self.expires_at
 
+    def provider_wait(self) -> ProviderWait:
+        """What the provider had done when the limit passed (meaningful once it has)."""
+        with self._lock:
+            return ProviderWait(waiting=bool(self._pending) or self._cut_off or self._failed_attempt,
+                                answered=self._answered, failed_attempt=self._failed_attempt)
+
+    def timeout(self, detail: str = "") -> TaskTimeout:
+        """The ``TaskTimeout`` of this limit, with what the provider had done by now."""
+        wait = self.provider_wait()
+        return TaskTimeout(f"the task ran past its time limit of {self.seconds:g} s ({wait.describe()})"
+                           f"{detail}", wait)
+
     def check(self) -> None:
         """Raise ``TaskTimeout`` if the time limit has passed."""
         if self.expired:
-            raise TaskTimeout(f"the task ran past its time limit of {self.seconds:g} s")
+            raise self.timeout()
 
     def on_chain_start(self, *args: Any, **kwargs: Any) -> None:
         self.check()
 
-    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+    def _model_call_started(self, run_id: UUID) -> None:
         self.check()
+        with self._lock:
+            self._pending.add(run_id)
 
-    def on_llm_start(self, *args: Any, **kwargs: Any) -> None:
-        self.check()
+    def on_chat_model_start(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
+        self._model_call_started(run_id)
+
+    def on_llm_start(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
+        self._model_call_started(run_id)
+
+    def on_llm_end(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            self._pending.discard(run_id)
+            self._answered, self._failed_attempt = True, False
+
+    def on_llm_error(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
+        expired = self.expired
+        with self._lock:
+            self._pending.discard(run_id)
+            if expired:
+                self._cut_off = True
+            else:
+                self._failed_attempt = True
 
     def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
         self.check()
@@ -107,8 +177,7 @@ class TaskDeadline(BaseCallbackHandler):
         except Exception as exc:
             if not self.expired:
                 raise
-            raise TaskTimeout(f"the task ran past its time limit of {self.seconds:g} s "
-                              f"(stopped during: {type(exc).__name__}: {exc})") from exc
+            raise self.timeout(f", stopped during: {type(exc).__name__}: {exc}") from exc
         finally:
             timer.cancel()
 

@@ -86,6 +86,7 @@ def header(data: RunData) -> str:
     counts = [("tasks", s.get("tasks")), ("graded", s.get("graded")), ("ungraded", s.get("ungraded")),
               ("episode errors", episodes.get("errors")), ("turns stopped at the tool-round cap",
                                                           episodes.get("tool_round_cap")),
+              ("tasks stopped by the model's context window (graded)", episodes.get("context_exceeded")),
               ("outcomes", ", ".join(f"{k} {n}" for k, n in (s.get("outcomes") or {}).items()) or "-"),
               ("critical weight/flag disagreements", s.get("critical_disagreements"))]
     parts.append(f'<h2>Run</h2><div class="grid">{_kv(settings, "Settings")}{_kv(counts, "Counts")}')

@@ -4,13 +4,17 @@
 :mod:`vtb_agents.results` (README "Outcomes"):
 
 - ``task_timeout``: the task ran past ``--task-timeout`` (``TaskTimeout`` anywhere in the chain of
-  causes, since stopping the sandbox at the limit makes the running call fail first);
+  causes, since stopping the sandbox at the limit makes the running call fail first), unless the
+  provider gave no answer within the time given: then ``provider_error``;
 - ``step_limit``: the graph's recursion limit (the model kept going past what the round cap allows);
+- ``context_exceeded``: the provider rejected a request as longer than the model's context window;
 - ``provider_error``: the model provider failed after its retries (HTTP status, connection,
   HTTP timeout, malformed responses);
 - ``sandbox_error``: the sandbox could not start or could not be restarted;
 - ``storage_error``: the disk failed (an ``OSError`` carrying an errno, SQLite errors);
 - ``harness_error``: anything else, a fault of this harness rather than of the model.
+
+Whose doing a timeout or a provider's rejection is, is decided in :mod:`vtb_agents.models.blame`.
 
 Tool errors never get here: every tool's exceptions become error tool messages
 (:mod:`vtb_agents.tools.guard`), and the model reads them like any observation.
@@ -22,19 +26,14 @@ import sqlite3
 import traceback
 from collections.abc import Iterator
 
-import httpx
 from langgraph.errors import GraphRecursionError
 
 from vtb_agents.graphs.partial import partial_episode
+from vtb_agents.models.blame import provider_outcome, timeout_outcome
 from vtb_agents.models.deadline import TaskTimeout
-from vtb_agents.models.http import MalformedResponse
 from vtb_agents.results import Episode, Outcome
 from vtb_agents.sandbox import SandboxError
 
-_PROVIDER_ERRORS: tuple[type[BaseException], ...] = (httpx.HTTPError, MalformedResponse, ConnectionError)
-_PROVIDER_SDKS = frozenset({"openai", "anthropic"})
-"""Provider SDKs whose ``APIError`` (and subclasses) are provider errors; recognised by class, so
-that classifying a failure never imports an SDK the run did not use."""
 _ERROR_CHARS = 2_000
 
 
@@ -48,23 +47,18 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def _provider_error(exc: BaseException) -> bool:
-    if isinstance(exc, _PROVIDER_ERRORS):
-        return True
-    return any(cls.__name__ == "APIError" and cls.__module__.split(".")[0] in _PROVIDER_SDKS
-               for cls in type(exc).__mro__)
-
-
 def classify_failure(exc: BaseException) -> Outcome:
     """The outcome of an episode that raised ``exc`` (see the module docstring)."""
     chain = list(_chain(exc))
-    if any(isinstance(e, TaskTimeout) for e in chain):
-        return "task_timeout"
+    timeout = next((e for e in chain if isinstance(e, TaskTimeout)), None)
+    if timeout is not None:
+        return timeout_outcome(timeout)
     for error in chain:
         if isinstance(error, GraphRecursionError):
             return "step_limit"
-        if _provider_error(error):
-            return "provider_error"
+        provider = provider_outcome(error)
+        if provider is not None:
+            return provider
         if isinstance(error, SandboxError):
             return "sandbox_error"
         if isinstance(error, sqlite3.Error) or (isinstance(error, OSError) and error.errno is not None):
