@@ -139,9 +139,18 @@ class TaskDeadline(BaseCallbackHandler):
         self._model_call_started(run_id)
 
     def on_llm_end(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
+        """A reply that arrives after the limit is not taken, and counts as no answer within the
+        time given: a model client we did not build (a user's agent's own) may wait past the limit,
+        where ours cut the request at it, and both must end the same way."""
+        expired = self.expired
         with self._lock:
             self._pending.discard(run_id)
-            self._answered, self._failed_attempt = True, False
+            if expired:
+                self._cut_off = True
+            else:
+                self._answered, self._failed_attempt = True, False
+        if expired:
+            raise self.timeout()
 
     def on_llm_error(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
         expired = self.expired
@@ -153,11 +162,6 @@ class TaskDeadline(BaseCallbackHandler):
                 self._failed_attempt = True
 
     def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
-        self.check()
-
-    def on_llm_end(self, *args: Any, **kwargs: Any) -> None:
-        """A reply that arrives after the limit is not taken: a model client we did not build (a
-        user's agent's own) may wait past the limit, where ours cut the request at it."""
         self.check()
 
     @contextmanager
