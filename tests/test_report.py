@@ -131,7 +131,7 @@ def test_missing_or_unfinished_run_dirs_are_clear_errors(run_dir, tmp_path):
     unfinished = tmp_path / "unfinished"
     shutil.copytree(run_dir, unfinished)
     (unfinished / "summary.json").unlink()
-    with pytest.raises(ReportError, match="incomplete run, no summary.json .*vtb run --resume"):
+    with pytest.raises(ReportError, match="incomplete run, no summary.json .*its `vtb run` command again with --resume added"):
         write_report(unfinished)
     (unfinished / "summary.json").write_text((run_dir / "summary.json").read_text())
     with (unfinished / "results.jsonl").open("a") as handle:

@@ -20,7 +20,7 @@ from conftest import write_task
 from openai_server import OpenAIServer
 from test_outcomes import ANSWER, RUBRICS, results_of, summary_of, vtb
 from vtb_agents.cli import app
-from vtb_agents.cli.hints import config_flags, run_ids_flags
+from vtb_agents.cli.hints import config_flags, run_ids_flags, selection_flags
 from vtb_agents.cli.options import RunOptions
 from vtb_agents.runner.ablate import ablation_config
 from vtb_agents.runner.config import run_config
@@ -179,11 +179,16 @@ def test_ablation_without_failures_exits_zero_with_a_shared_verdict_cache(task_r
     assert cache.exists() and not (tmp_path / "a" / "strong_prompt" / "judge_cache.sqlite").exists()
 
 
-def parse_run(args: list[str]) -> dict[str, Any]:
-    """The ``RunConfig`` ``vtb run ARGS`` would run, parsed by the real command line parser."""
+def parse_options(args: list[str]) -> tuple[RunOptions, dict[str, Any]]:
+    """The ``RunOptions`` (and all parameters) of ``vtb run ARGS``, parsed by the real command line parser."""
     command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
     params = command.make_context("run", list(args)).params
-    options = RunOptions(**{k: v for k, v in params.items() if k in RunOptions.__dataclass_fields__})
+    return RunOptions(**{k: v for k, v in params.items() if k in RunOptions.__dataclass_fields__}), params
+
+
+def parse_run(args: list[str]) -> dict[str, Any]:
+    """The ``RunConfig`` ``vtb run ARGS`` would run, parsed by the real command line parser."""
+    options, params = parse_options(args)
     return options.config(prompt_level=params["prompt_level"], no_tools=not params["tools"],
                           no_vision_tool=not params["vision_tool"]).to_dict()
 
@@ -214,3 +219,11 @@ def test_selection_flags_name_exactly_the_run_tasks():
     assert run_ids_flags(["a", "b", "c", "d"], source) == []
     assert run_ids_flags(["a", "b"], source) == ["--limit", "2"]
     assert run_ids_flags(["b", "d"], source) == ["--task-id", "b", "--task-id", "d"]
+
+
+def test_selection_flags_repeat_the_command_lines_selection():
+    given = ["--category", "hybrid_tool", "--task-id", "a", "--status", "reviewed", "--status", "accepted",
+             "--limit", "3", "--skip-invalid", "--concurrency", "4"]
+    options, _ = parse_options(given)
+    assert selection_flags(options) == given
+    assert selection_flags(parse_options([])[0]) == []

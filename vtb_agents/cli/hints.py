@@ -54,10 +54,12 @@ def config_flags(config: dict[str, Any], *, ablation: bool = False) -> list[str]
 
 
 def selection_flags(options: RunOptions) -> list[str]:
-    """The task selection and executor flags of a command line (``--limit``, ``--category`` ...)."""
-    flags = [item for name in ("category", "task_id") for value in getattr(options, name)
+    """The task selection and executor flags of a command line (``--limit``, ``--category``,
+    ``--status``, ``--skip-invalid`` ...)."""
+    flags = [item for name in ("category", "task_id", "status") for value in getattr(options, name)
              for item in (flag(name), value)]
     flags += ["--limit", str(options.limit)] if options.limit else []
+    flags += ["--skip-invalid"] if options.skip_invalid else []
     flags += ["--concurrency", str(options.concurrency)] if options.concurrency != 1 else []
     flags += ["--executor", options.executor] if options.executor != "local" else []
     flags += ["--ray-address", options.ray_address] if options.ray_address else []

@@ -116,7 +116,7 @@ def run(options: RunOptions,
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
-    from vtb_agents.rundir.errors import RunError
+    from vtb_agents.rundir.errors import RunError, StoppedRun
     from vtb_agents.runner.run import run_suite
 
     config = options.config(prompt_level=prompt_level, no_tools=not tools, no_vision_tool=not vision_tool)
@@ -127,18 +127,20 @@ def run(options: RunOptions,
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
+    resume = run_resume_command(options, config.to_dict(), out_dir, judge_cache)
     with progress_bar(len(selected)) as (on_result, stop), with_report_images(out_dir, selected, on_result) as progress:
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
                                 judge_cache=judge_cache, executor=options.make_executor(), stop=stop,
                                 retry_errors=options.retry_errors)
+        except StoppedRun as exc:
+            fail(f"{exc}: {resume}")
         except (RunError, ValueError) as exc:
             fail(str(exc))
     out.print(summary_table(summary))
     tm = summary["tool_metrics"]
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
-    resume = run_resume_command(options, config.to_dict(), out_dir, judge_cache)
     if summary.get("missing"):
         err.print(f"interrupted: {summary['tasks']} of {len(selected)} task(s) done; continue with: {resume}",
                   highlight=False, soft_wrap=True, markup=False)
@@ -195,7 +197,7 @@ def ablate(options: RunOptions,
     """Run the paper's ablations (strong / weak prompt, no vision tool, no tools) and compare them.
     Exits with status 3, as `vtb run`, while any setting has tasks ungraded by infrastructure failures."""
     from vtb_agents.report.ablation import write_ablation_report
-    from vtb_agents.rundir.errors import RunError
+    from vtb_agents.rundir.errors import RunError, StoppedRun
     from vtb_agents.runner.ablate import ABLATIONS, run_ablations
 
     chosen = settings or list(ABLATIONS)
@@ -203,6 +205,8 @@ def ablate(options: RunOptions,
         check_choice("--setting", setting, tuple(ABLATIONS))
     base = options.config()
     selected = options.selected_tasks()
+    resume = run_resume_command(options, base.to_dict(), out_dir, judge_cache, "ablate",
+                                *(item for setting in settings for item in ("--setting", setting)))
     with progress_bar(len(selected) * len(chosen)) as (on_result, stop):
         done = {"n": 0}
 
@@ -214,10 +218,10 @@ def ablate(options: RunOptions,
             summaries = run_ablations(selected, base, out_dir, settings=chosen, resume=options.resume,
                                       executor=options.make_executor(), stop=stop, progress=count,
                                       retry_errors=options.retry_errors, judge_cache=judge_cache)
+        except StoppedRun as exc:
+            fail(f"{exc}: {resume}")
         except (RunError, ValueError) as exc:
             fail(str(exc))
-    resume = run_resume_command(options, base.to_dict(), out_dir, judge_cache, "ablate",
-                                *(item for setting in settings for item in ("--setting", setting)))
     if len(summaries) < len(chosen) or any(s.get("missing") for s in summaries.values()):
         err.print(f"interrupted: continue with: {resume}", highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)

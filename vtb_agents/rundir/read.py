@@ -22,6 +22,9 @@ from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import load_tasks
 
 TaskSource = Sequence[Task] | str | Path
+FINISH_HINT = ("finish it by running its `vtb run` command again with --resume added "
+               "(run.json records its settings, not which tasks it selected)")
+"""How to finish an interrupted run, where only the command that started it knows its task selection."""
 
 
 @dataclass
@@ -65,7 +68,7 @@ def complete_results(run_dir: Path, error: type[Exception]) -> list[TaskResult]:
         raise error(str(exc)) from None
     if partial_at is not None:
         raise error(f"{store.path} ends with a partial line (the run was interrupted): "
-                    f"finish it with `vtb run --resume --out {run_dir}` (same options as the run)")
+                    f"{FINISH_HINT}")
     return results
 
 
@@ -117,7 +120,7 @@ def read_meta(run_dir: Path | str) -> RunMeta:
         raise ReportError(f"{path}: not a run directory (no {RUN_FILE} or {RESULTS_FILE}); "
                           "make one with `vtb run --out DIR`")
     run = _read_json(path / RUN_FILE, "what was run", "was it written by `vtb run`?")
-    resume = f"finish it with `vtb run --resume --out {path}` (same options as the run)"
+    resume = FINISH_HINT
     summary = _read_json(path / SUMMARY_FILE, "the run has not finished", resume)
     return RunMeta(path=path, run=run, summary=summary)
 

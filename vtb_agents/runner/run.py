@@ -22,7 +22,7 @@ from vtb_agents.models.usage import track_usage
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, task_outcome
 from vtb_agents.rundir.create import prepare_run_dir as create_run_dir
 from vtb_agents.rundir.create import write_summary
-from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.errors import RunError, StoppedRun
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.records import RunRecord
@@ -160,7 +160,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
             sink.failed(cause)
         failure = sink.finish(out, already=len(results) - sink.saved)
         if failure:
-            raise RunError(failure)
+            raise StoppedRun(failure)
         wanted = set(ids)
         results = latest_results(results)  # a retried task's new result replaces the old one
         kept = [r for r in results if r.task_id in wanted]

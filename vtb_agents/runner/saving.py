@@ -49,7 +49,7 @@ def storage_message(error: OSError, out: Path, saved: int, unsaved: int) -> str:
         what = "disk full"
     lost = f"; {unsaved} finished task(s) could not be saved and will run again" if unsaved else ""
     return (f"cannot write results: {what} ({error.strerror or error}) in {out}; {saved} task(s) saved{lost}; "
-            f"free space and continue with `vtb run --resume --out {out}` (same options)")
+            "free space and continue the run with --resume")
 
 
 def _no_space_left(folder: Path) -> bool:
