@@ -195,3 +195,30 @@ def test_success_rate_and_volume_over_a_turn_of_mixed_replies():
     assert metrics["volume"] == 2.5  # 5 calls + 0 calls over 2 tasks
     assert metrics["proactivity"] == 0.5  # 1 of 2 tasks used a tool
     assert metrics["by_tool"] == {"calculator": 1, "fetch_url": 1, CODE: 2, "web_search": 1}
+
+
+def test_judge_episode_usage_cost_and_image_op_counts_by_hand():
+    from vtb_agents.results import TaskUsage, TokenUsage
+
+    judged = result("J", "c", "d", "single", score=0.5, passed=False, outcome="task_timeout",
+                    calls=(call(CODE, "ok\n", code="im.crop((0, 0, 5, 5))\nim.rotate(90)"),
+                           call("calculator", "4", code="im.crop((0, 0, 1, 1))")),  # not the vision tool: no ops
+                    verdicts=(verdict(5, "met", critical_flag=True, judge="o4-mini"),
+                              verdict(4, "met", critical_flag=True, judge="o4-mini"),
+                              verdict(3, "not_met", critical_flag=False, judge="o4-mini", cached=True),
+                              verdict(2, "met", critical_flag=False, judge="check"),
+                              verdict(1, "error", critical_flag=False, judge="o4-mini")))
+    judged.episode.turns[0].status = "tool_round_cap"
+    judged.usage = TaskUsage(model=TokenUsage(calls=1, input_tokens=1_000_000, output_tokens=100_000))
+    summary = summarize([judged], judge_name="o4-mini", extra={"model": "gpt-4o"})
+    # calls: the weight 5, 4 and 1 verdicts (the weight-3 one came from the cache); checks: the weight-2 one
+    assert summary["judge"] == {"model": "o4-mini", "calls": 3, "checks": 1, "unjudged": 0, "errors": 1,
+                                "cache_hits": 1}
+    assert summary["episodes"] == {"errors": 0, "task_timeout": 1, "tool_round_cap": 1}
+    assert summary["usage"]["model"]["input_tokens"] == 1_000_000 and summary["usage"]["tasks_without_usage"] == 0
+    # gpt-4o at 2.50 / 10.00 per million: 1,000,000 x 2.5 + 100,000 x 10 = 3.5 USD; the judge made no call
+    assert (summary["cost"]["model"], summary["cost"]["judge"], summary["cost"]["total"]) == (3.5, 0.0, 3.5)
+    assert summary["tool_metrics"]["image_ops"] == {"cropping": 1, "resizing": 0, "rotation": 1, "flipping": 0,
+                                                    "brightness": 0, "contrast": 0, "editing": 0, "other": 0}
+    # no infrastructure failure but a missing task: still incomplete
+    assert summarize([judged], judge_name="rule", expected=2)["complete"] is False

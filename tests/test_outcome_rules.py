@@ -10,6 +10,7 @@ import sqlite3
 from typing import get_args
 
 import httpx
+import anthropic
 import openai
 import pytest
 from langgraph.errors import GraphRecursionError
@@ -173,3 +174,42 @@ def test_task_outcome(episode, grade, outcome):
 ])
 def test_results_written_before_outcomes_existed_derive_one(status, error, turns, outcome):
     assert Episode(task_id="t", model="m", status=status, error=error, turns=turns).ended == outcome
+
+
+def test_only_the_sdks_api_errors_are_provider_errors():
+    class APIError(Exception):  # named like the SDKs' class, but this harness's own
+        pass
+
+    assert classify_failure(APIError("x")) == "harness_error"
+    assert classify_failure(openai.OpenAIError("no API key given")) == "harness_error"  # not an APIError
+    assert classify_failure(anthropic.APIConnectionError(request=REQUEST)) == "provider_error"
+
+
+def test_a_failed_episode_keeps_a_copy_of_the_turns_it_finished():
+    from vtb_agents.graphs.partial import keeping_partial
+
+    partial = Episode(task_id="t1", model="m", turns=[TurnRecord(index=0, answer="42", status="answered")])
+    try:
+        with keeping_partial(partial):
+            raise TaskTimeout("task ran past 30 s")
+    except TaskTimeout as exc:
+        episode = failed_episode("t1", "m", exc)
+    assert [t.answer for t in episode.turns] == ["42"] and episode.outcome == "task_timeout"
+    episode.turns[0].answer = "changed"
+    assert partial.turns[0].answer == "42"  # a deep copy: the driver's record is untouched
+
+
+def test_the_traceback_is_kept_to_its_last_20000_characters():
+    def recurse(depth: int) -> None:
+        if depth == 0:
+            raise ValueError("v" * 30_000)
+        recurse(depth - 1)
+
+    try:
+        recurse(3)
+    except ValueError as exc:
+        episode = failed_episode("t1", "m", exc)
+    trace = episode.settings["traceback"]
+    assert len(trace) == 20_000 and trace.endswith("v" * 100 + "\n")
+    short = failed_episode("t1", "m", KeyError("k")).settings["traceback"]
+    assert short == "KeyError: 'k'\n"  # never raised: no frames, just the exception line
