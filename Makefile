@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_OUT ?= runs/demo
 
-.PHONY: demo test lint imports install clean sample
+.PHONY: demo test lint imports install clean sample mutation
 
 # constraints.txt pins every dependency to the versions the tests and the shipped sample suite were
 # made with (Pillow's font rendering and trafilatura's extraction shape the suite's files).
@@ -43,8 +43,15 @@ lint: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
+# Mutation testing of the scoring and outcome modules ([tool.mutmut] in pyproject.toml; README "Testing").
+# Minutes of CPU: not part of `make test`. Survivors are listed by `mutmut results`, shown by `mutmut show NAME`.
+mutation: $(STAMP)
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 2
+	$(BIN)/mutmut results
+
 sample: $(STAMP)
 	$(BIN)/python -m vtb_agents.tasks.sample_suite
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) runs mutants .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -62,13 +62,17 @@ def report(run_dir) -> str:
     return write_report(run_dir).read_text(encoding="utf-8")
 
 
+def test_percentages_have_one_decimal_like_the_paper():
+    assert (pct(0.1868), pct(0.5), pct(2 / 3), pct(0.0), pct(None)) == ("18.7%", "50.0%", "66.7%", "0.0%", "-")
+
+
 def test_report_shows_summary_numbers_and_every_task(run_dir, report):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["tasks"] == 3 and summary["ungraded"] == 1
-    assert f"<b>{pct(summary['apr'])}</b><span>APR</span>" in report
-    assert f"<b>{pct(summary['ars'])}</b><span>ARS</span>" in report
-    for name, block in summary["by_category"].items():
-        assert f"<td>{name}</td><td>{block['n']}</td><td>{block['graded']}</td><td>{pct(block['apr'])}</td>" in report
+    # t-pass and t-xss meet their critical rubric (weight 5 of 5 judged: r2 has no check); t-ungraded is out
+    assert "<b>100.0%</b><span>APR</span>" in report and "<b>100.0%</b><span>ARS</span>" in report
+    assert "<td>region_switch</td><td>2</td><td>1</td><td>100.0%</td>" in report  # t-pass, t-ungraded
+    assert "<td>hybrid_tool</td><td>1</td><td>1</td><td>100.0%</td>" in report  # t-xss
     assert "critical rubric(s) left unjudged" in report  # why the ungraded task is ungraded
     assert "<tr><td>strategy</td><td>react</td>" in report
     lines = (run_dir / "results.jsonl").read_text().splitlines()
@@ -131,7 +135,7 @@ def test_missing_or_unfinished_run_dirs_are_clear_errors(run_dir, tmp_path):
     unfinished = tmp_path / "unfinished"
     shutil.copytree(run_dir, unfinished)
     (unfinished / "summary.json").unlink()
-    with pytest.raises(ReportError, match="incomplete run, no summary.json .*its `vtb run` command again with --resume added"):
+    with pytest.raises(ReportError, match="incomplete run, no summary.json .*command again with --resume added"):
         write_report(unfinished)
     (unfinished / "summary.json").write_text((run_dir / "summary.json").read_text())
     with (unfinished / "results.jsonl").open("a") as handle:

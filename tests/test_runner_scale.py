@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import signal
 import subprocess
@@ -13,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write_task
+from conftest import checkout_env, write_task
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from openai_server import OpenAIServer
@@ -96,7 +95,7 @@ def test_stop_finishes_running_tasks_and_resume_completes_the_run(many_tasks, sl
 def start_cli_run(tasks_root: Path, tmp_path: Path, *, after_lines: int, **popen: object):
     """Start `vtb run` on the slow agent in a subprocess; return once ``after_lines`` results exist."""
     (tmp_path / "slow_agent.py").write_text(SLOW_AGENT)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env = checkout_env(tmp_path)  # this checkout's vtb_agents, then the agent module
     out = tmp_path / "run"
     command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(tasks_root), "--model",
                "agent:slow_agent:build", "--out", str(out), "--concurrency", "2"]

@@ -17,6 +17,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from conftest import checkout_env
 import simpleeval
 from PIL import Image
 
@@ -369,7 +370,7 @@ def regenerated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("regen")
     first, second = root / "first", root / "second"
     done = subprocess.run([sys.executable, "-m", "vtb_agents.tasks.sample_suite", "--out", str(first)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=checkout_env())
     assert done.returncode == 0, done.stderr
     generate(second)
     return first, second

@@ -68,11 +68,12 @@ def test_run_usage_equals_what_the_server_reported_and_costs_follow_the_presets(
     assert all(r["usage"]["model"]["calls"] == r["usage"]["judge"]["calls"] == 1 for r in results)  # per task
     assert sum(r["usage"]["model"]["input_tokens"] for r in results) == model["input_tokens"]
     assert sum(r["usage"]["judge"]["output_tokens"] for r in results) == judge["output_tokens"]
-    gpt4o, o4mini = presets()["gpt-4o"].prices, presets()["o4-mini"].prices
-    expect_model = ((model["input_tokens"] - model["cached_tokens"]) * gpt4o.input
-                    + model["cached_tokens"] * gpt4o.cached_input + model["output_tokens"] * gpt4o.output) / 1e6
-    expect_judge = ((judge["input_tokens"] - judge["cached_tokens"]) * o4mini.input
-                    + judge["cached_tokens"] * o4mini.cached_input + judge["output_tokens"] * o4mini.output) / 1e6
+    # list prices in USD per million tokens (input, cached input, output): gpt-4o 2.50 / 1.25 / 10.00,
+    # o4-mini 1.10 / 0.275 / 4.40
+    expect_model = ((model["input_tokens"] - model["cached_tokens"]) * 2.5
+                    + model["cached_tokens"] * 1.25 + model["output_tokens"] * 10.0) / 1e6
+    expect_judge = ((judge["input_tokens"] - judge["cached_tokens"]) * 1.1
+                    + judge["cached_tokens"] * 0.275 + judge["output_tokens"] * 4.4) / 1e6
     cost = summary["cost"]
     assert abs(cost["model"] - expect_model) < 1e-6 and abs(cost["judge"] - expect_judge) < 1e-6
     assert summary["apr"] == 1.0 and abs(cost["per_passed_task"] - (expect_model + expect_judge) / 3) < 1e-6
