@@ -7,7 +7,7 @@ import json
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from vtb_agents.rundir.store import ResultsStore
-from vtb_agents.runner.config import run_config
+from vtb_agents.config import run_config
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
 

@@ -16,7 +16,7 @@ import typer.main
 from PIL import Image
 
 from vtb_agents.cli import app
-from vtb_agents.runner.config import DEFAULTS
+from vtb_agents.config import DEFAULTS
 from vtb_agents.tasks import load_tasks
 
 ROOT = Path(__file__).resolve().parents[1]

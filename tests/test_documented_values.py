@@ -14,7 +14,7 @@ from vtb_agents.judges.llm import LLMJudge
 from vtb_agents.models.presets import presets
 from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.results import TokenUsage
-from vtb_agents.runner.config import RunConfig
+from vtb_agents.config import RunConfig
 from vtb_agents.sandbox import Limits
 
 GiB = 1024 ** 3

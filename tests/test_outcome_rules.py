@@ -132,7 +132,7 @@ def test_a_failed_episode_keeps_its_outcome_error_and_traceback():
         episode = failed_episode("t1", "m", exc)
     assert (episode.task_id, episode.model, episode.status, episode.outcome) == ("t1", "m", "error", "sandbox_error")
     assert episode.error == "RuntimeError: wrapper" and episode.turns == []
-    assert "SandboxError: the worker did not start" in episode.settings["traceback"]
+    assert "SandboxError: the worker did not start" in episode.traceback
     long = failed_episode("t1", "m", KeyError("x" * 5000))
     assert len(long.error) == 2000 and long.error.startswith("KeyError: 'xxx")  # capped at 2,000 characters
 
@@ -209,7 +209,7 @@ def test_the_traceback_is_kept_to_its_last_20000_characters():
         recurse(3)
     except ValueError as exc:
         episode = failed_episode("t1", "m", exc)
-    trace = episode.settings["traceback"]
+    trace = episode.traceback
     assert len(trace) == 20_000 and trace.endswith("v" * 100 + "\n")
-    short = failed_episode("t1", "m", KeyError("k")).settings["traceback"]
+    short = failed_episode("t1", "m", KeyError("k")).traceback
     assert short == "KeyError: 'k'\n"  # never raised: no frames, just the exception line

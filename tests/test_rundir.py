@@ -11,7 +11,7 @@ from vtb_agents.rundir import layout
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.read import ReportError, load_run, open_finished_run, read_summary
 from vtb_agents.rundir.records import RunRecord, RunSummary
-from vtb_agents.runner.config import run_config
+from vtb_agents.config import run_config
 from vtb_agents.runner.run import run_suite
 from vtb_agents.tasks import load_tasks
 

@@ -3,7 +3,8 @@
 The Python API (:mod:`vtb_agents.api`): ``evaluate`` runs and grades tasks with a strategy or
 your own agent, ``load_tasks`` reads a task source, ``task_tools`` gives a task's tools bound to a
 fresh sandbox. The subpackages hold the rest: ``tasks``, ``tools``, ``strategies``, ``graphs``,
-``episodes``, ``judges``, ``analysis``, ``runner``, ``report``.
+``episodes``, ``judges``, ``analysis``, ``runner``, ``report``. ``RunConfig``
+(:mod:`vtb_agents.config`) is what a run is: ``RunConfig.from_run_dir(path)`` reads a run's ``run.json``.
 """
 
 from __future__ import annotations
@@ -11,11 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["evaluate", "load_tasks", "task_tools"]
+__all__ = ["RunConfig", "evaluate", "load_tasks", "task_tools"]
 
 
 def __getattr__(name: str) -> Any:
-    """The API's names, imported on first use (``import vtb_agents`` stays light for the CLI)."""
+    """The API's names, imported on first use (``import vtb_agents`` stays light for the CLI);
+    ``RunConfig``, the typed record of a run's settings, loads neither LangChain nor LangGraph."""
+    if name == "RunConfig":
+        from vtb_agents.config import RunConfig
+
+        return RunConfig
     if name in __all__:
         from vtb_agents import api
 

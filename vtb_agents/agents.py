@@ -11,7 +11,8 @@ from typing import Literal, Sequence
 from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.episodes.driver import EpisodeSettings, run_episode
+from vtb_agents.config import EpisodeSettings
+from vtb_agents.episodes.driver import run_episode
 from vtb_agents.results import Episode
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies.agent import AGENT_PREFIX, AgentFactory, agent_strategy, load_agent_factory

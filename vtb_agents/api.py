@@ -81,7 +81,7 @@ def evaluate(strategy_or_agent: StrategyLike = "react", tasks: str | list[Task] 
     own agent factory, write the run directory ``out`` (a new temporary folder by default) and return
     its summary. ``options`` are ``vtb run``'s settings by their Python names (``max_tool_rounds``,
     ``prompt_level``, ``history``, ``no_tools``, ``no_vision_tool``, ``critical_rule``, ...)."""
-    from vtb_agents.runner.config import run_config
+    from vtb_agents.config import run_config
     from vtb_agents.runner.executors import LocalExecutor
     from vtb_agents.runner.run import run_suite
 

@@ -1,6 +1,6 @@
 """Every default setting of a run, as plain constants (standard library only).
 
-Their one definition: ``RunConfig`` and ``EpisodeSettings`` (:mod:`vtb_agents.runner.config`), the
+Their one definition: ``RunConfig`` and ``EpisodeSettings`` (:mod:`vtb_agents.config`), the
 strategies, models, tasks and sandbox modules name them from here, and so do the ``vtb`` options,
 which is what lets ``vtb --help`` show them without importing the runner, LangChain or LangGraph.
 """

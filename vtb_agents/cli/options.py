@@ -1,10 +1,13 @@
 """The run options ``vtb run`` and ``vtb ablate`` share, defined once.
 
-:func:`with_run_options` adds every shared option to a command (its ``--help`` lists them) and
-hands the command one :class:`RunOptions`; :meth:`RunOptions.config` turns them into a
-``RunConfig`` through :func:`vtb_agents.runner.config.run_config`, the builder the Python API and
-Studio use too. The options' defaults are the constants of :mod:`vtb_agents.defaults`, which
-``RunConfig`` names too (one definition each), so declaring them imports neither the runner nor LangChain.
+Every setting of a run is a field of :class:`~vtb_agents.config.RunConfig`; :data:`CONFIG_FLAGS` is
+the one table mapping each field to its ``vtb`` flag (:data:`NOT_FLAGS` lists the few no flag
+gives), and an option's help and default are its field's description and default. So a new
+setting is one field and one row (``tests/test_cli_options.py`` checks table, fields and flags
+agree). :func:`with_run_options` adds every shared option to a command (its ``--help`` lists them)
+and hands the command one :class:`RunOptions`; :meth:`RunOptions.config` turns them into a
+``RunConfig`` through :func:`vtb_agents.config.run_config`, the builder the Python API uses too.
+Declaring them imports pydantic and :mod:`vtb_agents.config`, not the runner or LangChain.
 """
 
 from __future__ import annotations
@@ -20,32 +23,65 @@ import typer
 
 from vtb_agents import defaults
 from vtb_agents.cli.common import check_choice, err, fail, load_items_or_fail
+from vtb_agents.config import DEFAULTS, EpisodeSettings, RunConfig
 
 if TYPE_CHECKING:  # loaded when a command runs, not by `vtb --help`
-    from vtb_agents.runner.config import RunConfig
     from vtb_agents.tasks.errors import TaskLoadError
     from vtb_agents.tasks.model import Task
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-JUDGE = typer.Option(defaults.DEFAULT_JUDGE, help="'rule' (deterministic checks only) or 'provider:model' (LLM judge).")
-CRITICAL = typer.Option(defaults.DEFAULT_CRITICAL_RULE, help="Critical rubrics by 'weight' (>= 4), 'flag' or 'either'.")
-REQUEST_TIMEOUT = typer.Option(defaults.DEFAULT_REQUEST_TIMEOUT_S, min=0.001,
-                               help="Seconds a model or judge HTTP request may take (never past the task's "
-                                    "--task-timeout).")
-RESUME = typer.Option(False, "--resume", help="Continue the run in --out, skipping finished tasks.")
+CONFIG_FLAGS: dict[str, str] = {
+    "tasks": "--tasks", "model": "--model", "judge": "--judge", "strategy": "--strategy",
+    "model_kwargs": "--model-kwargs", "max_tool_rounds": "--max-tool-rounds", "history": "--history",
+    "critical_rule": "--critical-rule", "resumer": "--resumer", "user_model": "--user-model",
+    "native_tool_images": "--native-tool-images", "max_image_side": "--max-image-side", "sandbox": "--sandbox",
+    "sandbox_strict": "--sandbox-strict", "sandbox_network": "--sandbox-network", "requests_per_second": "--rps",
+    "task_timeout_s": "--task-timeout", "request_timeout_s": "--request-timeout", "tools_mode": "--tools-mode",
+    "tools_cache": "--tools-cache",
+    # `vtb run`'s own (`vtb ablate` sets them per condition)
+    "prompt_level": "--prompt-level", "no_tools": "--no-tools", "no_vision_tool": "--no-vision-tool",
+}
+"""The ``vtb`` flag of every run setting (a field of ``RunConfig`` or of its ``EpisodeSettings``)."""
+NOT_FLAGS: dict[str, str] = {
+    "code_timeout_s": "the code tools' default time limit serves every CLI run",
+    "tags": "trace tags are for runs made from Python (vtb ablate tags its conditions itself)",
+}
+"""The run settings no flag gives, and why (a run with them set cannot be resumed from the CLI)."""
 
-_FLAGS = {"requests_per_second": "--rps", "request_timeout_s": "--request-timeout", "task_timeout_s": "--task-timeout"}
+
+def config_default(option: str) -> Any:
+    """The default of the run setting ``option`` (flat: a ``RunConfig`` or ``EpisodeSettings`` field)."""
+    return getattr(DEFAULTS.episode if option in EpisodeSettings.model_fields else DEFAULTS, option)
+
+
+def config_help(option: str) -> str:
+    """The help of the run setting ``option``: its field's description."""
+    field = EpisodeSettings.model_fields.get(option) or RunConfig.model_fields[option]
+    return field.description or ""
+
+
+def config_option(option: str, *names: str, **extra: Any) -> Any:
+    """The typer option of the run setting ``option``: its flag (or ``names``), help and default."""
+    return typer.Option(config_default(option), *(names or (CONFIG_FLAGS[option],)), help=config_help(option),
+                        **extra)
+
+
+JUDGE = config_option("judge")
+CRITICAL = config_option("critical_rule")
+REQUEST_TIMEOUT = config_option("request_timeout_s", min=0.001)
+RESUME = typer.Option(False, "--resume", help="Continue the run in --out, skipping finished tasks.")
 
 
 def flag(option: str) -> str:
-    """The ``vtb run`` flag of a run option (``request_timeout_s`` -> ``--request-timeout``)."""
-    return _FLAGS.get(option, "--" + option.replace("_", "-"))
+    """The ``vtb run`` flag of a run setting or option (``request_timeout_s`` -> ``--request-timeout``)."""
+    return CONFIG_FLAGS.get(option, "--" + option.replace("_", "-"))
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The options of ``vtb run`` that every run of a command shares (``vtb ablate`` runs several)."""
+    """The options of ``vtb run`` that every run of a command shares (``vtb ablate`` runs several);
+    the run settings among them are named as their ``RunConfig`` fields."""
 
     tasks: str
     model: str
@@ -70,9 +106,9 @@ class RunOptions:
     sandbox: str
     sandbox_strict: bool
     sandbox_network: bool
-    rps: Optional[float]
-    task_timeout: Optional[float]
-    request_timeout: float
+    requests_per_second: Optional[float]
+    task_timeout_s: Optional[float]
+    request_timeout_s: float
     tools_mode: Optional[str]
     tools_cache: Optional[Path]
     executor: str
@@ -81,21 +117,15 @@ class RunOptions:
     def config(self, **settings: Any) -> RunConfig:
         """The run's ``RunConfig`` (``settings``: what the command itself adds, e.g. ``prompt_level``);
         a bad value exits with an error naming its flag."""
-        from vtb_agents.runner.config import RunOptionError, run_config
+        from vtb_agents.config import RunOptionError, run_config
 
         if self.retry_errors and not self.resume:
             fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
+        shared = {name: getattr(self, name) for name in CONFIG_FLAGS if name in RUN_OPTION_NAMES}
+        shared.update(model_kwargs=parse_model_kwargs(self.model_kwargs, self.model),
+                      tools_cache=str(self.tools_cache) if self.tools_cache else None)
         try:
-            return run_config(
-                model=self.model, judge=self.judge, tasks=self.tasks, strategy=self.strategy,
-                model_kwargs=parse_model_kwargs(self.model_kwargs, self.model), critical_rule=self.critical_rule,
-                resumer=self.resumer, user_model=self.user_model, sandbox=self.sandbox,
-                sandbox_strict=self.sandbox_strict, sandbox_network=self.sandbox_network,
-                tools_mode=self.tools_mode, tools_cache=str(self.tools_cache) if self.tools_cache else None,
-                requests_per_second=self.rps, request_timeout_s=self.request_timeout,
-                max_tool_rounds=self.max_tool_rounds, history=self.history,
-                native_tool_images=self.native_tool_images, max_image_side=self.max_image_side,
-                task_timeout_s=self.task_timeout, **settings)
+            return run_config(**shared, **settings)
         except RunOptionError as exc:
             fail(exc.render(flag))
             raise  # unreachable: fail() exits
@@ -111,15 +141,14 @@ class RunOptions:
         return make_executor(self.executor, self.ray_address, self.concurrency)
 
 
+RUN_OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
+
 def _shared(
-    tasks: str = typer.Option(defaults.SAMPLE, help="Task source: 'sample', a folder, parquet, 'hf:...'."),
-    model: str = typer.Option(defaults.REPLAY, help="'replay', a preset (`vtb models`), 'provider:model' "
-                                                    "(init_chat_model) or 'agent:module:function'."),
+    tasks: str = config_option("tasks"),
+    model: str = config_option("model"),
     judge: str = JUDGE,
-    strategy: str = typer.Option(defaults.DEFAULT_STRATEGY, help="Turn policy: react, zoom, marks, plan, reflect (see "
-                                                         "'vtb strategies'), or 'module:function' for your own."),
-    model_kwargs: Optional[str] = typer.Option(None, "--model-kwargs", help="JSON object of extra chat-model "
-                                               "settings, e.g. '{\"reasoning_effort\": \"low\"}' or a base_url."),
+    strategy: str = config_option("strategy"),
+    model_kwargs: Optional[str] = config_option("model_kwargs"),
     resume: bool = RESUME,
     retry_errors: bool = typer.Option(False, "--retry-errors", help="With --resume: run again the tasks that "
                                       "infrastructure failures (provider, sandbox, storage) left ungraded."),
@@ -131,30 +160,21 @@ def _shared(
                                      "or accepted (repeatable; tasks without a review block have none)."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Run the tasks that pass validation and list "
                                       "the skipped ones (default: any invalid task refuses the run)."),
-    max_tool_rounds: int = typer.Option(defaults.DEFAULT_MAX_TOOL_ROUNDS, min=1, help="Tool rounds allowed per turn."),
-    history: str = typer.Option(defaults.DEFAULT_HISTORY, help="Earlier assistant turns: the 'golden' answers or the "
-                                                       "'model''s own."),
+    max_tool_rounds: int = config_option("max_tool_rounds", min=1),
+    history: str = config_option("history"),
     critical_rule: str = CRITICAL,
-    resumer: str = typer.Option(defaults.DEFAULT_RESUMER, help="Who answers clarifying questions: scripted, simulated, "
-                                                       "human."),
-    user_model: Optional[str] = typer.Option(None, help="provider:model of the simulated user."),
-    native_tool_images: bool = typer.Option(defaults.DEFAULT_NATIVE_TOOL_IMAGES, help="Put new images inside tool "
-                                            "results (Anthropic, Responses API)."),
-    max_image_side: int = typer.Option(defaults.DEFAULT_MAX_IMAGE_SIDE, min=64, help="Images sent to the model are "
-                                       "downscaled to this longer side."),
-    sandbox: str = typer.Option(defaults.DEFAULT_SANDBOX, help="Where code runs: local or e2b."),
-    sandbox_strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run code without full "
-                                        "isolation (bwrap)."),
-    sandbox_network: bool = typer.Option(False, "--sandbox-network", help="Let the E2B sandbox reach the "
-                                         "internet (off by default; recorded in the results)."),
-    rps: Optional[float] = typer.Option(None, min=0.001, help="At most this many model requests per second."),
-    task_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds a task's episode may take: "
-                                                 "checked at every model call, tool call and graph step (agent: "
-                                                 "runs too); stops running code."),
-    request_timeout: float = REQUEST_TIMEOUT,
-    tools_mode: Optional[str] = typer.Option(None, help="Network tools: live, record or replay (default: "
-                                             "replay for 'sample', else live)."),
-    tools_cache: Optional[Path] = typer.Option(None, help="Record/replay cassette of the network tools."),
+    resumer: str = config_option("resumer"),
+    user_model: Optional[str] = config_option("user_model"),
+    native_tool_images: bool = config_option("native_tool_images", "--native-tool-images/--no-native-tool-images"),
+    max_image_side: int = config_option("max_image_side", min=64),
+    sandbox: str = config_option("sandbox"),
+    sandbox_strict: bool = config_option("sandbox_strict"),
+    sandbox_network: bool = config_option("sandbox_network"),
+    requests_per_second: Optional[float] = config_option("requests_per_second", min=0.001),
+    task_timeout_s: Optional[float] = config_option("task_timeout_s", min=0.001),
+    request_timeout_s: float = REQUEST_TIMEOUT,
+    tools_mode: Optional[str] = config_option("tools_mode"),
+    tools_cache: Optional[Path] = config_option("tools_cache"),
     executor: str = typer.Option("local", help="Where tasks run: 'local' (threads here) or 'ray' (Ray actors)."),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join (default: a new local instance, "
                                               "or RAY_ADDRESS)."),

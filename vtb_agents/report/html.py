@@ -43,7 +43,8 @@ def _reason_group(reason: str | None) -> str:
 
 def _setting_counts(data: RunData, key: str) -> Counter[str]:
     """How many episodes recorded each value of the episode setting ``key``."""
-    return Counter(str(r.episode.settings[key]) for r in data.results if key in r.episode.settings)
+    values = (getattr(r.episode.settings, key) for r in data.results)
+    return Counter(str(value) for value in values if value is not None)
 
 
 def header(data: RunData) -> str:
@@ -51,7 +52,7 @@ def header(data: RunData) -> str:
     s, config = data.summary, data.config
     episode = config.get("episode") or {}
     isolation = _setting_counts(data, "sandbox_isolation")
-    tools = next((r.episode.settings["tools"] for r in data.results if "tools" in r.episode.settings), None)
+    tools = next((r.episode.settings.tools for r in data.results if r.episode.settings.tools is not None), None)
     model = s.get("model") or config.get("model", "?")
     kpis = [("APR", pct(s.get("apr"))), ("ARS", pct(s.get("ars"))), ("tasks", s.get("tasks")),
             ("graded", s.get("graded")), ("ungraded", s.get("ungraded")),

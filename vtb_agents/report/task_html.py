@@ -139,7 +139,7 @@ def task_section(result: TaskResult, task: Task | None, images: ReportImages, *,
                f'<span class="meta">{score}</span>{badge(label, kind)}</summary>')
     body: list[str] = []
     if episode.error:
-        trace = str(episode.settings.get("traceback", ""))
+        trace = episode.traceback or ""
         body.append(f'<div class="warn-box">episode error: {esc(episode.error)}</div>' + (pre(trace) if trace else ""))
     if not grade.graded:
         body.append(f'<div class="warn-box">ungraded: {esc(grade.reason or "no reason recorded")}</div>')

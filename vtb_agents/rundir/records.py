@@ -11,17 +11,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vtb_agents.config import RunConfig
 from vtb_agents.results import TaskResult
 
 __all__ = ["GroupScore", "RunRecord", "RunSummary", "TaskResult"]
 
 
 class RunRecord(BaseModel):
-    """``run.json``: what was run and how (the run's ``RunConfig`` as JSON), by which version, when,
-    and the resolved settings of its model and judge (presets expanded)."""
+    """``run.json``: what was run and how (the run's :class:`~vtb_agents.config.RunConfig`), by which
+    version, when, and the resolved settings of its model and judge (presets expanded)."""
 
     model_config = ConfigDict(extra="allow")
-    config: dict[str, Any]
+    config: RunConfig
     vtb_agents: str | None = None
     model: dict[str, Any] | None = None
     judge: dict[str, Any] | None = None

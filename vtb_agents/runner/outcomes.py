@@ -74,5 +74,5 @@ def failed_episode(task_id: str, model: str, exc: BaseException) -> Episode:
     episode.status = "error"
     episode.outcome = classify_failure(exc)
     episode.error = f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
-    episode.settings["traceback"] = "".join(traceback.format_exception(exc, limit=8))[-20_000:]
+    episode.traceback = "".join(traceback.format_exception(exc, limit=8))[-20_000:]
     return episode

@@ -17,7 +17,7 @@ from typing import Any, Callable, get_args
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.defaults import DEFAULT_CRITICAL_RULE, DEFAULT_JUDGE
 from vtb_agents.judges import load_judge
-from vtb_agents.judges.grade import CriticalRule
+from vtb_agents.config import CriticalRule
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 from vtb_agents.models.spec import model_record
