@@ -29,7 +29,7 @@ def test_a_run_writes_the_layout_and_typed_records(finished_run):
         assert (finished_run / name).exists(), name
     assert not (finished_run / "results.sqlite").exists()
     record = RunRecord.model_validate_json((finished_run / layout.RUN_FILE).read_text())
-    assert record.config["episode"]["max_tool_rounds"] == 5 and record.model and record.started_at
+    assert record.config.episode.max_tool_rounds == 5 and record.model and record.started_at
     summary = read_summary(finished_run)
     assert ApiRunSummary is RunSummary
     assert summary.tasks == 1 and summary.run_dir == finished_run and summary.by_category["region_switch"].n == 1
