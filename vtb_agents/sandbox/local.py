@@ -40,6 +40,7 @@ from .host import TreeScan, WorkerPipes, changed_files, remove_changes, scan_tre
 from .leftovers import owned_tempdir
 from .output import CappedText
 from .removal import RemovalError, discard_tree
+from .spawner import spawn
 from .walk import chown_tree
 from .worker import MAX_FRAME, encode_frame
 
@@ -155,7 +156,7 @@ class _Worker(WorkerPipes):
                                    (info_w, block_r) if handshake else None)
             if cgroup is not None:
                 argv = join_command(cgroup.procs, argv)
-            self.proc = subprocess.Popen(
+            self.proc = spawn(  # never from the calling thread: see spawner.py
                 argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                 pass_fds=tuple(child_fds), start_new_session=True)
         except BaseException:
