@@ -199,7 +199,8 @@ class _Worker(WorkerPipes):
             setup["fallback"] = iso.fallback_config(iso.python_roots(python),
                                                     str(WORKER_PATH.parent), str(workdir),
                                                     self.limits.tmp_bytes)
-        if self.level != "bwrap":
+        if self.level != "bwrap":  # (bwrap's --die-with-parent does this at that level)
+            setup["parent"] = os.getpid()
             command = worker_command(python, ctl_in, ctl_out, limits, setup=setup)
             return command, worker_env(str(workdir))
         bwrap = shutil.which("bwrap")
