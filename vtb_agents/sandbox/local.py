@@ -156,9 +156,9 @@ class _Worker(WorkerPipes):
                                    (info_w, block_r) if handshake else None)
             if cgroup is not None:
                 argv = join_command(cgroup.procs, argv)
-            self.proc = spawn(  # never from the calling thread: see spawner.py
+            self.proc = spawn(lambda: subprocess.Popen(  # forked by a thread that lives: spawner.py
                 argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
-                pass_fds=tuple(child_fds), start_new_session=True)
+                pass_fds=tuple(child_fds), start_new_session=True))
         except BaseException:
             self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r, *(handshake or ()))
             raise

@@ -16,23 +16,26 @@ import os
 import queue
 import subprocess
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
 
-_Request = tuple[list[str], dict[str, Any], "Future[subprocess.Popen[bytes]]"]
+Start = Callable[[], "subprocess.Popen[bytes]"]
+"""A ``subprocess.Popen(...)`` call, made by the spawner thread."""
+_Request = tuple[Start, "Future[subprocess.Popen[bytes]]"]
 _lock = threading.Lock()
 _requests: queue.SimpleQueue[_Request] = queue.SimpleQueue()
 _thread: threading.Thread | None = None
 
 
-def spawn(argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
-    """``subprocess.Popen(argv, **options)``, forked by the process-wide spawner thread.
+def spawn(start: Start) -> subprocess.Popen[bytes]:
+    """``start()`` (a ``subprocess.Popen`` call) made by the process-wide spawner thread, which
+    forks the process; its result returned here.
 
-    Errors of ``Popen`` are raised here, in the caller. A caller interrupted while it waits (e.g.
+    Errors of ``start`` are raised here, in the caller. A caller interrupted while it waits (e.g.
     KeyboardInterrupt) leaves no process behind: one started after all is killed and reaped.
     """
     future: Future[subprocess.Popen[bytes]] = Future()
-    _spawner().put((argv, options, future))
+    _spawner().put((start, future))
     try:
         return future.result()
     except BaseException:
@@ -53,13 +56,13 @@ def _spawner() -> queue.SimpleQueue[_Request]:
 
 
 def _serve(requests: queue.SimpleQueue[_Request]) -> None:
-    """The spawner thread: run each request's ``Popen`` and hand back the process or the error."""
+    """The spawner thread: make each request's ``Popen`` call, hand back the process or the error."""
     while True:
-        argv, options, future = requests.get()
+        start, future = requests.get()
         if not future.set_running_or_notify_cancel():
             continue
         try:
-            proc = subprocess.Popen(argv, **options)
+            proc = start()
         except BaseException as exc:  # handed to the caller, who raises it
             future.set_exception(exc)
         else:
