@@ -7,8 +7,9 @@ How the worker is isolated depends on the level (``isolation.py`` says what each
 probed once per process; ``strict=True`` refuses anything but bwrap. The worker starts at the first
 ``run`` call: writing, listing and reading files needs only the working directory, so an episode
 that never runs code costs no process. In every level the worker keeps
-its Python state across calls, a call that overruns its timeout kills and restarts it, and
-stdout/stderr are capped.
+its Python state across calls (from any thread: workers are started by one process-wide thread,
+``spawner.py``, so that they die with the host and not with the caller's thread), a call that
+overruns its timeout kills and restarts it, and stdout/stderr are capped.
 """
 
 from __future__ import annotations
