@@ -183,7 +183,7 @@ def parse_options(args: list[str]) -> tuple[RunOptions, dict[str, Any]]:
     """The ``RunOptions`` (and all parameters) of ``vtb run ARGS``, parsed by the real command line parser."""
     command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
     params = command.make_context("run", list(args)).params
-    return RunOptions(**{k: v for k, v in params.items() if k in RunOptions.__dataclass_fields__}), params
+    return RunOptions.from_params(params), params
 
 
 def parse_run(args: list[str]) -> RunConfig:

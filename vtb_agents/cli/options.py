@@ -3,8 +3,9 @@
 Every setting of a run is a field of :class:`~vtb_agents.config.RunConfig`; :data:`CONFIG_FLAGS` is
 the one table mapping each field to its ``vtb`` flag (:data:`NOT_FLAGS` lists the few no flag
 gives), and an option's help and default are its field's description and default. So a new
-setting is one field and one row (``tests/test_cli_options.py`` checks table, fields and flags
-agree). :func:`with_run_options` adds every shared option to a command (its ``--help`` lists them)
+setting is one field and one row: its option is made from them (:func:`setting_parameter`;
+``tests/test_cli_options.py`` checks table, fields and flags agree). :func:`with_run_options` adds
+every shared option to a command (its ``--help`` lists them)
 and hands the command one :class:`RunOptions`; :meth:`RunOptions.config` turns them into a
 ``RunConfig`` through :func:`vtb_agents.config.run_config`, the builder the Python API uses too.
 Declaring them imports pydantic and :mod:`vtb_agents.config`, not the runner or LangChain.
@@ -16,8 +17,8 @@ import functools
 import inspect
 import json
 from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Sequence, TypeVar, Union, get_args, get_origin
 
 import typer
 
@@ -67,8 +68,6 @@ def config_option(option: str, *names: str, **extra: Any) -> Any:
                         **extra)
 
 
-JUDGE = config_option("judge")
-CRITICAL = config_option("critical_rule")
 REQUEST_TIMEOUT = config_option("request_timeout_s", min=0.001)
 RESUME = typer.Option(False, "--resume", help="Continue the run in --out, skipping finished tasks.")
 
@@ -78,16 +77,18 @@ def flag(option: str) -> str:
     return CONFIG_FLAGS.get(option, "--" + option.replace("_", "-"))
 
 
+RUN_ONLY = ("prompt_level", "no_tools", "no_vision_tool")
+"""Settings only ``vtb run`` takes as flags (``vtb ablate`` sets them per condition)."""
+SHARED_SETTINGS = tuple(name for name in CONFIG_FLAGS if name not in RUN_ONLY)
+"""The settings whose flags ``vtb run`` and ``vtb ablate`` share, made from :data:`CONFIG_FLAGS`."""
+
+
 @dataclass(frozen=True)
 class RunOptions:
-    """The options of ``vtb run`` that every run of a command shares (``vtb ablate`` runs several);
-    the run settings among them are named as their ``RunConfig`` fields."""
+    """The options of ``vtb run`` that every run of a command shares (``vtb ablate`` runs several):
+    the run settings given (``settings``, by ``RunConfig`` field name) and how to select and run tasks."""
 
-    tasks: str
-    model: str
-    judge: str
-    strategy: str
-    model_kwargs: Optional[str]
+    settings: dict[str, Any]
     resume: bool
     retry_errors: bool
     concurrency: int
@@ -96,23 +97,19 @@ class RunOptions:
     task_id: list[str]
     status: list[str]
     skip_invalid: bool
-    max_tool_rounds: int
-    history: str
-    critical_rule: str
-    resumer: str
-    user_model: Optional[str]
-    native_tool_images: bool
-    max_image_side: int
-    sandbox: str
-    sandbox_strict: bool
-    sandbox_network: bool
-    requests_per_second: Optional[float]
-    task_timeout_s: Optional[float]
-    request_timeout_s: float
-    tools_mode: Optional[str]
-    tools_cache: Optional[Path]
     executor: str
     ray_address: Optional[str]
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> RunOptions:
+        """The shared options among a command's parsed ``params`` (the others are left out)."""
+        names = [f.name for f in fields(cls) if f.name != "settings"]
+        return cls(settings={name: params[name] for name in SHARED_SETTINGS}, **{name: params[name] for name in names})
+
+    @property
+    def tasks(self) -> str:
+        """The task source, ``--tasks``."""
+        return str(self.settings["tasks"])
 
     def config(self, **settings: Any) -> RunConfig:
         """The run's ``RunConfig`` (``settings``: what the command itself adds, e.g. ``prompt_level``);
@@ -121,11 +118,10 @@ class RunOptions:
 
         if self.retry_errors and not self.resume:
             fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
-        shared = {name: getattr(self, name) for name in CONFIG_FLAGS if name in RUN_OPTION_NAMES}
-        shared.update(model_kwargs=parse_model_kwargs(self.model_kwargs, self.model),
-                      tools_cache=str(self.tools_cache) if self.tools_cache else None)
+        given = {**self.settings, "model_kwargs": parse_model_kwargs(self.settings["model_kwargs"],
+                                                                     self.settings["model"])}
         try:
-            return run_config(**shared, **settings)
+            return run_config(**given, **settings)
         except RunOptionError as exc:
             fail(exc.render(flag))
             raise  # unreachable: fail() exits
@@ -141,14 +137,23 @@ class RunOptions:
         return make_executor(self.executor, self.ray_address, self.concurrency)
 
 
-RUN_OPTION_NAMES = frozenset(f.name for f in fields(RunOptions))
+def setting_parameter(option: str) -> inspect.Parameter:
+    """The command-line parameter of the run setting ``option``: flag, help and default from
+    :func:`config_option`, its type from the field's (a choice or JSON object is text, checked when the
+    config is built), and a lower bound where the field has one (``ge``)."""
+    field = EpisodeSettings.model_fields.get(option) or RunConfig.model_fields[option]
+    args = [arg for arg in get_args(field.annotation) if arg is not type(None)]
+    optional = get_origin(field.annotation) in (Union, UnionType) and len(args) == 1
+    core = args[0] if optional else field.annotation
+    if get_origin(core) in (Literal, dict):
+        core = str
+    lower = [m.ge for m in field.metadata if getattr(m, "ge", None) is not None]
+    bounds = {"min": lower[0]} if lower else {}
+    return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=config_option(option, **bounds),
+                             annotation=Optional[core] if optional else core)
+
 
 def _shared(
-    tasks: str = config_option("tasks"),
-    model: str = config_option("model"),
-    judge: str = JUDGE,
-    strategy: str = config_option("strategy"),
-    model_kwargs: Optional[str] = config_option("model_kwargs"),
     resume: bool = RESUME,
     retry_errors: bool = typer.Option(False, "--retry-errors", help="With --resume: run again the tasks that "
                                       "infrastructure failures (provider, sandbox, storage) left ungraded."),
@@ -160,26 +165,12 @@ def _shared(
                                      "or accepted (repeatable; tasks without a review block have none)."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Run the tasks that pass validation and list "
                                       "the skipped ones (default: any invalid task refuses the run)."),
-    max_tool_rounds: int = config_option("max_tool_rounds", min=1),
-    history: str = config_option("history"),
-    critical_rule: str = CRITICAL,
-    resumer: str = config_option("resumer"),
-    user_model: Optional[str] = config_option("user_model"),
-    native_tool_images: bool = config_option("native_tool_images", "--native-tool-images/--no-native-tool-images"),
-    max_image_side: int = config_option("max_image_side", min=64),
-    sandbox: str = config_option("sandbox"),
-    sandbox_strict: bool = config_option("sandbox_strict"),
-    sandbox_network: bool = config_option("sandbox_network"),
-    requests_per_second: Optional[float] = config_option("requests_per_second", min=0.001),
-    task_timeout_s: Optional[float] = config_option("task_timeout_s", min=0.001),
-    request_timeout_s: float = REQUEST_TIMEOUT,
-    tools_mode: Optional[str] = config_option("tools_mode"),
-    tools_cache: Optional[Path] = config_option("tools_cache"),
     executor: str = typer.Option("local", help="Where tasks run: 'local' (threads here) or 'ray' (Ray actors)."),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join (default: a new local instance, "
                                               "or RAY_ADDRESS)."),
 ) -> None:
-    """The shared options, as a signature (typer reads it; :func:`with_run_options` splices it in)."""
+    """The shared options that are no run setting, as a signature (typer reads it;
+    :func:`with_run_options` splices it in after the settings' own, :func:`setting_parameter`)."""
 
 
 def with_run_options(command: F) -> F:
@@ -187,15 +178,13 @@ def with_run_options(command: F) -> F:
 
     Its own parameters follow the shared ones in ``--help``.
     """
-    shared = list(inspect.signature(_shared, eval_str=True).parameters.values())
+    shared = [*map(setting_parameter, SHARED_SETTINGS), *inspect.signature(_shared, eval_str=True).parameters.values()]
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "options"]
-    names = {f.name for f in fields(RunOptions)}
-    if [p.name for p in shared] != [f.name for f in fields(RunOptions)]:
-        raise TypeError("RunOptions and the shared option signature disagree")  # a developer's slip
+    names = {p.name for p in shared}
 
     @functools.wraps(command)
     def with_options(**kwargs: Any) -> Any:
-        options = RunOptions(**{name: kwargs.pop(name) for name in list(kwargs) if name in names})
+        options = RunOptions.from_params({name: kwargs.pop(name) for name in list(kwargs) if name in names})
         return command(options=options, **kwargs)
 
     parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in shared + own]
