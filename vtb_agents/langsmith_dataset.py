@@ -23,7 +23,7 @@ import langsmith
 from langsmith import schemas
 from PIL import Image, UnidentifiedImageError
 
-from vtb_agents import __version__
+from vtb_agents.version import __version__
 from vtb_agents.tasks.model import Task
 from vtb_agents.tracing import default_client
 
