@@ -145,8 +145,3 @@ def dataset_examples(name: str, *, client: langsmith.Client | None = None,
     if missing:
         raise ValueError(f"dataset {name!r} has no example for task(s) {', '.join(missing)}")
     return [by_task[t] for t in wanted]
-
-
-def pull_tasks(name: str, *, client: langsmith.Client | None = None) -> list[Task]:
-    """The tasks of dataset ``name``, images included (inverse of :func:`push_dataset`)."""
-    return [task_from_example(e) for e in dataset_examples(name, client=client, include_attachments=True)]
