@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from vtb_agents.version import __version__ as __version__
+
 __all__ = ["evaluate", "load_tasks", "task_tools"]
 
 

@@ -28,3 +28,6 @@ DEFAULT_HISTORY: Final = "golden"
 DEFAULT_NATIVE_TOOL_IMAGES: Final = False
 DEFAULT_CODE_TIMEOUT_S: Final = 60.0
 """How long one code call may run by default (the code tools' and the sandboxes' one default)."""
+DEFAULT_MAX_PIXELS: Final = 50_000_000
+"""Images with more pixels are refused as likely decompression bombs (VTB images are far smaller): by the task
+validator, by the code tools when the model's code saves one, and by the artifact store before decoding."""

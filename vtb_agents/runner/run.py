@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from vtb_agents import __version__
+from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.episodes.driver import run_episode
 from vtb_agents.judges.graph import grade_episode
