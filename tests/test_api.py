@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import re
@@ -225,3 +226,25 @@ def test_objects_cannot_reach_remote_workers(tmp_path):
         run_suite(task, RunConfig(), tmp_path / "run", executor=Remote(),
                   objects=RunObjects(judge=RecordingJudge()))
     assert not (tmp_path / "run").exists()
+
+
+def test_the_readme_notebook_cell_runs_as_written(tmp_path, monkeypatch, capsys):
+    """The README's notebook cell, top-level ``await`` and all, as IPython runs a cell."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("### Python API"):text.index("### Model presets")]
+    cell = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[1]
+    assert "await vtb_agents.aevaluate(" in cell
+    monkeypatch.chdir(tmp_path)
+    with OpenAIServer(vision_and_judge(VisionModel())) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        code = compile(cell, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        asyncio.run(eval(code, {}))  # noqa: S307 (the README's own code)
+    printed = capsys.readouterr().out.splitlines()
+    apr, ars, outcomes, cost = re.fullmatch(r"(\S+) (\S+) (\{.*\}) (\S+)", printed[0]).groups()
+    assert apr == "0.0" and float(ars) > 0 and outcomes == "{'answered': 4}" and float(cost) > 0  # "42" is wrong
+    task_id, outcome, tokens = printed[1].split()
+    assert (task_id, outcome) == ("rs-chemistry-bench", "answered") and int(tokens) > 0
+    assert all("unit_price" in [t["function"]["name"] for t in body["tools"]]
+               for body in server.requests if "response_format" not in body)
+    assert any("response_format" in body and body["model"] == "o4-mini" for body in server.requests)
