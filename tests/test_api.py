@@ -216,6 +216,20 @@ def test_an_object_run_resumes_from_python_only(tmp_path):
         vtb_agents.evaluate(tasks=task, model="object:ChatOpenAI(model=gpt-4o)", out=tmp_path / "other")
 
 
+def test_bad_object_arguments_are_refused_before_the_run(tmp_path):
+    task = vtb_agents.load_tasks("sample", task_id="rs-finance-invoice")
+    graph = create_agent(ScriptedChatModel(script=lambda messages: AIMessage("42")), [])
+    with pytest.raises(ValueError, match="agent= brings its own model"):
+        vtb_agents.evaluate(agent=graph, model="openai:gpt-4o", tasks=task, out=tmp_path / "a")
+    with pytest.raises(ValueError, match="cannot be combined with strategy 'zoom'"):
+        vtb_agents.evaluate("zoom", agent=graph, tasks=task, out=tmp_path / "b")
+    with pytest.raises(ValueError, match="tool name\\(s\\) calculator given twice"):
+        vtb_agents.evaluate(tasks=task, tools=[tool("calculator", description="mine")(lambda expression: "1")], out=tmp_path / "c")
+    with pytest.raises(TypeError, match="judge must be a spec, a chat model or a judge object"):
+        vtb_agents.evaluate(tasks=task, judge=object(), out=tmp_path / "d")
+    assert not any((tmp_path / name).exists() for name in "abcd")
+
+
 def test_objects_cannot_reach_remote_workers(tmp_path):
     class Remote:
         def run_remote(self, tasks, config, out, judge_cache, sink, stop):

@@ -35,7 +35,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore, to_png
-from vtb_agents.defaults import DEFAULT_STRATEGY
+from vtb_agents.defaults import DEFAULT_STRATEGY, REPLAY
 from vtb_agents.judges import RubricJudge
 from vtb_agents.judges.llm import LLMJudge
 from vtb_agents.models.spec import object_name
@@ -123,6 +123,8 @@ def run_objects(strategy: str | Strategy, model: str | BaseChatModel, judge: Jud
     """The objects among ``evaluate``'s arguments, and the run options naming every argument."""
     if agent is not None and strategy != DEFAULT_STRATEGY:
         raise ValueError(f"agent= answers the turns itself: it cannot be combined with strategy {strategy!r}")
+    if agent is not None and model != REPLAY:
+        raise ValueError("agent= brings its own model: leave model= out (the agent's model is what runs)")
     if not isinstance(strategy, (str, Strategy)):
         raise TypeError(f"strategy must be a name, 'module:function' or a Strategy, not {type(strategy).__name__}: "
                         "pass your own agent as agent=")
@@ -142,7 +144,7 @@ def run_objects(strategy: str | Strategy, model: str | BaseChatModel, judge: Jud
 
 
 def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task] = "sample",
-             model: str | BaseChatModel = "replay", judge: JudgeLike = "rule", out: str | Path | None = None, *,
+             model: str | BaseChatModel = REPLAY, judge: JudgeLike = "rule", out: str | Path | None = None, *,
              agent: AgentLike | None = None, tools: Sequence[BaseTool] = (), concurrency: int = 1,
              resume: bool = False, **options: Any) -> Evaluation:
     """Run and grade ``tasks``, write the run directory ``out`` (a new temporary folder by default)
