@@ -224,7 +224,8 @@ def test_bad_object_arguments_are_refused_before_the_run(tmp_path):
     with pytest.raises(ValueError, match="cannot be combined with strategy 'zoom'"):
         vtb_agents.evaluate("zoom", agent=graph, tasks=task, out=tmp_path / "b")
     with pytest.raises(ValueError, match="tool name\\(s\\) calculator given twice"):
-        vtb_agents.evaluate(tasks=task, tools=[tool("calculator", description="mine")(lambda expression: "1")], out=tmp_path / "c")
+        mine = tool("calculator", description="mine")(lambda expression: "1")
+        vtb_agents.evaluate(tasks=task, tools=[mine], out=tmp_path / "c")
     with pytest.raises(TypeError, match="judge must be a spec, a chat model or a judge object"):
         vtb_agents.evaluate(tasks=task, judge=object(), out=tmp_path / "d")
     assert not any((tmp_path / name).exists() for name in "abcd")
