@@ -263,3 +263,11 @@ def test_the_readme_notebook_cell_runs_as_written(tmp_path, monkeypatch, capsys)
     assert all("unit_price" in [t["function"]["name"] for t in body["tools"]]
                for body in server.requests if "response_format" not in body)
     assert any("response_format" in body and body["model"] == "o4-mini" for body in server.requests)
+
+
+def test_no_vtb_command_is_printed_for_an_object_run():
+    from vtb_agents.cli.hints import HintError, config_flags
+
+    for config in (RunConfig(model="object:ChatOpenAI(model=m)"), RunConfig(extra_tools=("object:T(name=t)",))):
+        with pytest.raises(HintError, match="is a Python object"):
+            config_flags(config.to_dict())
