@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
+from langgraph.graph import START, StateGraph
 from openai_server import OpenAIServer
 from scripted_vision import VisionModel
 from typer.testing import CliRunner
@@ -26,6 +27,7 @@ from vtb_agents.rundir.errors import RunError
 from vtb_agents.runner.config import RunConfig
 from vtb_agents.runner.resources import RunObjects
 from vtb_agents.runner.run import run_suite
+from vtb_agents.strategies import EpisodeContext, Strategy, TurnInput, TurnOutput, TurnState
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -271,3 +273,28 @@ def test_no_vtb_command_is_printed_for_an_object_run():
     for config in (RunConfig(model="object:ChatOpenAI(model=m)"), RunConfig(extra_tools=("object:T(name=t)",))):
         with pytest.raises(HintError, match="is a Python object"):
             config_flags(config.to_dict())
+
+
+def direct_strategy():
+    """A strategy object: one model call per turn, no tools (the strategy contract's own example)."""
+    def answer(state, runtime):
+        ctx = runtime.context
+        reply = ctx.model.invoke([SystemMessage(ctx.system_prompt), *ctx.materialize(state["messages"])])
+        return {"messages": [reply], "status": "answered"}
+
+    def build():
+        graph = StateGraph(TurnState, context_schema=EpisodeContext, input_schema=TurnInput, output_schema=TurnOutput)
+        graph.add_node("answer", answer)
+        graph.add_edge(START, "answer")
+        return graph.compile(name="direct")
+
+    return Strategy(name="direct", summary="one model call, no tools", build=build)
+
+
+def test_a_strategy_object_with_a_model_object(tmp_path):
+    task = vtb_agents.load_tasks("sample", task_id="rs-finance-invoice")
+    with OpenAIServer(lambda body: "The total is 42.") as server:
+        summary = vtb_agents.evaluate(direct_strategy(), tasks=task, model=chat(server), out=tmp_path / "run")
+    assert len(server.requests) == 1 and "tools" not in server.requests[0]  # one call, no tools: "direct" ran
+    assert summary.strategy == "object:Strategy(name=direct)" and summary.results[0].strategy == summary.strategy
+    assert summary.results[0].episode.turns[0].answer == "The total is 42." and summary.usage.model.calls == 1

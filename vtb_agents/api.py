@@ -23,6 +23,7 @@ Your own LangChain agent, in five lines:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -181,7 +182,7 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     if not loop_running():
         return run()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vtb-evaluate") as worker:
-        return worker.submit(run).result()
+        return worker.submit(contextvars.copy_context().run, run).result()
 
 
 def loop_running() -> bool:
