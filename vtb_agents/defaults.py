@@ -15,6 +15,10 @@ SAMPLE: Final = "sample"
 """The task source of the bundled sample suite."""
 AGENT_PREFIX: Final = "agent:"
 """The model spec prefix of your own LangChain agent: ``agent:module:function``."""
+OBJECT_PREFIX: Final = "object:"
+"""How ``run.json`` names a Python object given to :func:`vtb_agents.evaluate` (a model, judge,
+strategy, agent or tool): ``object:ChatOpenAI(model=gpt-4o)``. A name, not a spec: such a run
+resumes only from Python, given the same objects."""
 DEFAULT_STRATEGY: Final = "react"
 DEFAULT_JUDGE: Final = "rule"
 DEFAULT_CRITICAL_RULE: Final = "weight"
