@@ -1,9 +1,10 @@
 """vtb-agents: VisualToolBench as LangGraph state graphs.
 
-The Python API (:mod:`vtb_agents.api`): ``evaluate`` runs and grades tasks with a strategy or
-your own agent, ``load_tasks`` reads a task source, ``task_tools`` gives a task's tools bound to a
-fresh sandbox. The subpackages hold the rest: ``tasks``, ``tools``, ``strategies``, ``graphs``,
-``episodes``, ``judges``, ``analysis``, ``runner``, ``report``. ``RunConfig``
+The Python API (:mod:`vtb_agents.api`): ``evaluate`` (and its async twin ``aevaluate``) runs and
+grades tasks with a strategy or your own agent, specs or LangChain objects, returning an ``Evaluation``;
+``load_tasks`` reads a task source, ``task_tools`` gives a task's tools bound to a fresh sandbox.
+The subpackages hold the rest: ``tasks``, ``tools``, ``strategies``, ``graphs``, ``episodes``,
+``judges``, ``analysis``, ``runner``, ``report``. ``RunConfig``
 (:mod:`vtb_agents.config`) is what a run is: ``RunConfig.from_run_dir(path)`` reads a run's ``run.json``.
 """
 
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-__all__ = ["RunConfig", "evaluate", "load_tasks", "task_tools"]
+from vtb_agents.version import __version__ as __version__
+
+__all__ = ["Evaluation", "RunConfig", "aevaluate", "evaluate", "load_tasks", "task_tools"]
 
 
 def __getattr__(name: str) -> Any:

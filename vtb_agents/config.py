@@ -69,8 +69,10 @@ class RunConfig(BaseModel):
     extra chat-model settings; ``strategy`` names the turn policy (:mod:`vtb_agents.strategies`).
     ``sandbox_strict`` refuses anything short of full isolation; ``sandbox_network`` lets an E2B
     sandbox reach the internet. ``tools_mode`` / ``tools_cache`` say how the network tools run
-    (None: replay the shipped cassette for the bundled suite, live otherwise). A bad value raises
-    pydantic's ``ValidationError`` naming the field.
+    (None: replay the shipped cassette for the bundled suite, live otherwise). ``extra_tools`` names
+    the tool objects a Python run added to the tool set (:class:`~vtb_agents.runner.resources.RunObjects`);
+    ``model``, ``judge`` and ``strategy`` name objects the same way (``object:...``). A bad value
+    raises pydantic's ``ValidationError`` naming the field.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -102,6 +104,8 @@ class RunConfig(BaseModel):
         "Seconds a model or judge HTTP request may take (never past the task's --task-timeout)."))
     model_kwargs: Optional[dict[str, Any]] = Field(default=None, description=(
         "JSON object of extra chat-model settings, e.g. '{\"reasoning_effort\": \"low\"}' or a base_url."))
+    extra_tools: tuple[str, ...] = Field(default=(), description=(
+        "Names of the tool objects a Python run added to the tool set (object:...)."))
     episode: EpisodeSettings = Field(default_factory=EpisodeSettings)
 
     @model_validator(mode="after")

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from vtb_agents.cli.options import CONFIG_FLAGS, NOT_FLAGS, RunOptions, flag
 from vtb_agents.config import DEFAULTS, RunConfig
+from vtb_agents.defaults import OBJECT_PREFIX
 
 ABLATION_TAG = "ablation:"
 """The episode tag ``vtb ablate`` gives each condition's runs (``ablation:<setting>``)."""
@@ -44,6 +45,8 @@ def config_flags(config: RunConfig, *, ablation: bool = False) -> list[str]:
             continue
         if (ablation and name in ABLATED) or value == defaults[name]:
             continue
+        if OBJECT_PREFIX in json.dumps(value):
+            raise HintError(f"setting {name}={value!r} is a Python object (vtb_agents.evaluate): no vtb flag gives it")
         if name in NOT_FLAGS:
             raise HintError(f"setting {name}={value!r} has no vtb flag ({NOT_FLAGS[name]})")
         option = CONFIG_FLAGS[name]

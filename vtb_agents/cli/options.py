@@ -47,6 +47,7 @@ CONFIG_FLAGS: dict[str, str] = {
 NOT_FLAGS: dict[str, str] = {
     "code_timeout_s": "the code tools' default time limit serves every CLI run",
     "tags": "trace tags are for runs made from Python (vtb ablate tags its conditions itself)",
+    "extra_tools": "tool objects are given from Python (vtb_agents.evaluate(tools=...))",
 }
 """The run settings no flag gives, and why (a run with them set cannot be resumed from the CLI)."""
 
