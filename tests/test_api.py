@@ -272,7 +272,7 @@ def test_no_vtb_command_is_printed_for_an_object_run():
 
     for config in (RunConfig(model="object:ChatOpenAI(model=m)"), RunConfig(extra_tools=("object:T(name=t)",))):
         with pytest.raises(HintError, match="is a Python object"):
-            config_flags(config.to_dict())
+            config_flags(config)
 
 
 def direct_strategy():
