@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from vtb_agents.defaults import AGENT_PREFIX
 
 TurnStatus = Literal["answered", "asked_user", "tool_round_cap", "error"]
 VerdictStatus = Literal["met", "not_met", "unjudged", "error"]
@@ -25,9 +27,24 @@ INFRASTRUCTURE_OUTCOMES: frozenset[str] = frozenset(
 """Not the model's doing: the task is ungraded, the run incomplete, and a retry re-runs it."""
 
 
+def strategy_name(model: str, strategy: str) -> str:
+    """The strategy that answers a run's turns: the user's agent for ``agent:`` models, else ``strategy``
+    (the one definition: ``RunConfig``, results and reports all name a run's strategy with it)."""
+    return model if model.startswith(AGENT_PREFIX) else strategy
+
+
 def is_infrastructure(outcome: str | None) -> bool:
     """True for an outcome that leaves a task ungraded and is retried by ``--retry-errors``."""
     return outcome in INFRASTRUCTURE_OUTCOMES
+
+
+class SavedImage(BaseModel):
+    """An image a tool call saved: its file name, its artifact reference (sha256) and its size."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    ref: str
+    size: list[int] | None = None
 
 
 class ToolCallRecord(BaseModel):
@@ -40,7 +57,7 @@ class ToolCallRecord(BaseModel):
     args: dict[str, Any]
     ok: bool
     output: str
-    images: list[dict[str, Any]] = Field(default_factory=list)
+    images: list[SavedImage] = Field(default_factory=list)
     duration_s: float | None = None
 
 

@@ -300,8 +300,8 @@ def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None,
         hints.append(f"judge them again with: {command('grade', run_dir, *extra)}")
     if summary["infrastructure_errors"]["count"] > outcomes.get("judge_error", 0):  # episodes failed too
         finished = open_finished_run(run_dir)
-        config = finished.run["config"]
-        source = load_or_fail(tasks or config["tasks"])
+        config = finished.run.config
+        source = load_or_fail(tasks or finished.settings.tasks)
         run_ids = list(dict.fromkeys(r.task_id for r in finished.results))  # a retried task has two lines
         selection = run_ids_flags(run_ids, [t.id for t in source])
         try:

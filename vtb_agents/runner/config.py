@@ -14,11 +14,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, get_args
 
-from vtb_agents.defaults import (AGENT_PREFIX, DEFAULT_CRITICAL_RULE, DEFAULT_JUDGE, DEFAULT_REQUEST_TIMEOUT_S,
+from vtb_agents.defaults import (DEFAULT_CRITICAL_RULE, DEFAULT_JUDGE, DEFAULT_REQUEST_TIMEOUT_S,
                                  DEFAULT_RESUMER, DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE)
 from vtb_agents.episodes.driver import EpisodeSettings, History
 from vtb_agents.graphs.prompts import PromptLevel
 from vtb_agents.judges.grade import CriticalRule
+from vtb_agents.results import strategy_name
 
 ToolsMode = Literal["live", "record", "replay"]
 ResumerKind = Literal["scripted", "simulated", "human"]
@@ -62,7 +63,7 @@ class RunConfig:
     @property
     def strategy_spec(self) -> str:
         """The strategy that answers turns: the user's agent for ``agent:`` models, else ``strategy``."""
-        return self.model if self.model.startswith(AGENT_PREFIX) else self.strategy
+        return strategy_name(self.model, self.strategy)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists)."""
