@@ -9,7 +9,7 @@ import pytest
 from vtb_agents.api import RunSummary as ApiRunSummary
 from vtb_agents.rundir import layout
 from vtb_agents.rundir.errors import RunError
-from vtb_agents.results import strategy_name
+from vtb_agents.defaults import strategy_name
 from vtb_agents.rundir.read import ReportError, load_run, open_finished_run, read_meta, read_summary
 from vtb_agents.rundir.records import RunRecord, RunSummary, ToolMetrics
 from vtb_agents.runner.config import run_config
@@ -71,8 +71,8 @@ def test_readers_get_typed_records_and_the_recorded_settings(finished_run):
     assert meta.run.model is not None and meta.run.model.spec == "replay" and meta.run.judge.spec == "rule"
     assert meta.summary.episodes.errors == 0 and meta.summary.usage and meta.summary.usage.tasks_without_usage == 0
     settings = meta.settings
-    assert (settings.model, settings.strategy, settings.judge) == ("replay", "react", "rule")
-    assert settings.max_tool_rounds == 5 and settings.tasks == meta.run.config["tasks"]
+    assert (settings.model, settings.strategy_spec, settings.judge) == ("replay", "react", "rule")
+    assert settings.episode.max_tool_rounds == 5 and settings.tasks == meta.run.config["tasks"]
     assert open_finished_run(finished_run).settings == settings
 
 

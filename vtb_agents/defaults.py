@@ -28,3 +28,9 @@ DEFAULT_HISTORY: Final = "golden"
 DEFAULT_NATIVE_TOOL_IMAGES: Final = False
 DEFAULT_CODE_TIMEOUT_S: Final = 60.0
 """How long one code call may run by default (the code tools' and the sandboxes' one default)."""
+
+
+def strategy_name(model: str, strategy: str) -> str:
+    """The strategy that answers a run's turns: the user's agent for ``agent:`` models, else ``strategy``
+    (the one definition: ``RunConfig.strategy_spec`` and the readers of a recorded run name it so)."""
+    return model if model.startswith(AGENT_PREFIX) else strategy

@@ -9,8 +9,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vtb_agents.defaults import AGENT_PREFIX
-
 TurnStatus = Literal["answered", "asked_user", "tool_round_cap", "error"]
 VerdictStatus = Literal["met", "not_met", "unjudged", "error"]
 
@@ -25,12 +23,6 @@ MODEL_OUTCOMES: frozenset[str] = frozenset({"answered", "tool_round_cap", "task_
 INFRASTRUCTURE_OUTCOMES: frozenset[str] = frozenset(
     {"provider_error", "sandbox_error", "storage_error", "harness_error", "judge_error"})
 """Not the model's doing: the task is ungraded, the run incomplete, and a retry re-runs it."""
-
-
-def strategy_name(model: str, strategy: str) -> str:
-    """The strategy that answers a run's turns: the user's agent for ``agent:`` models, else ``strategy``
-    (the one definition: ``RunConfig``, results and reports all name a run's strategy with it)."""
-    return model if model.startswith(AGENT_PREFIX) else strategy
 
 
 def is_infrastructure(outcome: str | None) -> bool:

@@ -29,8 +29,9 @@ from vtb_agents.tasks.normalize import CATEGORIES
 
 def settings_text(settings: RunSettings) -> str:
     """The settings that change results, in a few words (ablations named only when on)."""
-    parts = [f"strategy {settings.strategy}", f"prompt {settings.prompt_level}", f"history {settings.history}",
-             f"≤{settings.max_tool_rounds} rounds", f"critical {settings.critical_rule}",
+    episode = settings.episode
+    parts = [f"strategy {settings.strategy_spec}", f"prompt {episode.prompt_level}", f"history {episode.history}",
+             f"≤{episode.max_tool_rounds} rounds", f"critical {settings.critical_rule}",
              f"sandbox {settings.sandbox}"]
     parts += [name.replace("_", " ") for name, on in (("no_tools", settings.no_tools),
                                                        ("no_vision_tool", settings.no_vision_tool)) if on]

@@ -70,7 +70,7 @@ def header(data: RunData) -> str:
     if data.tasks_note:
         parts.append(f'<div class="warn-box">{esc(data.tasks_note)}</div>')
     episodes = s.episodes
-    rows = [("model", model), ("strategy", settings.strategy), ("judge", settings.judge),
+    rows = [("model", model), ("strategy", settings.strategy_spec), ("judge", settings.judge),
             *settings_rows(data.run),
             ("task source", settings.tasks),
             ("sandbox", settings.sandbox),
@@ -80,8 +80,8 @@ def header(data: RunData) -> str:
               for label, key in (("sandbox memory cap", "sandbox_memory_cap"),
                                  ("sandbox syscall filter", "sandbox_syscall_filter"))),
             ("tools", ", ".join(tools) if tools else "-"), ("settings", settings_text(settings)),
-            ("max image side", settings.max_image_side), ("code timeout (s)", settings.code_timeout_s),
-            ("tags", ", ".join(settings.tags) or "-")]
+            ("max image side", settings.episode.max_image_side),
+            ("code timeout (s)", settings.episode.code_timeout_s), ("tags", ", ".join(settings.episode.tags) or "-")]
     counts = [("tasks", s.tasks), ("graded", s.graded), ("ungraded", s.ungraded),
               ("episode errors", episodes.errors), ("turns stopped at the tool-round cap", episodes.tool_round_cap),
               ("tasks stopped by the model's context window (graded)", episodes.context_exceeded),

@@ -15,11 +15,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, get_args
 
 from vtb_agents.defaults import (DEFAULT_CRITICAL_RULE, DEFAULT_JUDGE, DEFAULT_REQUEST_TIMEOUT_S,
-                                 DEFAULT_RESUMER, DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE)
+                                 DEFAULT_RESUMER, DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE, strategy_name)
 from vtb_agents.episodes.driver import EpisodeSettings, History
 from vtb_agents.graphs.prompts import PromptLevel
 from vtb_agents.judges.grade import CriticalRule
-from vtb_agents.results import strategy_name
 
 ToolsMode = Literal["live", "record", "replay"]
 ResumerKind = Literal["scripted", "simulated", "human"]

@@ -87,7 +87,7 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
             update={"judge": ModelRecord.model_validate(model_record(judge_spec))})
         write_json_atomic(run_dir / RUN_FILE, record.model_dump(mode="json"))
         summary = summarize(regraded, judge_name=judge_spec,
-                            extra={"model": finished.settings.model, "strategy": finished.settings.strategy,
+                            extra={"model": finished.settings.model, "strategy": finished.settings.strategy_spec,
                                    "critical_rule": critical_rule})
         write_summary(run_dir, summary)
         return summary
