@@ -69,7 +69,7 @@ def test_readers_get_typed_records_and_the_recorded_settings(finished_run):
     assert isinstance(meta.run, RunRecord) and isinstance(meta.summary, RunSummary)
     assert isinstance(meta.summary.tool_metrics, ToolMetrics) and meta.summary.tool_metrics.calls >= 1
     assert meta.run.model is not None and meta.run.model.spec == "replay" and meta.run.judge.spec == "rule"
-    assert meta.summary.episodes.errors == 0 and meta.summary.usage and meta.summary.usage.tasks_without_usage == 0
+    assert meta.summary.episodes.errors == 0 and meta.summary.usage.tasks_without_usage == 0
     settings = meta.settings
     assert (settings.model, settings.strategy_spec, settings.judge) == ("replay", "react", "rule")
     assert settings.episode.max_tool_rounds == 5 and settings.tasks == meta.run.config["tasks"]

@@ -68,15 +68,13 @@ def run_row(meta: RunMeta, label: str) -> RunRow:
         settings=settings_text(settings), tasks=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars,
         category_apr={name: block.apr for name, block in s.by_category.items()},
         proactivity=s.tool_metrics.proactivity, volume=s.tool_metrics.volume,
-        success_rate=s.tool_metrics.success_rate, cost=s.cost.total if s.cost else None,
-        cost_per_pass=s.cost.per_passed_task if s.cost else None, tokens=reported_tokens(s.usage))
+        success_rate=s.tool_metrics.success_rate, cost=s.cost.total, cost_per_pass=s.cost.per_passed_task,
+        tokens=reported_tokens(s.usage))
 
 
-def reported_tokens(usage: RunUsage | None) -> int | None:
+def reported_tokens(usage: RunUsage) -> int | None:
     """Total tokens of model and judge; None (unknown) when a call or a result reported no usage."""
-    if usage is None or usage.tasks_without_usage:
-        return None
-    if usage.model.calls_without_usage or usage.judge.calls_without_usage:
+    if usage.tasks_without_usage or usage.model.calls_without_usage or usage.judge.calls_without_usage:
         return None
     return usage.model.total_tokens + usage.judge.total_tokens
 

@@ -36,8 +36,6 @@ def settings_rows(run: RunRecord) -> list[tuple[str, str]]:
 def usage_section(summary: RunSummary) -> str:
     """Tokens of the model and of the judge, and the estimated cost of the run and per passed task."""
     usage, cost = summary.usage, summary.cost
-    if usage is None or cost is None:
-        return '<h2>Tokens and cost</h2><p class="note">This run recorded no token usage.</p>'
     rows = ([esc(name.replace("_", " ")), esc(getattr(usage.model, name)), esc(getattr(usage.judge, name))]
             for name in TOKEN_FIELDS)
     tokens = table(["", "model", "judge"], rows, caption="Tokens (as the providers reported them)")

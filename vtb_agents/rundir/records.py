@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vtb_agents.results import TaskResult, TokenUsage
 
-__all__ = ["CostSummary", "EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord",
+__all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RunCost",
            "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics"]
 
 
@@ -92,15 +92,16 @@ class EpisodeCounts(BaseModel):
 
 
 class RunUsage(BaseModel):
-    """Tokens of the model and of the judge over a run, and how many results recorded none."""
+    """Tokens of the model and of the judge over a run, and how many results had no usage."""
 
+    model_config = ConfigDict(extra="allow")
     model: TokenUsage = Field(default_factory=TokenUsage)
     judge: TokenUsage = Field(default_factory=TokenUsage)
     tasks_without_usage: int = 0
 
 
-class CostSummary(BaseModel):
-    """Estimated cost (USD) of the model, the judge, the run and per passed task; None where unknown."""
+class RunCost(BaseModel):
+    """Estimated cost of a run in ``currency`` (USD); None where unknown, never a guessed 0."""
 
     model_config = ConfigDict(extra="allow")
     currency: str = "USD"
@@ -131,8 +132,8 @@ class RunSummary(BaseModel):
     judge: JudgeCounts = Field(default_factory=JudgeCounts)
     critical_disagreements: int = 0
     episodes: EpisodeCounts = Field(default_factory=EpisodeCounts)
-    usage: RunUsage | None = None
-    cost: CostSummary | None = None
+    usage: RunUsage = Field(default_factory=RunUsage)
+    cost: RunCost = Field(default_factory=RunCost)
     model: str | None = None
     strategy: str | None = None
     critical_rule: str | None = None
