@@ -95,3 +95,19 @@ def test_one_function_names_a_strategy():
     assert strategy_name("agent:my.mod:make", "react") == "agent:my.mod:make"
     assert strategy_name("openai:gpt-4o", "reflect") == "reflect"
     assert run_config(model="agent:my.mod:make").strategy_spec == "agent:my.mod:make"
+
+
+def test_grading_reads_the_recorded_judge_and_refuses_an_unknown_rule(finished_run):
+    from vtb_agents.runner.regrade import recorded_grading, regrade_run
+
+    assert recorded_grading(finished_run) == (recorded := recorded_grading(str(finished_run)))
+    assert (recorded.judge, recorded.critical_rule) == ("rule", "weight")
+    run_file = finished_run / layout.RUN_FILE
+    record = json.loads(run_file.read_text())
+    record["config"]["critical_rule"] = "bogus"
+    run_file.write_text(json.dumps(record))
+    for grading in (lambda: recorded_grading(finished_run), lambda: regrade_run(finished_run)):
+        with pytest.raises(RunError, match=r"run\.json: unknown critical_rule 'bogus'"):
+            grading()
+    with pytest.raises(RunError, match="no such run directory"):
+        recorded_grading(finished_run / "nope")
