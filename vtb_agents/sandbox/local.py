@@ -31,11 +31,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S
 from vtb_agents.safefs import open_in_dir
 
 from . import isolation as iso
 from . import seccomp
-from .base import DEFAULT_TIMEOUT_S, STATE_RESET, ExecResult, SandboxError
+from .base import STATE_RESET, ExecResult, SandboxError
 from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
 from .host import TreeScan, WorkerPipes, changed_files, remove_changes, scan_tree, snapshot
 from .leftovers import owned_tempdir
@@ -390,7 +391,7 @@ class LocalSandbox:
         if self._cgroup is not None:
             self._cgroup.kill_all()
 
-    def run(self, code: str, timeout: float = DEFAULT_TIMEOUT_S) -> ExecResult:
+    def run(self, code: str, timeout: float = DEFAULT_CODE_TIMEOUT_S) -> ExecResult:
         """Execute ``code`` in the persistent interpreter (one call at a time)."""
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, not {timeout}")
