@@ -18,10 +18,10 @@ from typing import Any, Callable, Literal, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from vtb_agents.defaults import (AGENT_PREFIX, DEFAULT_CODE_TIMEOUT_S, DEFAULT_CRITICAL_RULE, DEFAULT_HISTORY,
+from vtb_agents.defaults import (DEFAULT_CODE_TIMEOUT_S, DEFAULT_CRITICAL_RULE, DEFAULT_HISTORY,
                                  DEFAULT_JUDGE, DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS,
                                  DEFAULT_NATIVE_TOOL_IMAGES, DEFAULT_PROMPT_LEVEL, DEFAULT_REQUEST_TIMEOUT_S,
-                                 DEFAULT_RESUMER, DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE)
+                                 DEFAULT_RESUMER, DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE, strategy_name)
 
 __all__ = ["CriticalRule", "EpisodeSettings", "History", "PromptLevel", "ResumerKind", "RunConfig", "RunOptionError",
            "SandboxKind", "ToolsMode", "run_config"]
@@ -120,7 +120,7 @@ class RunConfig(BaseModel):
     @property
     def strategy_spec(self) -> str:
         """The strategy that answers turns: the user's agent for ``agent:`` models, else ``strategy``."""
-        return self.model if self.model.startswith(AGENT_PREFIX) else self.strategy
+        return strategy_name(self.model, self.strategy)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists), as ``run.json`` records it."""

@@ -35,3 +35,9 @@ DEFAULT_CODE_TIMEOUT_S: Final = 60.0
 DEFAULT_MAX_PIXELS: Final = 50_000_000
 """Images with more pixels are refused as likely decompression bombs (VTB images are far smaller): by the task
 validator, by the code tools when the model's code saves one, and by the artifact store before decoding."""
+
+
+def strategy_name(model: str, strategy: str) -> str:
+    """The strategy that answers a run's turns: the user's agent for ``agent:`` models, else ``strategy``
+    (the one definition: ``RunConfig.strategy_spec`` and the readers of a recorded run name it so)."""
+    return model if model.startswith(AGENT_PREFIX) else strategy

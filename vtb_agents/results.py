@@ -32,6 +32,15 @@ def is_infrastructure(outcome: str | None) -> bool:
     return outcome in INFRASTRUCTURE_OUTCOMES
 
 
+class SavedImage(BaseModel):
+    """An image a tool call saved: its file name, its artifact reference (sha256) and its size."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    ref: str
+    size: list[int] | None = None
+
+
 class ToolCallRecord(BaseModel):
     """One tool call of an episode, as the model made it and as the tool answered."""
 
@@ -42,7 +51,7 @@ class ToolCallRecord(BaseModel):
     args: dict[str, Any]
     ok: bool
     output: str
-    images: list[dict[str, Any]] = Field(default_factory=list)
+    images: list[SavedImage] = Field(default_factory=list)
     duration_s: float | None = None
 
 

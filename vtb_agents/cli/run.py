@@ -289,7 +289,6 @@ def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None,
     """What retries the ungraded tasks of a regraded run: ``vtb grade`` for judge errors (the run now
     records the judge), the run's own resume command for episodes that failed."""
     from vtb_agents.cli.hints import HintError, command, resume_recorded_run, run_ids_flags
-    from vtb_agents.config import RunConfig
     from vtb_agents.defaults import DEFAULT_REQUEST_TIMEOUT_S
     from vtb_agents.rundir.read import open_finished_run
 
@@ -301,7 +300,7 @@ def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None,
         hints.append(f"judge them again with: {command('grade', run_dir, *extra)}")
     if summary["infrastructure_errors"]["count"] > outcomes.get("judge_error", 0):  # episodes failed too
         finished = open_finished_run(run_dir)
-        config = RunConfig.from_run_dir(run_dir)
+        config = finished.run.config
         source = load_or_fail(tasks or config.tasks)
         run_ids = list(dict.fromkeys(r.task_id for r in finished.results))  # a retried task has two lines
         selection = run_ids_flags(run_ids, [t.id for t in source])
