@@ -9,7 +9,7 @@ import pytest
 from vtb_agents.api import RunSummary as ApiRunSummary
 from vtb_agents.rundir import layout
 from vtb_agents.rundir.errors import RunError
-from vtb_agents.config import run_config
+from vtb_agents.config import RunConfig, run_config
 from vtb_agents.defaults import strategy_name
 from vtb_agents.rundir.read import ReportError, load_run, open_finished_run, read_meta, read_summary
 from vtb_agents.rundir.records import RunRecord, RunSummary, ToolMetrics
@@ -73,7 +73,7 @@ def test_readers_get_typed_records_and_the_recorded_settings(finished_run):
     assert meta.summary.episodes.errors == 0 and meta.summary.usage.tasks_without_usage == 0
     settings = meta.settings
     assert (settings.model, settings.strategy_spec, settings.judge) == ("replay", "react", "rule")
-    assert settings.episode.max_tool_rounds == 5 and settings.tasks == meta.run.config["tasks"]
+    assert settings.episode.max_tool_rounds == 5 and settings == meta.run.config
     assert open_finished_run(finished_run).settings == settings
 
 
@@ -86,10 +86,12 @@ def test_a_damaged_record_is_an_error_naming_its_file_and_field(finished_run):
     record = json.loads(run_file.read_text())
     del record["config"]["judge"]
     run_file.write_text(json.dumps(record))
-    with pytest.raises(RunError, match=r"run\.json: its config records no 'judge' setting"):
+    with pytest.raises(RunError, match=r"run\.json: not a readable run\.json: config: .*records no 'judge' setting"):
         open_finished_run(finished_run)
-    with pytest.raises(ReportError, match=r"run\.json: its config records no 'judge' setting"):
+    with pytest.raises(ReportError, match=r"run\.json: not a readable run\.json: config: .*records no 'judge' setting"):
         load_run(finished_run)
+    with pytest.raises(ValueError, match=r"run\.json: its config records no 'judge' setting"):
+        RunConfig.from_run_dir(finished_run)
 
 
 def test_one_function_names_a_strategy():
@@ -108,7 +110,8 @@ def test_grading_reads_the_recorded_judge_and_refuses_an_unknown_rule(finished_r
     record["config"]["critical_rule"] = "bogus"
     run_file.write_text(json.dumps(record))
     for grading in (lambda: recorded_grading(finished_run), lambda: regrade_run(finished_run)):
-        with pytest.raises(RunError, match=r"run\.json: unknown critical_rule 'bogus'"):
+        with pytest.raises(RunError, match=r"run\.json: not a readable run\.json: config\.critical_rule: Input should "
+                                           r"be 'weight', 'flag' or 'either'"):
             grading()
     with pytest.raises(RunError, match="no such run directory"):
         recorded_grading(finished_run / "nope")

@@ -140,15 +140,30 @@ class RunConfig(BaseModel):
         if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
             raise ValueError(f"{path}: no 'config' object")
         try:
-            return cls.model_validate(data["config"])
+            return cls.model_validate(complete_record(data["config"]))
         except ValidationError as exc:
             raise ValueError(f"{path}: {field_error(exc, prefix='config')}") from None
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
 
 
 DEFAULTS = RunConfig()
 """Every run setting at its default (the CLI options take their defaults from here)."""
 EPISODE_OPTIONS = frozenset(EpisodeSettings.model_fields)
 CONFIG_OPTIONS = frozenset(RunConfig.model_fields) - {"episode"}
+
+
+def complete_record(config: Any) -> Any:
+    """``config`` as recorded (``run.json``), checked to hold every setting: a recorded run states
+    all of them, so a missing one is a damaged file (ValueError naming it), never a silent default."""
+    if isinstance(config, dict):
+        episode = config.get("episode")
+        missing = [name for name in RunConfig.model_fields if name not in config]
+        missing += [f"episode.{name}" for name in EpisodeSettings.model_fields
+                    if isinstance(episode, dict) and name not in episode]
+        if missing:
+            raise ValueError(f"its config records no {missing[0]!r} setting")
+    return config
 
 
 def _conflict(option: str, problem: str) -> PydanticCustomError:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from vtb_agents.config import RunConfig
+from vtb_agents.config import RunConfig, complete_record
 from vtb_agents.results import TaskResult, TokenUsage
 
 __all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RunCost",
@@ -39,6 +39,12 @@ class RunRecord(BaseModel):
     model: ModelRecord | None = None
     judge: ModelRecord | None = None
     started_at: str | None = None
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _every_setting(cls, config: Any) -> Any:
+        """A recorded config states every setting (a missing one is an error, not its default)."""
+        return complete_record(config)
 
 
 class GroupScore(BaseModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, get_args
+from typing import Any, Callable
 
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.judges import load_judge
@@ -42,17 +42,13 @@ class Grading:
     critical_rule: CriticalRule
 
 
-def _grading(settings: RunConfig, where: Path) -> Grading:
-    rule: CriticalRule
-    for rule in get_args(CriticalRule):
-        if rule == settings.critical_rule:
-            return Grading(judge=settings.judge, critical_rule=rule)
-    raise RunError(f"{where / RUN_FILE}: unknown critical_rule {settings.critical_rule!r}")
+def _grading(settings: RunConfig) -> Grading:
+    return Grading(judge=settings.judge, critical_rule=settings.critical_rule)
 
 
 def recorded_grading(run_dir: Path | str) -> Grading:
     """The judge and critical rule ``run_dir``'s ``run.json`` records (RunError if it has none)."""
-    return _grading(read_record(run_dir)[1], Path(run_dir))
+    return _grading(read_record(run_dir)[1])
 
 
 def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: CriticalRule | None = None,
@@ -67,7 +63,7 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
     with run_dir_lock(run_dir, "vtb grade"):  # nobody appends while the file is read and rewritten
         finished = open_finished_run(run_dir)
         results = finished.results
-        recorded = _grading(finished.settings, run_dir)
+        recorded = _grading(finished.settings)
         judge_spec = judge_spec or recorded.judge
         critical_rule = critical_rule or recorded.critical_rule
         by_id = finished.tasks(tasks, needed=[r.task_id for r in results])
