@@ -40,14 +40,25 @@ def test_a_runs_config_reads_back_from_its_run_json(tmp_path: Path) -> None:
 def test_a_bad_run_json_is_an_error_naming_the_file_and_field(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"run\.json: no such file"):
         RunConfig.from_run_dir(tmp_path)
-    (tmp_path / "run.json").write_text(json.dumps({"config": {"episode": {"history": "nope"}}}))
+
+    def record(**changes: object) -> None:
+        config = {**RunConfig().to_dict(), **changes}
+        (tmp_path / "run.json").write_text(json.dumps({"config": {k: v for k, v in config.items() if v != "-"}}))
+
+    record(episode={**RunConfig().episode.model_dump(mode="json"), "history": "nope"})
     with pytest.raises(ValueError, match=r"run\.json: config\.episode\.history: Input should be 'golden' or 'model'"):
         RunConfig.from_run_dir(tmp_path)
-    (tmp_path / "run.json").write_text(json.dumps({"config": {"modle": "replay"}}))
+    record(modle="replay")
     with pytest.raises(ValueError, match=r"config\.modle: Extra inputs are not permitted"):
         RunConfig.from_run_dir(tmp_path)
-    (tmp_path / "run.json").write_text(json.dumps({"config": {"sandbox_network": True}}))
+    record(sandbox_network=True)
     with pytest.raises(ValueError, match=r"config: sandbox_network needs sandbox e2b"):
+        RunConfig.from_run_dir(tmp_path)
+    record(judge="-")  # a recorded run states every setting: a missing one is no silent default
+    with pytest.raises(ValueError, match=r"run\.json: its config records no 'judge' setting"):
+        RunConfig.from_run_dir(tmp_path)
+    record(episode={k: v for k, v in RunConfig().episode.model_dump(mode="json").items() if k != "history"})
+    with pytest.raises(ValueError, match=r"run\.json: its config records no 'episode\.history' setting"):
         RunConfig.from_run_dir(tmp_path)
 
 
