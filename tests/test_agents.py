@@ -39,7 +39,7 @@ def test_create_agent_is_run_and_graded_like_our_graphs(task_root, tmp_path, mon
     (turn,) = result.episode.turns
     assert turn.answer == "The number in the corner is 42."
     (call,) = turn.tool_calls
-    assert call.ok and call.images[0]["name"] == "transformed_image_0.png" and call.images[0]["size"] == [240, 160]
+    assert call.ok and call.images[0].name == "transformed_image_0.png" and call.images[0].size == [240, 160]
     assert json.loads(call.output)["new_images"] == ["transformed_image_0.png"]
     # The agent's model received the task image as a real image block, and the tools of this build.
     import user_agent
