@@ -199,6 +199,25 @@ def test_a_failed_episode_keeps_a_copy_of_the_turns_it_finished():
     assert partial.turns[0].answer == "42"  # a deep copy: the driver's record is untouched
 
 
+def test_a_deep_traceback_keeps_the_innermost_eight_frames_where_the_failure_happened():
+    def fail_here() -> None:
+        raise LookupError("the innermost frame")
+
+    def recurse(depth: int) -> None:
+        if depth == 0:
+            fail_here()
+        recurse(depth - 1)
+
+    try:
+        recurse(20)  # this test's frame, 21 of recurse, fail_here: 23 frames
+    except LookupError as exc:
+        trace = failed_episode("t1", "m", exc).settings["traceback"]
+    frames = re.findall(r'^  File "[^"]+", line \d+, in (\w+)$', trace, flags=re.MULTILINE)
+    # 8 frames: recurse at its recursive call 3 times shown and 3 more folded, recurse calling fail_here, fail_here
+    assert frames == ["recurse"] * 4 + ["fail_here"] and trace.count("[Previous line repeated 3 more times]") == 1
+    assert trace.endswith('    raise LookupError("the innermost frame")\nLookupError: the innermost frame\n')
+
+
 def test_the_traceback_is_kept_to_its_last_20000_characters():
     def recurse(depth: int) -> None:
         if depth == 0:
