@@ -129,10 +129,10 @@ def test_task_ids_reads_the_ids_of_whole_records_only(tmp_path):
     store = ResultsStore(tmp_path)
     assert store.task_ids() == set()
     store.path.write_bytes(raw(line("a")) + b'{"task_id": "b", "category": "c"}\n'  # read from the line's start
-                           + b'xx{"task_id":"y"}\n'  # torn before its start
-                           + b'{"task_id":"unterminated\n'  # torn inside the id
-                           + raw(line("d"))[:40])  # the partial last line
-    assert store.task_ids() == {"a", "b"}
+                           + b'xx{"task_id":"y"}\n' + raw(line("c"))  # torn before its start, then a record
+                           + b'{"task_id":"unterminated\n' + raw(line("d"))  # torn inside the id, then a record
+                           + raw(line("e"))[:40])  # the partial last line
+    assert store.task_ids() == {"a", "b", "c", "d"}
 
 
 def test_a_failed_append_whose_cut_also_fails_says_resuming_repairs_it(tmp_path, monkeypatch):
@@ -225,8 +225,8 @@ def test_rewrite_replaces_every_line(tmp_path):
     store = ResultsStore(tmp_path)
     for task_id in ("a", "b"):
         store.append(line(task_id))
-    store.rewrite([line("c")])
-    assert store.path.read_bytes() == raw(line("c")) and not (tmp_path / "results.jsonl.tmp").exists()
+    store.rewrite([line("c"), line("d")])
+    assert store.path.read_bytes() == raw(line("c")) + raw(line("d")) and not (tmp_path / "results.jsonl.tmp").exists()
 
 
 def test_write_json_atomic_writes_indented_utf8_and_leaves_no_temporary_file(tmp_path):

@@ -109,7 +109,7 @@ class ResultsStore:
                 if not (raw.startswith(_RECORD_START) and raw.endswith(b"\n")):
                     continue  # a partial or torn line is no complete record (load() and resume report it)
                 try:
-                    value, _ = decoder.raw_decode(raw[len(_RECORD_START):].decode("utf-8").lstrip())
+                    value, _ = decoder.raw_decode(raw[len(_RECORD_START):].decode().lstrip())
                 except ValueError:
                     continue  # torn inside the id: likewise
                 ids.add(str(value))
@@ -163,7 +163,7 @@ def _split_torn(raw: bytes) -> tuple[bytes | None, bytes]:
     longest valid record at its end (glued on after a partial write) is recovered if there is one."""
     if _valid(raw):
         return raw, b""
-    start = raw.find(_RECORD_START, 1)
+    start = raw.find(_RECORD_START)
     while start != -1:
         if _valid(raw[start:]):
             return raw[start:], raw[:start]
