@@ -32,11 +32,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
-# ruff's linter, mypy and the import layering (import-linter) over the code (settings in pyproject.toml). `ruff format --check` is not run: the code
+# ruff's linter, mypy and the import layering (import-linter) over the code (settings in pyproject.toml); mypy also
+# checks the sample suite's generator (scripts/, outside the package). `ruff format --check` is not run: the code
 # keeps its hand-aligned continuation lines, which the formatter would rewrite in ~170 files at once.
 lint: $(STAMP)
-	$(BIN)/ruff check vtb_agents tests bench examples
+	$(BIN)/ruff check vtb_agents tests bench examples scripts
 	$(BIN)/mypy
+	$(BIN)/mypy scripts/sample_suite.py scripts/sample_scenes
 	$(BIN)/lint-imports --no-cache
 
 # The import layering (pyproject.toml [tool.importlinter], README "How it works"); also run by the tests.
@@ -50,8 +52,9 @@ mutation: $(STAMP)
 	$(BIN)/mutmut run --max-children 2
 	$(BIN)/mutmut results
 
+# The sample suite's generator is a development script outside the package; it rewrites vtb_agents/tasks/sample/.
 sample: $(STAMP)
-	$(BIN)/python -m vtb_agents.tasks.sample_suite
+	$(BIN)/python scripts/sample_suite.py
 
 clean:
 	rm -rf $(VENV) runs mutants .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -13,7 +13,7 @@ from vtb_agents.episodes.driver import run_episode
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.tasks.local import load_task_dir
 from vtb_agents.tools import select_tools
-from vtb_agents.tools.sandbox import open_sandbox
+from vtb_agents.sandbox import open_sandbox
 
 
 def calculator_round(expression: str, call_id: str) -> AIMessage:

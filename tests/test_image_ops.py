@@ -9,7 +9,6 @@ import pytest
 from vtb_agents.analysis.image_ops import (
     IMAGE_OPS,
     ImageOpsResult,
-    classify_image_ops,
     classify_image_ops_detail,
     count_image_ops,
 )
@@ -334,7 +333,7 @@ CASES: dict[str, tuple[str, list[str]]] = {
 
 @pytest.mark.parametrize(("code", "expected"), CASES.values(), ids=CASES.keys())
 def test_classify_corpus(code: str, expected: list[str]) -> None:
-    assert classify_image_ops(textwrap.dedent(code)) == expected
+    assert classify_image_ops_detail(textwrap.dedent(code)).ops == expected
 
 
 def test_corpus_is_large_enough_and_ordered() -> None:
@@ -358,8 +357,8 @@ def test_draw_point_is_editing_but_image_point_is_tone() -> None:
         d = ImageDraw.Draw(img)
         d.point([(5, 5), (6, 6)])
     """)
-    assert classify_image_ops(code) == ["editing"]
-    assert classify_image_ops("img.point(table)") == ["contrast"]
+    assert classify_image_ops_detail(code).ops == ["editing"]
+    assert classify_image_ops_detail("img.point(table)").ops == ["contrast"]
 
 
 @pytest.mark.parametrize(("code", "expected"), [
@@ -369,17 +368,17 @@ def test_draw_point_is_editing_but_image_point_is_tone() -> None:
     ("import cv2\ncv2.convertScaleAbs(img, beta=-40)", ["brightness"]),
 ])
 def test_convert_scale_abs_arguments(code: str, expected: list[str]) -> None:
-    assert classify_image_ops(code) == expected
+    assert classify_image_ops_detail(code).ops == expected
 
 
 def test_unimported_common_aliases_resolve() -> None:
-    assert classify_image_ops("b = np.rot90(a)\nc = ImageOps.flip(b)") == ["rotation", "flipping"]
+    assert classify_image_ops_detail("b = np.rot90(a)\nc = ImageOps.flip(b)").ops == ["rotation", "flipping"]
 
 
 def test_cvtcolor_to_gray_is_other_but_bgr_rgb_is_not() -> None:
     code = "import cv2\nx = cv2.cvtColor(i, cv2.COLOR_BGR2RGB)\ny = x[0:9, 0:9]"
-    assert classify_image_ops(code) == ["cropping"]
-    assert classify_image_ops(code.replace("BGR2RGB", "BGR2HSV")) == ["cropping", "other"]
+    assert classify_image_ops_detail(code).ops == ["cropping"]
+    assert classify_image_ops_detail(code.replace("BGR2RGB", "BGR2HSV")).ops == ["cropping", "other"]
 
 
 def test_count_image_ops_counts_each_operation() -> None:

@@ -10,8 +10,6 @@ from pathlib import Path
 import vtb_agents
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIMS = {"agents"}
-"""Top-level modules outside the layers: compat shims kept for one release."""
 
 
 def test_the_import_contracts_hold():
@@ -30,8 +28,7 @@ def test_every_top_level_package_and_module_has_a_layer():
     package = Path(vtb_agents.__file__).parent
     top_level = {p.stem if p.is_file() else p.name for p in package.iterdir()
                  if (p.suffix == ".py" and not p.name.startswith("__")) or (p / "__init__.py").is_file()}
-    assert top_level - layered == SHIMS
-    assert layered <= top_level
+    assert top_level == layered
 
 
 def test_the_readme_map_names_every_top_level_package_and_module():
@@ -45,3 +42,13 @@ def test_the_readme_map_names_every_top_level_package_and_module():
                  if (p.suffix == ".py" and not p.name.startswith("__")) or (p / "__init__.py").is_file()}
     assert top_level <= named, sorted(top_level - named)
     assert named <= top_level, sorted(named - top_level)
+
+
+def test_no_import_is_ignored_and_no_shim_module_remains():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert [contract.get("ignore_imports", []) for contract in config["contracts"]] == [[]]
+    package = Path(vtb_agents.__file__).parent
+    old_paths = ["agents.py", "graphs/deadline.py", "graphs/grading.py", "graphs/retry.py", "graphs/studio.py",
+                 "tools/sandbox/__init__.py", "tasks/sample_suite.py", "tasks/sample_scenes/__init__.py"]
+    assert [path for path in old_paths if (package / path).exists()] == []
+    assert "sys.modules[" not in (package / "runner" / "__init__.py").read_text()  # no aliased old submodules

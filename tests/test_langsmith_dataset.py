@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import vtb_agents.tracing
 from vtb_agents.cli.langsmith import langsmith_app
-from vtb_agents.langsmith_dataset import pull_tasks, push_dataset
+from vtb_agents.langsmith_dataset import dataset_examples, push_dataset, task_from_example
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tracing import make_langsmith_client
 
@@ -81,7 +81,8 @@ def test_push_dataset_makes_one_example_per_task_with_image_attachments(task_dir
     with pytest.raises(ValueError, match="other versions of task.*t-one"):
         push_dataset(changed, "vtb-two-tasks", client=client)
 
-    pulled = {t.id: t for t in pull_tasks("vtb-two-tasks", client=client)}
+    examples = dataset_examples("vtb-two-tasks", client=client, include_attachments=True)
+    pulled = {t.id: t for t in map(task_from_example, examples)}  # what `vtb langsmith eval` reads back
     for task in tasks:
         assert pulled[task.id].model_dump(mode="json") == task.model_dump(mode="json")
         assert [i.read_bytes() for i in pulled[task.id].images] == [i.read_bytes() for i in task.images]

@@ -107,8 +107,8 @@ def test_summary_of_a_mixed_run_matches_the_hand_computed_values():
                                 "errors": 1, "cache_hits": 1}  # errors: F's (D's is the episode's, not the judge's)
     # weight >= 4 against the dataset's flag: A's weight-2 flagged rubric, B's unflagged weight 4
     assert summary["critical_disagreements"] == 2
-    assert summary["episodes"] == {"errors": 2, "task_timeout": 0, "context_exceeded": 0,
-                                   "tool_round_cap": 0}  # D and E errored
+    # D and E errored
+    assert summary["episodes"] == {"errors": 2, "task_timeout": 0, "tool_round_cap": 0, "context_exceeded": 0}
     assert summary["model"] == "replay"
 
 
@@ -218,10 +218,10 @@ def test_judge_episode_usage_cost_and_image_op_counts_by_hand():
     # calls: the weight 5, 4 and 1 verdicts (the weight-3 one came from the cache); checks: the weight-2 one
     assert summary["judge"] == {"model": "o4-mini", "calls": 3, "checks": 1, "unjudged": 0, "errors": 1,
                                 "cache_hits": 1}
-    assert summary["episodes"] == {"errors": 0, "task_timeout": 1, "context_exceeded": 0, "tool_round_cap": 1}
+    assert summary["episodes"] == {"errors": 0, "task_timeout": 1, "tool_round_cap": 1, "context_exceeded": 0}
     rejected = result("K", "c", "d", "single", score=0.0, passed=False, outcome="context_exceeded")
     assert summarize([rejected, judged], judge_name="rule")["episodes"] == {
-        "errors": 0, "task_timeout": 1, "context_exceeded": 1, "tool_round_cap": 1}
+        "errors": 0, "task_timeout": 1, "tool_round_cap": 1, "context_exceeded": 1}
     assert summary["usage"]["model"]["input_tokens"] == 1_000_000 and summary["usage"]["tasks_without_usage"] == 0
     # gpt-4o at 2.50 / 10.00 per million: 1,000,000 x 2.5 + 100,000 x 10 = 3.5 USD; the judge, o4-mini at
     # 1.10 / 4.40: 100,000 x 1.1 + 10,000 x 4.4 = 0.154 USD

@@ -24,13 +24,16 @@ from PIL import Image
 from vtb_agents.tasks.local import TASK_FILE, load_task_dir, task_dirs
 from vtb_agents.tasks.model import Check, Rubric, Task, ToolStep, Turn
 from vtb_agents.tasks.normalize import CATEGORIES, DOMAINS, SINGLE_TURN_CATEGORIES
-from vtb_agents.tasks.sample_suite import (
-    CASSETTE_FILE, DEFAULT_OUT, MANAGED_FILES, NETWORK_TOOLS, build_suite, generate, network_steps,
-)
-from vtb_agents.tasks.sample_scenes.kit import SampleTask
-from vtb_agents.tasks.sources import SAMPLE_CASSETTE
+from vtb_agents.tasks.sources import SAMPLE_CASSETTE, SAMPLE_DIR
 from vtb_agents.tools.network import NetworkSettings, cache_key, compact_cassette, make_network_tools
 from vtb_agents.tools.network.cache import HEADER, ToolCache, read_entries
+
+GENERATOR = Path(__file__).resolve().parents[1] / "scripts" / "sample_suite.py"
+sys.path.insert(0, str(GENERATOR.parent))  # the generator is a development script outside the package
+from sample_scenes.kit import SampleTask  # noqa: E402
+from sample_suite import (  # noqa: E402
+    CASSETTE_FILE, DEFAULT_OUT, MANAGED_FILES, NETWORK_TOOLS, build_suite, generate, network_steps,
+)
 
 try:  # the project's rule judge and calculator, when present: the suite must behave the same there
     from vtb_agents.judges.checks import run_check
@@ -41,7 +44,6 @@ try:
 except ImportError:  # pragma: no cover
     project_calculator = None
 
-SAMPLE_DIR = DEFAULT_OUT
 RAW_DOMAINS = {"chemistry", "maths", "biology", "engineering", "physics", "medical", "finance", "sports", "generalist"}
 RUBRIC_CATEGORIES = {"visual understanding", "truthfulness", "instruction following", "reasoning",
                      "writing style / presentation"}
@@ -136,6 +138,7 @@ def _sample_ids() -> list[str]:
 # --- structure ----------------------------------------------------------------------------------
 
 def test_suite_is_shipped_and_matches_the_builders(tasks: list[Task], built: dict[str, SampleTask]) -> None:
+    assert SAMPLE_DIR.resolve() == DEFAULT_OUT  # the generator rewrites the copy the `sample` source loads
     assert len(tasks) >= 16
     assert [t.id for t in tasks] == sorted(built)
     assert all(folder.name == load_task_dir(folder).id for folder in task_dirs(SAMPLE_DIR))
@@ -369,7 +372,7 @@ def test_calculator_steps(tasks: list[Task], task_id: str) -> None:
 def regenerated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("regen")
     first, second = root / "first", root / "second"
-    done = subprocess.run([sys.executable, "-m", "vtb_agents.tasks.sample_suite", "--out", str(first)],
+    done = subprocess.run([sys.executable, str(GENERATOR), "--out", str(first)],
                           capture_output=True, text=True, timeout=300, env=checkout_env())
     assert done.returncode == 0, done.stderr
     generate(second)
@@ -389,7 +392,7 @@ def test_generation_is_deterministic(regenerated: tuple[Path, Path]) -> None:
 
 def test_shipped_suite_is_up_to_date(regenerated: tuple[Path, Path]) -> None:
     fresh, _ = regenerated
-    hint = "the shipped suite is stale: run python -m vtb_agents.tasks.sample_suite"
+    hint = "the shipped suite is stale: run make sample"
     assert _files(fresh) == _files(SAMPLE_DIR), hint
     for name in _files(fresh):
         if not name.endswith(".png"):

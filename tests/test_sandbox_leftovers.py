@@ -46,7 +46,7 @@ def test_the_folder_of_a_killed_run_is_removed_at_the_next_start(tmp_path):
 def test_sweeps_running_at_once_never_fail(tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
-    from vtb_agents.tools.sandbox.leftovers import remove_leftovers
+    from vtb_agents.sandbox.leftovers import remove_leftovers
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -16,6 +16,7 @@ from langgraph.graph.state import CompiledStateGraph
 from PIL import Image
 
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.sandbox import SandboxError
 from vtb_agents.studio.context import StudioContext, context_of, resources_for
 from vtb_agents.studio.inputs import block_image, ingest_message, task_from_json, thread_images, user_image_count
 from vtb_agents.studio.sessions import SessionRegistry
@@ -135,14 +136,22 @@ def test_a_thread_keeps_its_sandbox_and_a_lost_one_comes_back_with_the_thread_im
         first = session.sandbox
     with registry.use("t1", "local") as session:
         assert session.sandbox is first and "42" in session.sandbox.run("print(x + 1)").stdout
-    with registry.use("t2", "local"):  # room for one: t1's idle sandbox is closed
-        assert registry.open_threads() == ["t2"]
+    with registry.use("t2", "local") as session:  # room for one: t1's idle sandbox is closed
+        assert "42" in session.sandbox.run("print(42)").stdout
+        with pytest.raises(SandboxError, match="closed"):
+            first.run("print(x)")
+        second = session.sandbox
     with registry.use("t1", "local", [("image_0.png", ref)]) as session:
         assert session.sandbox is not first and "image_0.png" in session.sandbox.list_files()
         assert (tmp_path / "t1" / "artifacts").is_dir()
+        with pytest.raises(SandboxError, match="closed"):
+            second.run("print(1)")
+        third = session.sandbox
     registry.discard("t1")  # a new task on the thread: a fresh sandbox
-    assert registry.open_threads() == []
-    with registry.use("t3", "local"):
-        pass
+    with pytest.raises(SandboxError, match="closed"):
+        third.run("print(1)")
+    with registry.use("t3", "local") as session:
+        fourth = session.sandbox
     registry.close_all()
-    assert registry.open_threads() == []
+    with pytest.raises(SandboxError, match="closed"):
+        fourth.run("print(1)")

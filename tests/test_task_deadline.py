@@ -11,13 +11,13 @@ from langchain_core.callbacks import CallbackManager
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 
-from vtb_agents.agents import episode_tools, run_agent_episode
 from vtb_agents.episodes.driver import EpisodeSettings, run_episode
 from vtb_agents.models.deadline import TaskDeadline, TaskTimeout, with_deadline
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.sandbox import SandboxError, open_sandbox
+from vtb_agents.strategies.agent import agent_strategy
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tools import select_tools
 
@@ -71,12 +71,10 @@ def test_user_agent_that_keeps_calling_tools_stops_at_its_next_step(task_root, a
     task = load_tasks(task_root)[0]
     model = ScriptedChatModel(script=lambda messages: code_call("python_interpreter",
                                                                 "import time\ntime.sleep(0.2)"))
-    with open_sandbox("local") as sandbox:
-        tools = episode_tools(sandbox, artifacts, shared=[])
-        with pytest.raises(TaskTimeout, match="time limit of 0.8 s"):
-            run_agent_episode(task, lambda ts: create_agent(model, ts), sandbox=sandbox,
-                              artifacts=artifacts, model_name="loop", tools=tools,
-                              task_timeout_s=0.8)
+    with open_sandbox("local") as sandbox, pytest.raises(TaskTimeout, match="time limit of 0.8 s"):
+        run_episode(task, None, select_tools(), sandbox=sandbox, artifacts=artifacts, model_name="loop",
+                    settings=EpisodeSettings(task_timeout_s=0.8),
+                    strategy=agent_strategy(lambda ts: create_agent(model, ts), "loop"))
     assert 2 <= len(model.calls) < 40  # it ran a few rounds, then stopped at a step boundary
 
 

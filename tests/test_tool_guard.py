@@ -20,7 +20,6 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.errors import GraphInterrupt
 
-from vtb_agents.agents import episode_tools
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.models.deadline import TaskTimeout
 from vtb_agents.models.scripted import ScriptedChatModel
@@ -95,19 +94,6 @@ def test_graph_tools_answer_random_arguments_with_a_tool_message(name, sandbox, 
     @PROPERTY
     @given(arguments(tool))
     def check(args: dict[str, Any]) -> None:
-        assert_tool_message(call(tool, args), tool)
-
-    check()
-
-
-def test_agent_tools_answer_random_arguments_with_a_tool_message(sandbox, store):
-    tools = episode_tools(sandbox, store, timeout_s=5.0, shared=GRAPH_TOOLS)
-    assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
-
-    @PROPERTY
-    @given(st.sampled_from(tools).flatmap(lambda tool: st.tuples(st.just(tool), arguments(tool))))
-    def check(case: tuple[BaseTool, dict[str, Any]]) -> None:
-        tool, args = case
         assert_tool_message(call(tool, args), tool)
 
     check()

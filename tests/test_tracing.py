@@ -15,6 +15,7 @@ import langsmith.run_trees
 import pytest
 from conftest import write_task
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tracers.langchain import LangChainTracer
 from langsmith import tracing_context
 from langsmith_server import API_KEY, LangSmithStandIn, block_git, long_base64_runs, noise_png
 from PIL import Image
@@ -31,7 +32,6 @@ from vtb_agents.tracing import (
     install_tracing,
     make_langsmith_client,
     scrub_images,
-    tracing_callbacks,
 )
 
 LIMIT = 40_000
@@ -154,17 +154,19 @@ def test_episode_traced_through_the_installed_client_is_image_safe(tmp_path, art
     assert server.ingested and all(long_base64_runs(body, LIMIT) == [] for body in server.ingested)
 
 
-def test_tracing_callbacks_trace_a_model_call_to_the_project():
+def test_the_image_safe_client_sends_thumbnails_where_a_plain_client_sends_the_images():
     b64 = base64.b64encode(noise_png(seed=1)).decode()
     message = HumanMessage(content=[{"type": "text", "text": "What is this?"},
                                     {"type": "image", "base64": b64, "mime_type": "image/png"}])
     model = ScriptedChatModel(replies=[AIMessage("noise"), AIMessage("noise")])
     with LangSmithStandIn() as server:
         scrubbing = make_langsmith_client(api_url=server.url, api_key=API_KEY)
-        model.invoke([message], {"callbacks": tracing_callbacks("vtb-callbacks", scrubbing), "run_name": "scrubbed"})
+        tracer = LangChainTracer(project_name="vtb-callbacks", client=scrubbing)
+        model.invoke([message], {"callbacks": [tracer], "run_name": "scrubbed"})
         scrubbing.flush()
         plain = langsmith.Client(api_url=server.url, api_key=API_KEY)  # control: what LangSmith would get
-        model.invoke([message], {"callbacks": tracing_callbacks("vtb-plain", plain), "run_name": "plain"})
+        tracer = LangChainTracer(project_name="vtb-plain", client=plain)
+        model.invoke([message], {"callbacks": [tracer], "run_name": "plain"})
         plain.flush()
         for client in (scrubbing, plain):
             client.cleanup()

@@ -1,17 +1,19 @@
 """vtb-agents: VisualToolBench as LangGraph state graphs.
 
-The Python API (:mod:`vtb_agents.api`): ``evaluate`` runs and grades tasks with a strategy or
-your own agent, ``load_tasks`` reads a task source, ``task_tools`` gives a task's tools bound to a
-fresh sandbox. The subpackages hold the rest: ``tasks``, ``tools``, ``strategies``, ``graphs``,
-``episodes``, ``judges``, ``analysis``, ``runner``, ``report``.
+The Python API (:mod:`vtb_agents.api`): ``evaluate`` (and its async twin ``aevaluate``) runs and
+grades tasks with a strategy or your own agent, specs or LangChain objects, returning an ``Evaluation``;
+``load_tasks`` reads a task source, ``task_tools`` gives a task's tools bound to a fresh sandbox.
+The subpackages hold the rest: ``tasks``, ``tools``, ``strategies``, ``graphs``, ``episodes``,
+``judges``, ``analysis``, ``runner``, ``report``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-__all__ = ["evaluate", "load_tasks", "task_tools"]
+from vtb_agents.version import __version__ as __version__
+
+__all__ = ["Evaluation", "aevaluate", "evaluate", "load_tasks", "task_tools"]
 
 
 def __getattr__(name: str) -> Any:

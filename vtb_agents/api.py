@@ -6,6 +6,12 @@ Example (offline, on the bundled suite):
     >>> summary.apr, summary.run_dir  # doctest: +SKIP
     (1.0, PosixPath('/tmp/vtb-run-...'))
 
+Objects work where specs do: a LangChain chat model as ``model`` or ``judge``, a judge object, a
+:class:`Strategy`, your agent (a compiled graph, any Runnable, or a factory of one) as ``agent``
+and extra tools; in a notebook, ``await vtb_agents.aevaluate(...)``:
+    >>> from langchain_openai import ChatOpenAI
+    >>> summary = await vtb_agents.aevaluate(model=ChatOpenAI(model="gpt-4o"), judge="o4-mini")  # doctest: +SKIP
+
 Your own LangChain agent, in five lines:
     >>> from langchain.agents import create_agent
     >>> task = vtb_agents.load_tasks("sample")[0]  # doctest: +SKIP
@@ -16,26 +22,50 @@ Your own LangChain agent, in five lines:
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import tempfile
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, ParamSpec, TypeVar
 
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore, to_png
-from vtb_agents.rundir.records import GroupScore, RunSummary
-
-__all__ = ["GroupScore", "RunSummary", "evaluate", "load_tasks", "resolve_strategy", "task_tools"]
+from vtb_agents.defaults import DEFAULT_STRATEGY, REPLAY
+from vtb_agents.judges import RubricJudge
+from vtb_agents.judges.llm import LLMJudge
+from vtb_agents.models.spec import object_name
+from vtb_agents.results import TaskResult
+from vtb_agents.rundir.records import GroupScore, RunCost, RunSummary, RunUsage
+from vtb_agents.rundir.store import ResultsStore
+from vtb_agents.runner.resources import RunObjects
 from vtb_agents.sandbox import open_sandbox
-from vtb_agents.strategies.agent import agent_strategy
+from vtb_agents.strategies.agent import AgentFactory, agent_strategy
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import load_tasks as load_source
 from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
 
-StrategyLike = str | Strategy | Callable[..., Any]
+__all__ = ["Evaluation", "GroupScore", "RunCost", "RunSummary", "RunUsage", "TaskResult", "aevaluate", "evaluate",
+           "load_tasks", "task_tools"]
+
+AgentLike = Runnable[Any, Any] | AgentFactory
+JudgeLike = str | BaseChatModel | RubricJudge
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Evaluation(RunSummary):
+    """What :func:`evaluate` returns: the run's summary (``summary.json``: APR, ARS, outcomes, tool
+    metrics, usage, cost) with its run directory and its results, one :class:`TaskResult` per task."""
+
+    results: list[TaskResult]
 
 
 def load_tasks(source: str | Path = "sample", *, category: str | None = None, task_id: str | None = None,
@@ -63,33 +93,117 @@ def task_tools(task: Task | None = None, *, sandbox: str = "local", artifacts_di
         yield bind_episode_tools(select_tools(no_vision_tool=no_vision_tool, network=network), box, artifacts)
 
 
-def resolve_strategy(strategy_or_agent: StrategyLike) -> Strategy | str:
-    """A strategy spec string as it is, a Strategy as it is, and an agent factory behind the adapter."""
-    if isinstance(strategy_or_agent, (str, Strategy)):
-        return strategy_or_agent
-    if callable(strategy_or_agent):
-        module = getattr(strategy_or_agent, "__module__", "__main__")
-        name = getattr(strategy_or_agent, "__qualname__", type(strategy_or_agent).__name__)
-        return agent_strategy(strategy_or_agent, f"agent:{module}:{name}")
-    raise TypeError(f"expected a strategy name, a Strategy or an agent factory, got {type(strategy_or_agent).__name__}")
+def agent_as_strategy(agent: AgentLike) -> Strategy:
+    """Your agent behind the adapter that keeps the run's limits (:mod:`vtb_agents.strategies.agent`):
+    a factory is called per episode with the episode's tools; a ready Runnable (a compiled graph,
+    ``create_agent(...)``) keeps its own tools and gets the system prompt as its first message."""
+    if isinstance(agent, Runnable):
+        ready = agent
+
+        def given(tools: list[BaseTool]) -> Runnable[Any, Any]:
+            return ready
+
+        return agent_strategy(given, object_name(agent))
+    if callable(agent):
+        return agent_strategy(agent, object_name(agent))
+    raise TypeError(f"agent must be a Runnable (a compiled graph) or an agent factory, not {type(agent).__name__}")
 
 
-def evaluate(strategy_or_agent: StrategyLike = "react", tasks: str | list[Task] = "sample", model: str = "replay",
-             judge: str = "rule", out: str | Path | None = None, *, concurrency: int = 1, resume: bool = False,
-             **options: Any) -> RunSummary:
-    """Run and grade ``tasks`` with a strategy (name, ``module:function`` or :class:`Strategy`) or your
-    own agent factory, write the run directory ``out`` (a new temporary folder by default) and return
-    its summary. ``options`` are ``vtb run``'s settings by their Python names (``max_tool_rounds``,
-    ``prompt_level``, ``history``, ``no_tools``, ``no_vision_tool``, ``critical_rule``, ...)."""
+def judge_object(judge: BaseChatModel | RubricJudge) -> RubricJudge:
+    """A judge object as it is, or a chat model as the LLM judge (:class:`~vtb_agents.judges.llm.LLMJudge`)."""
+    if isinstance(judge, BaseChatModel):
+        return LLMJudge(judge, name=object_name(judge))
+    if isinstance(getattr(judge, "name", None), str) and callable(getattr(judge, "judge", None)):
+        return judge
+    raise TypeError(f"judge must be a spec, a chat model or a judge object (a 'name' and a 'judge' method, "
+                    f"vtb_agents.judges.RubricJudge), not {type(judge).__name__}")
+
+
+def run_objects(strategy: str | Strategy, model: str | BaseChatModel, judge: JudgeLike, agent: AgentLike | None,
+                tools: Sequence[BaseTool]) -> tuple[RunObjects, dict[str, Any]]:
+    """The objects among ``evaluate``'s arguments, and the run options naming every argument."""
+    if agent is not None and strategy != DEFAULT_STRATEGY:
+        raise ValueError(f"agent= answers the turns itself: it cannot be combined with strategy {strategy!r}")
+    if agent is not None and model != REPLAY:
+        raise ValueError("agent= brings its own model: leave model= out (the agent's model is what runs)")
+    if not isinstance(strategy, (str, Strategy)):
+        raise TypeError(f"strategy must be a name, 'module:function' or a Strategy, not {type(strategy).__name__}: "
+                        "pass your own agent as agent=")
+    chosen = agent_as_strategy(agent) if agent is not None else strategy
+    judging = None if isinstance(judge, str) else judge_object(judge)
+    bad = [t for t in tools if not isinstance(t, BaseTool)]
+    if bad:
+        raise TypeError(f"tools must be LangChain BaseTool objects (@tool), not {type(bad[0]).__name__}")
+    objects = RunObjects(model=None if isinstance(model, str) else model, judge=judging,
+                         strategy=None if isinstance(chosen, str) else chosen, tools=tuple(tools))
+    names = {"model": model if isinstance(model, str) else object_name(model),
+             "judge": judge if isinstance(judge, str) else object_name(judge),
+             "strategy": object_name(agent) if agent is not None else
+             strategy if isinstance(strategy, str) else object_name(strategy),
+             "extra_tools": tuple(object_name(t) for t in tools)}
+    return objects, names
+
+
+def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task] = "sample",
+             model: str | BaseChatModel = REPLAY, judge: JudgeLike = "rule", out: str | Path | None = None, *,
+             agent: AgentLike | None = None, tools: Sequence[BaseTool] = (), concurrency: int = 1,
+             resume: bool = False, **options: Any) -> Evaluation:
+    """Run and grade ``tasks``, write the run directory ``out`` (a new temporary folder by default)
+    and return its summary and results.
+
+    ``strategy`` is a name, ``module:function`` or a :class:`Strategy`; ``agent`` is your own agent
+    instead (a compiled graph or any Runnable, or a factory taking the episode's tools). ``model``
+    and ``judge`` are specs or LangChain chat models (``judge`` also a judge object, see
+    :class:`~vtb_agents.judges.RubricJudge`); ``tools`` are tool objects added to the tool set.
+    ``run.json`` records objects by name (``object:ChatOpenAI(model=gpt-4o)``): such a run resumes
+    from Python only. ``options`` are ``vtb run``'s settings by their Python names
+    (``max_tool_rounds``, ``prompt_level``, ``history``, ``no_tools``, ``critical_rule``, ...).
+    Inside a running event loop (Jupyter) the run goes to a worker thread; ``await aevaluate(...)``
+    there keeps the loop free.
+    """
     from vtb_agents.runner.config import run_config
     from vtb_agents.runner.executors import LocalExecutor
     from vtb_agents.runner.run import run_suite
 
+    objects, names = run_objects(strategy, model, judge, agent, tools)
+    if objects.model is not None and options.get("model_kwargs"):
+        raise ValueError("model_kwargs set a spec's chat-model settings: configure the model object itself")
     task_list = load_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks)
-    strategy = resolve_strategy(strategy_or_agent)
-    config = run_config(model=model, judge=judge, tasks=tasks if isinstance(tasks, str) else "python",
-                        strategy=strategy if isinstance(strategy, str) else strategy.name, **options)
+    config = run_config(tasks=tasks if isinstance(tasks, str) else "python", **names, **options)
     run_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="vtb-run-"))
-    summary = run_suite(task_list, config, run_dir, resume=resume, executor=LocalExecutor(concurrency),
-                        strategy=None if isinstance(strategy, str) else strategy)
-    return RunSummary.model_validate({**summary, "run_dir": run_dir})
+
+    def run() -> Evaluation:
+        summary = run_suite(task_list, config, run_dir, resume=resume, executor=LocalExecutor(concurrency),
+                            objects=objects)
+        wanted = {t.id for t in task_list}
+        results = [r for r in ResultsStore(run_dir).load()[0] if r.task_id in wanted]
+        return Evaluation.model_validate({**summary, "run_dir": run_dir, "results": results})
+
+    if not loop_running():
+        return run()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vtb-evaluate") as worker:
+        return worker.submit(contextvars.copy_context().run, run).result()
+
+
+def loop_running() -> bool:
+    """Whether this thread runs an event loop (a notebook's), where the runner's own loop cannot start."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def off_the_loop(function: Callable[P, R]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """The async twin of ``function``: it runs in a worker thread, leaving the caller's loop free."""
+
+    async def twin(*args: P.args, **kwargs: P.kwargs) -> R:
+        return await asyncio.to_thread(function, *args, **kwargs)
+
+    return twin
+
+
+aevaluate = off_the_loop(evaluate)
+aevaluate.__name__ = aevaluate.__qualname__ = "aevaluate"
+aevaluate.__doc__ = """:func:`evaluate` for async code (notebooks, servers): ``await aevaluate(...)`` takes the same
+arguments and returns the same :class:`Evaluation`, running the run in a worker thread."""

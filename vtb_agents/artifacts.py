@@ -17,14 +17,10 @@ from typing import Any
 
 from PIL import Image
 
-from vtb_agents.tasks.validate import DEFAULT_MAX_PIXELS
+from vtb_agents.defaults import DEFAULT_MAX_PIXELS
 
 IMAGE_REF_TYPE = "image_ref"
 """Content-block type of an image reference inside a message: ``{"type": "image_ref", "ref", "name"}``."""
-
-MAX_DECODE_PIXELS = DEFAULT_MAX_PIXELS
-"""Largest image decoded on the host: the task validator's limit (model-saved images over it are
-refused by :mod:`vtb_agents.tools.images` before they get here)."""
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".bmp", ".gif", ".tif", ".tiff"})
 
@@ -69,9 +65,9 @@ class ArtifactStore:
     def _encode_uncached(self, ref: str, max_side: int) -> tuple[str, str]:
         data = self.get(ref)
         with Image.open(io.BytesIO(data)) as image:
-            if image.width * image.height > MAX_DECODE_PIXELS:  # decoding it would take too much memory
+            if image.width * image.height > DEFAULT_MAX_PIXELS:  # decoding it would take too much memory
                 raise ValueError(f"image {ref[:12]} is {image.width}x{image.height} pixels, over the limit of "
-                                 f"{MAX_DECODE_PIXELS:,}")
+                                 f"{DEFAULT_MAX_PIXELS:,}")
             fmt = (image.format or "PNG").upper()
             if max(image.size) <= max_side and fmt in {"PNG", "JPEG", "WEBP", "GIF"}:
                 return f"image/{fmt.lower()}", base64.b64encode(data).decode("ascii")

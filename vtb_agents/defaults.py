@@ -15,6 +15,10 @@ SAMPLE: Final = "sample"
 """The task source of the bundled sample suite."""
 AGENT_PREFIX: Final = "agent:"
 """The model spec prefix of your own LangChain agent: ``agent:module:function``."""
+OBJECT_PREFIX: Final = "object:"
+"""How ``run.json`` names a Python object given to :func:`vtb_agents.evaluate` (a model, judge,
+strategy, agent or tool): ``object:ChatOpenAI(model=gpt-4o)``. A name, not a spec: such a run
+resumes only from Python, given the same objects."""
 DEFAULT_STRATEGY: Final = "react"
 DEFAULT_JUDGE: Final = "rule"
 DEFAULT_CRITICAL_RULE: Final = "weight"
@@ -28,3 +32,6 @@ DEFAULT_HISTORY: Final = "golden"
 DEFAULT_NATIVE_TOOL_IMAGES: Final = False
 DEFAULT_CODE_TIMEOUT_S: Final = 60.0
 """How long one code call may run by default (the code tools' and the sandboxes' one default)."""
+DEFAULT_MAX_PIXELS: Final = 50_000_000
+"""Images with more pixels are refused as likely decompression bombs (VTB images are far smaller): by the task
+validator, by the code tools when the model's code saves one, and by the artifact store before decoding."""

@@ -23,7 +23,7 @@ import langsmith
 from langsmith import schemas
 from PIL import Image, UnidentifiedImageError
 
-from vtb_agents import __version__
+from vtb_agents.version import __version__
 from vtb_agents.tasks.model import Task
 from vtb_agents.tracing import default_client
 
@@ -145,8 +145,3 @@ def dataset_examples(name: str, *, client: langsmith.Client | None = None,
     if missing:
         raise ValueError(f"dataset {name!r} has no example for task(s) {', '.join(missing)}")
     return [by_task[t] for t in wanted]
-
-
-def pull_tasks(name: str, *, client: langsmith.Client | None = None) -> list[Task]:
-    """The tasks of dataset ``name``, images included (inverse of :func:`push_dataset`)."""
-    return [task_from_example(e) for e in dataset_examples(name, client=client, include_attachments=True)]

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import langsmith
 from langsmith.evaluation._runner import ExperimentResults
 
-from vtb_agents import __version__
+from vtb_agents.version import __version__
 from vtb_agents.judges.evaluator import PASS_KEY, SCORE_KEY, make_rubric_evaluator
 from vtb_agents.langsmith_dataset import dataset_examples, push_dataset, task_from_example
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, JUDGE_CACHE_FILE

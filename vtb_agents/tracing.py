@@ -9,8 +9,8 @@ notes the original size next to it (``vtb_thumbnail``). :func:`make_langsmith_cl
 ``langsmith.Client`` that applies it to run inputs and outputs (``hide_inputs`` / ``hide_outputs``
 receive each run's inputs / outputs dict).
 
-Tracing a run: pass ``tracing_callbacks(project)`` in its config, or call :func:`install_tracing`
-once (what ``LANGSMITH_TRACING=true`` then uses for every LangChain / LangGraph / evaluate run).
+Tracing a run: call :func:`install_tracing` once (what ``LANGSMITH_TRACING=true`` then uses for every
+LangChain / LangGraph / evaluate run), or give a ``LangChainTracer`` this client in the run's callbacks.
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 import langsmith
-from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import BaseMessage
-from langchain_core.tracers.langchain import LangChainTracer
 from langsmith.utils import tracing_is_enabled
 from PIL import Image, UnidentifiedImageError
 
@@ -168,13 +166,6 @@ def default_client() -> langsmith.Client:
         if _default_client is None:
             _default_client = make_langsmith_client()
         return _default_client
-
-
-def tracing_callbacks(project_name: str | None = None,
-                      client: langsmith.Client | None = None) -> list[BaseCallbackHandler]:
-    """Callbacks for a run's config that trace it, image-safe, to ``project_name`` (default: the
-    ``LANGSMITH_PROJECT`` environment variable, else LangSmith's ``default``)."""
-    return [LangChainTracer(project_name=project_name, client=client or default_client())]
 
 
 def install_tracing(client: langsmith.Client | None = None) -> langsmith.Client:

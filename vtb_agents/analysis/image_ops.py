@@ -346,11 +346,6 @@ def classify_image_ops_detail(code: str) -> ImageOpsResult:
                           counts={op: found[op] for op in IMAGE_OPS if op in found})
 
 
-def classify_image_ops(code: str) -> list[str]:
-    """Categories of one call's code in ``IMAGE_OPS`` order; ``["other"]`` if none or unparsable."""
-    return classify_image_ops_detail(code).ops
-
-
 def count_image_ops(codes: Iterable[str]) -> dict[str, int]:
     """Number of operations of each category over all calls' code (two crops in one call count
     two; code with none counts one "other"); every category is a key."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from vtb_agents.cli.options import RunOptions, flag
+from vtb_agents.defaults import OBJECT_PREFIX
 
 ABLATION_TAG = "ablation:"
 """The episode tag ``vtb ablate`` gives each condition's runs (``ablation:<setting>``)."""
@@ -43,6 +44,8 @@ def config_flags(config: dict[str, Any], *, ablation: bool = False) -> list[str]
             continue
         if (ablation and name in ABLATED) or value == defaults.get(name):
             continue
+        if OBJECT_PREFIX in json.dumps(value):
+            raise HintError(f"setting {name}={value!r} is a Python object (vtb_agents.evaluate): no vtb flag gives it")
         if name not in defaults or name == "code_timeout_s":
             raise HintError(f"setting {name}={value!r} has no vtb flag")
         option = flag(name)

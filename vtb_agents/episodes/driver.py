@@ -23,7 +23,14 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Durability
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
-from vtb_agents.defaults import DEFAULT_HISTORY, DEFAULT_NATIVE_TOOL_IMAGES, DEFAULT_PROMPT_LEVEL
+from vtb_agents.defaults import (
+    DEFAULT_CODE_TIMEOUT_S,
+    DEFAULT_HISTORY,
+    DEFAULT_MAX_IMAGE_SIDE,
+    DEFAULT_MAX_TOOL_ROUNDS,
+    DEFAULT_NATIVE_TOOL_IMAGES,
+    DEFAULT_PROMPT_LEVEL,
+)
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import PromptLevel, system_prompt
@@ -33,12 +40,11 @@ from vtb_agents.models.replay import turn_message_id
 from vtb_agents.models.usage import TURN_METADATA_KEY
 from vtb_agents.results import Episode, ToolCallRecord, TurnRecord, TurnStatus
 from vtb_agents.sandbox.base import Sandbox, sandbox_settings
-from vtb_agents.strategies.base import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS, EpisodeContext, Strategy
+from vtb_agents.strategies.base import EpisodeContext, Strategy
 from vtb_agents.strategies.loop import recursion_limit
 from vtb_agents.strategies.react import react
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import bind_episode_tools
-from vtb_agents.tools.python_tools import DEFAULT_CODE_TIMEOUT_S
 
 History = Literal["golden", "model"]
 

@@ -2,8 +2,8 @@
 
 Names are imported on first use, so that strategies can use this package's lower modules
 (``prompts``, ``state``) without loading the category graphs that use strategies. The grading
-graph moved to :mod:`vtb_agents.judges.graph` (its names here are kept for one release), the
-retry policy and the task deadline to :mod:`vtb_agents.models`.
+graph is :mod:`vtb_agents.judges.graph`; the retry policy and the task deadline are in
+:mod:`vtb_agents.models`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_EXPORTS = {"CATEGORIES": "categories", "build_category_graph": "categories",
-            "build_grading_graph": "grading", "grade_episode": "grading"}  # grading: a compat shim
+_EXPORTS = {"CATEGORIES": "categories", "build_category_graph": "categories"}
 __all__ = sorted(_EXPORTS)
 
 

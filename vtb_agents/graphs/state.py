@@ -2,14 +2,7 @@
 
 from __future__ import annotations
 
-from vtb_agents.strategies.base import (
-    DEFAULT_MAX_IMAGE_SIDE,
-    DEFAULT_MAX_TOOL_ROUNDS,
-    EpisodeContext,
-    TurnInput,
-    TurnOutput,
-    TurnState,
-)
+from vtb_agents.strategies.base import EpisodeContext, TurnInput, TurnOutput, TurnState
 
 
 class EpisodeInput(TurnInput, total=False):
@@ -32,5 +25,4 @@ class EpisodeOutput(TurnOutput, total=False):
     turn: int
 
 
-__all__ = ["DEFAULT_MAX_IMAGE_SIDE", "DEFAULT_MAX_TOOL_ROUNDS", "EpisodeContext", "EpisodeInput", "EpisodeOutput",
-           "EpisodeState"]
+__all__ = ["EpisodeContext", "EpisodeInput", "EpisodeOutput", "EpisodeState"]

@@ -21,12 +21,14 @@ def load_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) 
     if spec == "rule":
         return RuleJudge()
     from vtb_agents.models.presets import find_preset
+    from vtb_agents.models.spec import chat_model, refuse_object_name
+
+    refuse_object_name(spec, "judge")
 
     if ":" not in spec and find_preset(spec) is None:
         raise ValueError(f"judge spec {spec!r} is not 'rule', 'provider:model' (e.g. 'openai:o4-mini') "
                          "or a preset (see `vtb models`)")
     from vtb_agents.judges.llm import LLMJudge
-    from vtb_agents.models.spec import chat_model
 
     return LLMJudge(chat_model(spec, request_timeout_s=request_timeout_s), name=spec)
 

@@ -8,6 +8,7 @@ library's ``tomllib``.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -93,7 +94,15 @@ def find_preset(name_or_spec: str) -> Preset | None:
     return presets().get(name_or_spec)
 
 
+_OBJECT_MODEL = re.compile(r"^object:\w+\(model=(?P<model>[^()]+)\)$")
+"""A model object's name in ``run.json`` (:func:`vtb_agents.models.spec.object_name`)."""
+
+
 def prices_for(name_or_spec: str) -> Prices | None:
-    """The prices of a preset name, or of the first preset with that ``provider:model`` spec."""
-    preset = find_preset(name_or_spec) or next((p for p in presets().values() if p.spec == name_or_spec), None)
+    """The prices of a preset name, or of the first preset with that ``provider:model`` spec; a model
+    object's name (``object:ChatOpenAI(model=gpt-4o)``) is priced as the first preset of that model."""
+    if found := _OBJECT_MODEL.match(name_or_spec):
+        preset = next((p for p in presets().values() if p.spec.partition(":")[2] == found["model"]), None)
+    else:
+        preset = find_preset(name_or_spec) or next((p for p in presets().values() if p.spec == name_or_spec), None)
     return preset.prices if preset else None

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from langchain_core.language_models import BaseChatModel
 from langchain_core.rate_limiters import InMemoryRateLimiter
 
-from vtb_agents.defaults import REPLAY
+from vtb_agents.defaults import OBJECT_PREFIX, REPLAY
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S, client_options
 from vtb_agents.models.presets import find_preset
 from vtb_agents.models.replay import ReplayChatModel
@@ -40,12 +40,36 @@ class ModelChoice:
         return {"spec": self.spec, "preset": self.preset, "settings": dict(self.settings)}
 
 
+def object_name(obj: object) -> str:
+    """What ``run.json`` records of a Python object used in a run (:data:`~vtb_agents.defaults.OBJECT_PREFIX`):
+    its class and the model it calls (``object:ChatOpenAI(model=gpt-4o)``), or its name."""
+    model = getattr(obj, "model_name", None) or getattr(obj, "model", None)
+    if isinstance(model, str):
+        return f"{OBJECT_PREFIX}{type(obj).__name__}(model={model})"
+    name = getattr(obj, "name", None)
+    if isinstance(name, str):
+        return f"{OBJECT_PREFIX}{type(obj).__name__}(name={name})"
+    qualname = getattr(obj, "__qualname__", None)  # a function, such as an agent factory
+    if isinstance(qualname, str):
+        return f"{OBJECT_PREFIX}{getattr(obj, '__module__', '?')}.{qualname}"
+    return f"{OBJECT_PREFIX}{type(obj).__name__}"
+
+
+def refuse_object_name(spec: str, role: str) -> None:
+    """Raise ValueError if ``spec`` is an object's name from ``run.json`` rather than a spec: the
+    object itself is gone, so only Python, given it again, can run with it."""
+    if spec.startswith(OBJECT_PREFIX):
+        raise ValueError(f"{role} {spec!r} names a Python object a run was given (vtb_agents.evaluate), not a spec: "
+                         "only Python can run with it, given the same object (evaluate(..., resume=True))")
+
+
 def resolve_model(spec: str, extra: dict[str, Any] | None = None) -> ModelChoice:
     """Resolve a preset name or ``provider:model`` spec and merge ``extra`` settings over its own.
 
     A preset brings its settings (``presets.toml``); a plain spec gets temperature 0, or 1 for
     reasoning models (:func:`temperature_for`). ``extra`` (``--model-kwargs``) wins over both.
     """
+    refuse_object_name(spec, "model")
     preset = find_preset(spec)
     if preset is not None:
         return ModelChoice(preset.spec, preset.name, {**preset.settings, **(extra or {})})
@@ -58,8 +82,8 @@ def resolve_model(spec: str, extra: dict[str, Any] | None = None) -> ModelChoice
 
 def model_record(spec: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The resolved settings of any model or judge spec, for ``run.json`` (``replay``, ``rule`` and
-    ``agent:`` specs have no chat-model settings of ours)."""
-    if spec in (REPLAY, "rule") or spec.startswith("agent:"):
+    ``agent:`` specs and objects' names have no chat-model settings of ours)."""
+    if spec in (REPLAY, "rule") or spec.startswith(("agent:", OBJECT_PREFIX)):
         return {"spec": spec, "preset": None, "settings": dict(extra or {})}
     return resolve_model(spec, extra).record()
 
@@ -89,9 +113,13 @@ def chat_model(spec: str, requests_per_second: float | None = None,
 
 def model_factory(spec: str, requests_per_second: float | None = None,
                   request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
-                  extra: dict[str, Any] | None = None) -> ModelFactory:
+                  extra: dict[str, Any] | None = None, model: BaseChatModel | None = None) -> ModelFactory:
     """A function giving the chat model for each task: a replay agent per task, or one shared
-    :func:`chat_model` (built once, so its rate limiter is shared by every task of the process)."""
+    :func:`chat_model` (built once, so its rate limiter is shared by every task of the process);
+    ``model``, a chat model object from Python, is used as it is (its own timeouts and limits)."""
+    if model is not None:
+        given = model
+        return lambda task: given
     if spec == REPLAY:
         return lambda task: ReplayChatModel(task=task)
     model = chat_model(spec, requests_per_second, request_timeout_s, extra=extra)

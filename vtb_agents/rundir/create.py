@@ -7,6 +7,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from vtb_agents.defaults import OBJECT_PREFIX
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import RUN_FILE, SUMMARY_FILE
@@ -33,6 +34,10 @@ def prepare_run_dir(out: Path, record: RunRecord, *, resume: bool, defaults: dic
             current = record.config
             changed = sorted(k for k in set(recorded) | set(current)
                              if k not in may_change and recorded.get(k, defaults.get(k)) != current.get(k))
+            objects = [f"{k}: {recorded[k]}" for k in changed if OBJECT_PREFIX in json.dumps(recorded.get(k))]
+            if objects:
+                raise RunError(f"{out} was run from Python with objects ({'; '.join(objects)}): resume it from "
+                               "Python, with vtb_agents.evaluate(..., resume=True) and the same objects")
             if changed:
                 raise RunError(f"{out}: cannot resume with different settings ({', '.join(changed)})")
         return store.load_for_resume()  # torn lines moved to results.jsonl.corrupt, duplicates dropped

@@ -11,9 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vtb_agents.results import TaskResult
+from vtb_agents.results import TaskResult, TokenUsage
 
-__all__ = ["GroupScore", "RunRecord", "RunSummary", "TaskResult"]
+__all__ = ["GroupScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult"]
 
 
 class RunRecord(BaseModel):
@@ -38,6 +38,27 @@ class GroupScore(BaseModel):
     ars: float | None
 
 
+class RunUsage(BaseModel):
+    """Tokens of the model and of the judge over a run, and how many results had no usage."""
+
+    model_config = ConfigDict(extra="allow")
+    model: TokenUsage = Field(default_factory=TokenUsage)
+    judge: TokenUsage = Field(default_factory=TokenUsage)
+    tasks_without_usage: int = 0
+
+
+class RunCost(BaseModel):
+    """Estimated cost of a run in ``currency`` (USD); None where unknown, never a guessed 0."""
+
+    model_config = ConfigDict(extra="allow")
+    currency: str = "USD"
+    model: float | None = None
+    judge: float | None = None
+    total: float | None = None
+    per_passed_task: float | None = None
+    prices: dict[str, Any] = Field(default_factory=dict)
+
+
 class RunSummary(BaseModel):
     """A run's ``summary.json`` as a typed object, with the run directory it came from."""
 
@@ -50,6 +71,9 @@ class RunSummary(BaseModel):
     by_category: dict[str, GroupScore] = Field(default_factory=dict)
     by_domain: dict[str, GroupScore] = Field(default_factory=dict)
     by_turncase: dict[str, GroupScore] = Field(default_factory=dict)
+    outcomes: dict[str, int] = Field(default_factory=dict)
     tool_metrics: dict[str, Any] = Field(default_factory=dict)
     judge: dict[str, Any] = Field(default_factory=dict)
+    usage: RunUsage = Field(default_factory=RunUsage)
+    cost: RunCost = Field(default_factory=RunCost)
     run_dir: Path | None = None

@@ -37,7 +37,9 @@ class RunConfig:
     extra chat-model settings; ``strategy`` names the turn policy (:mod:`vtb_agents.strategies`).
     ``sandbox_strict`` refuses anything short of full isolation; ``sandbox_network`` lets an E2B
     sandbox reach the internet. ``tools_mode`` / ``tools_cache`` say how the network tools run
-    (None: replay the shipped cassette for the bundled suite, live otherwise).
+    (None: replay the shipped cassette for the bundled suite, live otherwise). ``extra_tools`` names
+    the tool objects a Python run added to the tool set (:class:`~vtb_agents.runner.resources.RunObjects`);
+    ``model``, ``judge`` and ``strategy`` name objects the same way (``object:...``).
     """
 
     model: str = REPLAY
@@ -57,6 +59,7 @@ class RunConfig:
     requests_per_second: float | None = None
     request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
     model_kwargs: dict[str, Any] | None = None
+    extra_tools: tuple[str, ...] = ()
     episode: EpisodeSettings = field(default_factory=EpisodeSettings)
 
     @property

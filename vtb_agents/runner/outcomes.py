@@ -6,7 +6,7 @@
 - ``task_timeout``: the task ran past ``--task-timeout`` (``TaskTimeout`` anywhere in the chain of
   causes, since stopping the sandbox at the limit makes the running call fail first), unless the
   provider gave no answer within the time given: then ``provider_error``;
-- ``step_limit``: the graph's recursion limit (the model kept going past what the round cap allows);
+- ``step_limit``: the graph's recursion limit (an agent that kept stepping without ending its turn);
 - ``context_exceeded``: the provider rejected a request as longer than the model's context window;
 - ``provider_error``: the model provider failed after its retries (HTTP status, connection,
   HTTP timeout, malformed responses);

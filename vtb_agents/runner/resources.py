@@ -10,6 +10,7 @@ when the block ends, whatever happens in it.
 from __future__ import annotations
 
 import functools
+from collections import Counter
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
@@ -33,10 +35,29 @@ from vtb_agents.sandbox import open_sandbox, probe_in_background
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy
 from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
-from vtb_agents.tools import select_tools
+from vtb_agents.tools import guard_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
 
 SandboxOpener = Callable[[], AbstractContextManager[Sandbox]]
+
+
+@dataclass(frozen=True)
+class RunObjects:
+    """Objects a run from Python uses instead of what the config's specs name (the config records
+    their names, :func:`~vtb_agents.models.spec.object_name`): a chat model, a judge, a strategy,
+    and ``tools`` added to the run's tool set. They live in this process only (no remote workers)."""
+
+    model: BaseChatModel | None = None
+    judge: RubricJudge | None = None
+    strategy: Strategy | None = None
+    tools: tuple[BaseTool, ...] = ()
+
+    def __bool__(self) -> bool:
+        return any((self.model, self.judge, self.strategy, self.tools))
+
+
+NO_OBJECTS = RunObjects()
+"""A run of specs only (the CLI's)."""
 
 
 @dataclass(frozen=True)
@@ -116,28 +137,31 @@ def open_checkpoints(path: Path) -> Iterator[SqliteSaver]:
 
 def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
                    judge_cache: Path | None = None,
-                   strategy: Strategy | None = None) -> AbstractContextManager[RunResources]:
+                   objects: RunObjects = NO_OBJECTS) -> AbstractContextManager[RunResources]:
     """The run's resources, as a context manager that closes them.
 
     Specs (strategy, model, judge, resumer, user model) are resolved now: a bad one raises
     ValueError before any file is touched. On entering, the artifact store at ``artifacts``, the
     checkpointer at ``checkpoints`` and the verdict cache at ``judge_cache`` open (each only if
-    given). ``strategy`` is a strategy object from Python (overrides ``config.strategy``).
+    given). ``objects`` from Python stand in for the specs of ``config`` that name them.
     """
     if config.model.startswith(AGENT_PREFIX) and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
                          f"it cannot be combined with --strategy {config.strategy}")
     if config.sandbox == "local":  # probed while the model's libraries load: first tasks need not wait
         probe_in_background()
-    strategy = strategy or load_strategy(config.strategy_spec)
+    strategy = objects.strategy or load_strategy(config.strategy_spec)
     models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s,
-                            extra=config.model_kwargs) if strategy.needs_model else None)
+                            extra=config.model_kwargs, model=objects.model) if strategy.needs_model else None)
     user_model = (chat_model(config.user_model, request_timeout_s=config.request_timeout_s)
                   if config.user_model else None)
     resumer = load_resumer(config.resumer, user_model)
-    judge = load_judge(config.judge, config.request_timeout_s)
-    tools = select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool,
-                         network=network_settings(config))
+    judge = objects.judge or load_judge(config.judge, config.request_timeout_s)
+    tools = [*select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool,
+                           network=network_settings(config)), *guard_tools(list(objects.tools))]
+    clashes = sorted(name for name, n in Counter(t.name for t in tools).items() if n > 1)
+    if clashes:
+        raise ValueError(f"tool name(s) {', '.join(clashes)} given twice: rename the tool objects you add")
 
     @contextmanager
     def opened() -> Iterator[RunResources]:

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from vtb_agents import __version__
+from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.episodes.driver import run_episode
 from vtb_agents.judges.graph import grade_episode
@@ -30,15 +30,14 @@ from vtb_agents.rundir.store import ResultsStore, latest_results
 from vtb_agents.runner.config import DEFAULTS, PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
 from vtb_agents.runner.outcomes import failed_episode
-from vtb_agents.runner.resources import RunResources, open_resources
+from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunResources, open_resources
 from vtb_agents.runner.saving import ResultSaver, storage_cause
 from vtb_agents.sandbox.base import Sandbox
-from vtb_agents.strategies import Strategy
 from vtb_agents.tasks.model import Task
 from vtb_agents.tracing import install_tracing_from_env
 
 __all__ = ["CHECKPOINT_FILE", "EXIT_INCOMPLETE", "JUDGE_CACHE_FILE", "RUN_FILE", "SUMMARY_FILE", "RunConfig",
-           "RunError", "RunResources", "episode_for_task", "prepare_run_dir", "run_suite", "run_task"]
+           "RunError", "RunObjects", "RunResources", "episode_for_task", "prepare_run_dir", "run_suite", "run_task"]
 
 EXIT_INCOMPLETE = 3
 """Exit status of ``vtb run`` / ``vtb grade`` while infrastructure failures leave tasks ungraded."""
@@ -110,7 +109,7 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
               executor: Executor | RemoteExecutor | None = None, stop: threading.Event | None = None,
-              strategy: Strategy | None = None, retry_errors: bool = False) -> dict[str, Any]:
+              objects: RunObjects = NO_OBJECTS, retry_errors: bool = False) -> dict[str, Any]:
     """Run every task not yet in ``out``, append each result as it finishes, write ``summary.json``.
 
     ``executor`` spreads the tasks (default: one at a time here); setting ``stop`` finishes the
@@ -118,8 +117,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     again the tasks an infrastructure failure left ungraded, and only those; their new lines
     supersede the old ones (:func:`~vtb_agents.rundir.store.latest_results`). The summary's
     ``complete`` is False while any task is missing or ungraded by an infrastructure failure.
-    ``strategy`` is a strategy object from Python (``config.strategy`` records its name); other
-    runs resolve ``config.strategy``.
+    ``objects`` from Python (a model, judge, strategy, tools) stand in for the specs of ``config``,
+    which records their names.
     """
     out = Path(out)
     tracing = install_tracing_from_env()  # LANGSMITH_TRACING=true: every trace goes through an image-safe client
@@ -127,11 +126,12 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
-    if strategy is not None and isinstance(executor, RemoteExecutor):
-        raise RunError("a strategy object from Python cannot reach remote workers: name it as 'module:function'")
+    if objects and isinstance(executor, RemoteExecutor):
+        raise RunError("objects from Python (a model, judge, strategy, agent or tools) cannot reach remote workers: "
+                       "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
     cache = judge_cache or out / JUDGE_CACHE_FILE
     opening = open_resources(config, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
-                             judge_cache=cache, strategy=strategy)  # bad specs fail here, before any file
+                             judge_cache=cache, objects=objects)  # bad specs fail here, before any file
     out.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run

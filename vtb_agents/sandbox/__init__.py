@@ -13,13 +13,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .base import DEFAULT_TIMEOUT_S, OUTPUT_CAP_CHARS, ExecResult, Sandbox, SandboxError, sandbox_settings
+from .base import OUTPUT_CAP_CHARS, ExecResult, Sandbox, SandboxError, sandbox_settings
 from .e2b import E2BSandbox
 from .local import Limits, LocalSandbox, probe_in_background, worker_command
 
 __all__ = [
     "BACKENDS",
-    "DEFAULT_TIMEOUT_S",
     "OUTPUT_CAP_CHARS",
     "SANDBOX_KINDS",
     "E2BSandbox",

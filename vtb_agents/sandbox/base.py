@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S as DEFAULT_TIMEOUT_S  # how long one code call may run
+from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S
 
 OUTPUT_CAP_CHARS = 20_000
 """stdout and stderr are each cut to this many characters (a note says how much was cut)."""
@@ -55,7 +55,7 @@ class Sandbox(Protocol):
     workdir: Path
     isolation: str
 
-    def run(self, code: str, timeout: float = DEFAULT_TIMEOUT_S) -> ExecResult:
+    def run(self, code: str, timeout: float = DEFAULT_CODE_TIMEOUT_S) -> ExecResult:
         """Execute ``code`` in the persistent interpreter and report what happened."""
         ...
 

@@ -68,14 +68,6 @@ class MemoryCgroup:
         except FileNotFoundError:
             return []
 
-    def peak_bytes(self) -> int | None:
-        """Most memory the cgroup has held (None where the kernel does not say)."""
-        name = "memory.max_usage_in_bytes" if self.version == "v1" else "memory.peak"
-        try:
-            return int((self.path / name).read_text())
-        except (FileNotFoundError, ValueError):
-            return None
-
     def describe(self) -> str:
         """One line for run metadata, e.g. ``cgroup v1, 4096 MiB``."""
         return f"cgroup {self.version}, {self.limit_bytes >> 20} MiB"

@@ -33,9 +33,10 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S
 from vtb_agents.safefs import relative_name
 
-from .base import DEFAULT_TIMEOUT_S, STATE_RESET, ExecResult, SandboxError
+from .base import STATE_RESET, ExecResult, SandboxError
 from .leftovers import owned_tempdir
 from .output import CappedText
 
@@ -117,7 +118,7 @@ class E2BSandbox:
         self._listing, self._names = listing, set(listing)
         return listing
 
-    def run(self, code: str, timeout: float = DEFAULT_TIMEOUT_S) -> ExecResult:
+    def run(self, code: str, timeout: float = DEFAULT_CODE_TIMEOUT_S) -> ExecResult:
         """Execute ``code`` in the remote kernel (one call at a time)."""
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, not {timeout}")

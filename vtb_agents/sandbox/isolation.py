@@ -24,7 +24,8 @@ The level actually achieved is ``LocalSandbox.isolation`` (runs record it):
 ``"process"`` a plain worker process in its own session, scrubbed environment, rlimits (no NPROC).
     No namespaces: the host user's files, network and processes are reachable. Debugging only.
 
-All levels keep the persistent worker, the per-call wall-clock timeout, capped output, rlimits
+All levels keep the persistent worker (which dies with the host: ``--die-with-parent`` under bwrap,
+the worker's own ``PR_SET_PDEATHSIG`` otherwise), the per-call wall-clock timeout, capped output, rlimits
 on address space, CPU seconds and file size, and the working-directory quota (``Limits``); where
 the machine allows a cgroup (``cgroup.py``), the memory of all the worker's processes together is
 capped too, and otherwise only per process (RLIMIT_AS); a seccomp filter (``seccomp.py``) denies

@@ -7,8 +7,9 @@ How the worker is isolated depends on the level (``isolation.py`` says what each
 probed once per process; ``strict=True`` refuses anything but bwrap. The worker starts at the first
 ``run`` call: writing, listing and reading files needs only the working directory, so an episode
 that never runs code costs no process. In every level the worker keeps
-its Python state across calls, a call that overruns its timeout kills and restarts it, and
-stdout/stderr are capped.
+its Python state across calls (from any thread: workers are started by one process-wide thread,
+``spawner.py``, so that they die with the host and not with the caller's thread), a call that
+overruns its timeout kills and restarts it, and stdout/stderr are capped.
 """
 
 from __future__ import annotations
@@ -30,16 +31,18 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S
 from vtb_agents.safefs import open_in_dir
 
 from . import isolation as iso
 from . import seccomp
-from .base import DEFAULT_TIMEOUT_S, STATE_RESET, ExecResult, SandboxError
+from .base import STATE_RESET, ExecResult, SandboxError
 from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
 from .host import TreeScan, WorkerPipes, changed_files, remove_changes, scan_tree, snapshot
 from .leftovers import owned_tempdir
 from .output import CappedText
 from .removal import RemovalError, discard_tree
+from .spawner import spawn
 from .walk import chown_tree
 from .worker import MAX_FRAME, encode_frame
 
@@ -155,9 +158,9 @@ class _Worker(WorkerPipes):
                                    (info_w, block_r) if handshake else None)
             if cgroup is not None:
                 argv = join_command(cgroup.procs, argv)
-            self.proc = subprocess.Popen(
+            self.proc = spawn(lambda: subprocess.Popen(  # forked by a thread that lives: spawner.py
                 argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
-                pass_fds=tuple(child_fds), start_new_session=True)
+                pass_fds=tuple(child_fds), start_new_session=True))
         except BaseException:
             self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r, *(handshake or ()))
             raise
@@ -198,7 +201,8 @@ class _Worker(WorkerPipes):
             setup["fallback"] = iso.fallback_config(iso.python_roots(python),
                                                     str(WORKER_PATH.parent), str(workdir),
                                                     self.limits.tmp_bytes)
-        if self.level != "bwrap":
+        if self.level != "bwrap":  # (bwrap's --die-with-parent does this at that level)
+            setup["parent"] = os.getpid()
             command = worker_command(python, ctl_in, ctl_out, limits, setup=setup)
             return command, worker_env(str(workdir))
         bwrap = shutil.which("bwrap")
@@ -387,7 +391,7 @@ class LocalSandbox:
         if self._cgroup is not None:
             self._cgroup.kill_all()
 
-    def run(self, code: str, timeout: float = DEFAULT_TIMEOUT_S) -> ExecResult:
+    def run(self, code: str, timeout: float = DEFAULT_CODE_TIMEOUT_S) -> ExecResult:
         """Execute ``code`` in the persistent interpreter (one call at a time)."""
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, not {timeout}")

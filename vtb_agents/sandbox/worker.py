@@ -6,7 +6,8 @@ worker confines itself before serving (see isolation.py): ``level``; ``fallback`
 ``isolation.enter_fallback``, loaded by path from ``module``); ``drop`` (switch to uid/gid 65534
 once the rlimits are set); ``chdir`` (the working directory, entered after the switch);
 ``seccomp`` (hex of a filter program from seccomp.py, installed last); ``site`` (with ``-S``: the
-site-packages directories and prefixes ``site`` would have set, see ``local.site_setup``).
+site-packages directories and prefixes ``site`` would have set, see ``local.site_setup``);
+``parent`` (the host's pid: die with it, where bwrap's ``--die-with-parent`` does not apply).
 
 Two processes, so that model code never holds the host's channel:
 
@@ -140,6 +141,18 @@ def _set_limits(limits: dict[str, int]) -> None:
     if limits.get("processes"):  # the host sends 0 at the "process" level (same uid as the host)
         n = limits["processes"]
         resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+
+
+def _die_with_parent(parent: int) -> None:
+    """PR_SET_PDEATHSIG: SIGKILL this process when the host thread that started it ends (the host
+    starts workers from a thread that lives as long as it, ``spawner.py``); exit at once if the
+    host ``parent`` is gone already."""
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os._exit(70)
 
 
 def _confine(setup: dict[str, Any], ctl_fds: tuple[int, int]) -> None:
@@ -449,6 +462,8 @@ def main(argv: list[str]) -> int:
     """Confine this process, start the kernel, then supervise until the host closes the pipe."""
     ctl_in, ctl_out, limits = int(argv[1]), int(argv[2]), json.loads(argv[3])
     setup: dict[str, Any] = json.loads(argv[4]) if len(argv) > 4 else {}
+    if setup.get("parent") is not None:
+        _die_with_parent(setup["parent"])
     os.set_inheritable(ctl_in, False)  # code's subprocesses must not get the control pipes
     os.set_inheritable(ctl_out, False)
     _confine(setup, (ctl_in, ctl_out))

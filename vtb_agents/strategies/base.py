@@ -41,10 +41,9 @@ from langgraph.graph.state import CompiledStateGraph
 from typing_extensions import TypedDict
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.defaults import DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS
+from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S, DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies.observe import materialize_messages
-from vtb_agents.tools.python_tools import DEFAULT_CODE_TIMEOUT_S
 
 
 TurnOutcome = Literal["running", "answered", "tool_round_cap"]

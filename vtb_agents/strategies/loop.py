@@ -33,7 +33,6 @@ from vtb_agents.tools.python_tools import VISION_TOOL_NAME
 
 ROUND_CAP_MESSAGE = ("Not run: the limit of {cap} tool rounds for this turn is reached. "
                      "Give your final answer now with what you have.")
-LOOP_NODES = ("model", "vision_tools", "general_tools", "observe", "round_cap")
 
 
 def recursion_limit(max_tool_rounds: int) -> int:

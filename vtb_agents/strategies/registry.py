@@ -8,6 +8,7 @@ import importlib
 
 from vtb_agents.defaults import AGENT_PREFIX
 from vtb_agents.defaults import DEFAULT_STRATEGY as DEFAULT_STRATEGY  # re-exported
+from vtb_agents.models.spec import refuse_object_name
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.strategies.marks import marks
 from vtb_agents.strategies.plan import plan
@@ -28,6 +29,7 @@ def load_strategy(spec: str) -> Strategy:
     """
     if spec in BUILTIN:
         return BUILTIN[spec]
+    refuse_object_name(spec, "strategy")
     if spec.startswith(AGENT_PREFIX):
         from vtb_agents.strategies.agent import agent_strategy, load_agent_factory  # langchain.agents: only here
 

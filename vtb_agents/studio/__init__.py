@@ -2,7 +2,7 @@
 run over the LangGraph API with a JSON context (:class:`StudioContext`) and resolve it into live
 objects themselves (model, the thread's sandbox and artifacts, tools, judge).
 
-``langgraph.json`` points at the module-level graphs of :mod:`vtb_agents.graphs.studio`.
+``langgraph.json`` points at the module-level graphs of :mod:`vtb_agents.studio.graphs`.
 """
 
 from vtb_agents.studio.chat import build_chat_graph

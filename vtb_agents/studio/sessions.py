@@ -101,11 +101,6 @@ class SessionRegistry:
             for thread_id in list(self._sessions):
                 self._close(thread_id)
 
-    def open_threads(self) -> list[str]:
-        """Threads that have a sandbox open now, least recently used first."""
-        with self._lock:
-            return list(self._sessions)
-
     def _open(self, thread_id: str, kind: str, images: Iterable[ImageFile]) -> Session:
         stack = ExitStack()
         try:

@@ -15,14 +15,13 @@ from typing import Iterable, Sequence
 
 from PIL import Image, UnidentifiedImageError
 
+from vtb_agents.defaults import DEFAULT_MAX_PIXELS
 from vtb_agents.safefs import UnsafePath, relative_name
 from vtb_agents.tasks.errors import Problem, TaskLoadError
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.normalize import CATEGORIES, DOMAINS, SINGLE_TURN_CATEGORIES
 from vtb_agents.tasks.sources import iter_source
 
-DEFAULT_MAX_PIXELS = 50_000_000
-"""Images with more pixels are refused as likely decompression bombs (VTB images are far smaller)."""
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn", "Zl", "Zp", "Zs"})
 """Unicode categories refused in ids and file names: controls, format characters (bidirectional
 overrides such as U+202E, zero-width characters), private use, surrogates, unassigned code points,

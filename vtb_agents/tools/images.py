@@ -3,7 +3,7 @@
 Why: model code is hostile or careless, and a 13000x13000 PNG is a few hundred KB on disk but
 half a gigabyte once decoded on the host (three of them at ``--concurrency 16`` exhaust any
 machine). Only the header is read here; an image over the validator's pixel limit
-(:data:`~vtb_agents.tasks.validate.DEFAULT_MAX_PIXELS`) is refused, and the code call fails with
+(:data:`~vtb_agents.defaults.DEFAULT_MAX_PIXELS`) is refused, and the code call fails with
 a message telling the model the limit, so that it can save a smaller crop or a downscaled copy.
 """
 
@@ -19,7 +19,7 @@ from PIL import Image
 
 from vtb_agents.artifacts import IMAGE_SUFFIXES, ArtifactStore
 from vtb_agents.sandbox.base import ExecResult, Sandbox
-from vtb_agents.tasks.validate import DEFAULT_MAX_PIXELS
+from vtb_agents.defaults import DEFAULT_MAX_PIXELS
 
 
 @dataclass

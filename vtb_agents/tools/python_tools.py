@@ -15,12 +15,11 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.sandbox.base import DEFAULT_TIMEOUT_S, ExecResult, Sandbox
+from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S
+from vtb_agents.sandbox.base import ExecResult, Sandbox
 from vtb_agents.tools.images import collect_images, with_refusals
 from vtb_agents.tools.limits import MAX_CODE_CHARS
 
-DEFAULT_CODE_TIMEOUT_S = DEFAULT_TIMEOUT_S
-"""Seconds one code call may run before the sandbox stops it (the sandbox's own default)."""
 VISION_TOOL_NAME = "python_image_processing"
 INTERPRETER_TOOL_NAME = "python_interpreter"
 CODE_TOOL_NAMES = (VISION_TOOL_NAME, INTERPRETER_TOOL_NAME)

@@ -8,13 +8,13 @@ from typing import Sequence
 from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tools.calculator import calculator
 from vtb_agents.tools.guard import guard_tools
 from vtb_agents.tools.network import NETWORK_TOOL_NAMES, NetworkSettings, make_network_tools
 from vtb_agents.tools.python_tools import (
     CODE_TOOL_NAMES,
-    DEFAULT_CODE_TIMEOUT_S,
     VISION_TOOL_NAME,
     bind_code_tools,
     python_image_processing,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vtb_agents.tasks.sample_scenes.kit import (
+from sample_scenes.kit import (
     ASKS_QUESTION, FOLLOW, GREY, INK, R, REASON, T, TRUTH, VU, Canvas, SampleTask, Trajectory, assemble, has_all,
     has_any, lacks, money, number, person, regex, text_block,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from vtb_agents.tasks.sample_scenes.kit import (
+from sample_scenes.kit import (
     GREY, INK, R, REASON, T, TRUTH, VU, Canvas, SampleTask, Trajectory, assemble, font, has_all, has_any, lacks,
     number, regex,
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vtb_agents.tasks.sample_scenes.kit import (
+from sample_scenes.kit import (
     GREY, INK, R, REASON, STYLE, T, TRUTH, VU, Canvas, SampleTask, Trajectory, assemble, grid, has_any, lacks,
     money, number, person, regex, stripes,
 )

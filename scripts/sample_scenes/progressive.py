@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from vtb_agents.tasks.sample_scenes.kit import (
+from sample_scenes.kit import (
     GREY, INK, R, REASON, STYLE, T, TRUTH, VU, Canvas, SampleTask, Trajectory, assemble, grid, has_all, has_any,
     lacks, money, number, regex, rng, text_block,
 )

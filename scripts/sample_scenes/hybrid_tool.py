@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from vtb_agents.tasks.model import ToolStep
-from vtb_agents.tasks.sample_scenes.kit import (
+from sample_scenes.kit import (
     FOLLOW, GREY, INK, R, REASON, STYLE, T, TRUTH, VU, Canvas, Color, SampleTask, Trajectory, assemble, grid,
     has_all, has_any, lacks, number, person, regex, rng, stripes,
 )
@@ -273,7 +273,7 @@ def ht_finance_stockchart() -> SampleTask:
 # Tasks with the network tools. Their search results, web pages and weather are AUTHORED for the
 # offline demo (fictional but plausible, example.org/.com/.net URLs): ``AUTHORED_WEB`` below is what
 # stand-ins of the services answer when the generator records ``tools_cassette.jsonl`` with the real
-# tools (see ``vtb_agents.tasks.sample_suite``). Nothing here was recorded from live services.
+# tools (see ``scripts/sample_suite.py``). Nothing here was recorded from live services.
 # =============================================================================================
 
 AUTHORED = {"cassette": "authored"}

@@ -1,0 +1,1 @@
+"""Scenes and task builders of the bundled sample suite (see ``scripts/sample_suite.py``)."""

@@ -1,1 +1,0 @@
-"""Scenes and task builders of the bundled sample suite (see ``vtb_agents.tasks.sample_suite``)."""
