@@ -16,7 +16,7 @@ import pytest
 from langgraph.errors import GraphRecursionError
 
 from conftest import PROJECT
-from vtb_agents.models.deadline import TaskTimeout
+from vtb_agents.models.deadline import ProviderWait, TaskTimeout
 from vtb_agents.models.http import MalformedResponse
 from vtb_agents.results import (
     INFRASTRUCTURE_OUTCOMES,
@@ -109,6 +109,20 @@ REQUEST = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
 ])
 def test_classify_failure(exc, outcome):
     assert classify_failure(exc) == outcome
+
+
+@pytest.mark.parametrize("waiting, answered, failed_attempt, outcome", [
+    (False, False, False, "task_timeout"),  # no request pending: the time went elsewhere
+    (False, True, True, "task_timeout"),
+    (True, False, False, "provider_error"),  # waiting on a provider that had never answered
+    (True, False, True, "provider_error"),
+    (True, True, True, "provider_error"),  # answered before, but the pending request had already failed
+    (True, True, False, "task_timeout"),  # a provider that answers, still working on the next request
+])
+def test_a_timeout_is_the_providers_when_it_gave_no_answer_within_the_time(waiting, answered, failed_attempt,
+                                                                           outcome):
+    wait = ProviderWait(waiting=waiting, answered=answered, failed_attempt=failed_attempt)
+    assert classify_failure(caused(RuntimeError("stopped"), TaskTimeout("task ran past 30 s", wait))) == outcome
 
 
 def test_the_first_failure_in_the_chain_decides_between_infrastructure_kinds():
