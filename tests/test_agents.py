@@ -7,7 +7,7 @@ import json
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from vtb_agents.rundir.store import ResultsStore
-from vtb_agents.runner.config import run_config
+from vtb_agents.config import run_config
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
 
@@ -39,7 +39,7 @@ def test_create_agent_is_run_and_graded_like_our_graphs(task_root, tmp_path, mon
     (turn,) = result.episode.turns
     assert turn.answer == "The number in the corner is 42."
     (call,) = turn.tool_calls
-    assert call.ok and call.images[0]["name"] == "transformed_image_0.png" and call.images[0]["size"] == [240, 160]
+    assert call.ok and call.images[0].name == "transformed_image_0.png" and call.images[0].size == [240, 160]
     assert json.loads(call.output)["new_images"] == ["transformed_image_0.png"]
     # The agent's model received the task image as a real image block, and the tools of this build.
     import user_agent

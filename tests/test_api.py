@@ -24,7 +24,7 @@ from vtb_agents.graphs.prompts import system_prompt
 from vtb_agents.judges import Judgement
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.rundir.errors import RunError
-from vtb_agents.runner.config import RunConfig
+from vtb_agents.config import RunConfig
 from vtb_agents.runner.resources import RunObjects
 from vtb_agents.runner.run import run_suite
 from vtb_agents.strategies import EpisodeContext, Strategy, TurnInput, TurnOutput, TurnState
@@ -112,10 +112,10 @@ def test_chat_model_objects_give_the_spec_runs_summary(spec_run, tmp_path):
         summary = vtb_agents.evaluate("react", tasks=sample_tasks(), model=chat(server), judge=chat(server),
                                       out=tmp_path / "run")
     judged = [b for b in server.requests if "response_format" in b]
-    assert judged and len(judged) == summary.judge["calls"] == spec_run.judge["calls"] > 0
+    assert judged and len(judged) == summary.judge.calls == spec_run.judge.calls > 0
     assert comparable(summary) == comparable(spec_run)
     assert summary.apr == spec_run.apr and summary.outcomes == spec_run.outcomes == {"answered": 2}
-    assert summary.tool_metrics["by_tool"] == {"python_image_processing": 3}
+    assert summary.tool_metrics.by_tool == {"python_image_processing": 3}
     assert summary.usage.model.calls == spec_run.usage.model.calls > 0 and summary.cost.total is not None
     assert summary.cost == spec_run.cost  # the object's model name finds the gpt-4o preset's prices
     assert [r.task_id for r in summary.results] == SAMPLE_IDS and summary.results[0].usage.model.calls > 0
@@ -177,9 +177,9 @@ def test_a_judge_object_and_an_extra_tool_are_used(tmp_path):
                                       out=tmp_path / "run")
     offered = [t["function"]["name"] for t in server.requests[0]["tools"]]
     assert "lookup_code" in offered and "python_image_processing" in offered
-    assert CALLED == ["invoice"] and summary.tool_metrics["by_tool"] == {"lookup_code": 1}
+    assert CALLED == ["invoice"] and summary.tool_metrics.by_tool == {"lookup_code": 1}
     assert judge.asked and all(answer == "Final answer: code-of-invoice" for *_, answer in judge.asked)
-    assert summary.judge["calls"] == len(judge.asked)
+    assert summary.judge.calls == len(judge.asked)
     verdicts = [v for v in summary.results[0].grade.verdicts if v.judge == "recording"]
     assert len(verdicts) == len(judge.asked) and all(v.status == "met" for v in verdicts)
     config = json.loads((tmp_path / "run" / "run.json").read_text())["config"]
@@ -272,7 +272,7 @@ def test_no_vtb_command_is_printed_for_an_object_run():
 
     for config in (RunConfig(model="object:ChatOpenAI(model=m)"), RunConfig(extra_tools=("object:T(name=t)",))):
         with pytest.raises(HintError, match="is a Python object"):
-            config_flags(config.to_dict())
+            config_flags(config)
 
 
 def direct_strategy():

@@ -30,7 +30,7 @@ def follow_up_task(tmp_path):
 
 
 def run(task, model, artifacts, resumer=None, history="golden"):
-    from vtb_agents.episodes.driver import EpisodeSettings
+    from vtb_agents.config import EpisodeSettings
 
     with open_sandbox("local") as sandbox:
         return run_episode(task, model, select_tools(), sandbox=sandbox, artifacts=artifacts, model_name="m",
@@ -50,7 +50,7 @@ def test_question_interrupts_and_the_scripted_next_turn_resumes(follow_up_task, 
     second_call = model.calls[1]
     assert isinstance(second_call[-2], AIMessage) and second_call[-2].content == QUESTION
     assert last_human_text(second_call) == "I mean the pears."
-    assert episode.settings["graph"] == "follow_up" and episode.settings["resumer"] == "scripted"
+    assert episode.settings.graph == "follow_up" and episode.settings.resumer == "scripted"
 
 
 def test_golden_history_rewrites_the_question_before_resuming(follow_up_task, artifacts):
@@ -70,7 +70,7 @@ def test_simulated_user_answers_the_question_in_character(follow_up_task, artifa
     (user_call,) = user.calls
     assert "What you meant (your clarification, as you would say it): I mean the pears." in user_call[0].content
     assert user_call[1].content == QUESTION
-    assert episode.settings["resumer"] == "simulated"
+    assert episode.settings.resumer == "simulated"
 
 
 def test_human_resumer_reads_the_terminal(follow_up_task, artifacts):

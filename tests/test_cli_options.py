@@ -58,6 +58,9 @@ def test_no_tools_and_no_vision_tool_reach_the_recorded_run(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     config = json.loads((out / "run.json").read_text())["config"]
     assert config["no_tools"] is True and config["no_vision_tool"] is True
+    from vtb_agents.config import RunConfig
+
+    assert RunConfig.from_run_dir(out).no_tools is True
 
 
 def test_verbose_shows_the_packages_info_messages_on_stderr(tmp_path: Path) -> None:
@@ -90,3 +93,35 @@ def test_verbose_is_counted_and_documented() -> None:
     assert "--verbose" in done.stdout and "-v" in done.stdout
     callback = typer.main.get_command(app)
     assert callback.make_context("vtb", ["-vv", "models"]).params["verbose"] == 2
+
+
+NOT_SETTINGS = {"--out", "--resume", "--retry-errors", "--concurrency", "--limit", "--category", "--task-id",
+                "--status", "--skip-invalid", "--executor", "--ray-address", "--judge-cache", "--langsmith-experiment",
+                "--langsmith-dataset", "--tools", "--vision-tool", "--help"}
+"""`vtb run`'s options that are no run setting: what runs, where it is written, how it is run."""
+
+
+def test_every_run_setting_has_one_flag_and_every_run_flag_one_setting() -> None:
+    """One table (CONFIG_FLAGS) maps RunConfig's fields to `vtb run`'s flags: a setting is one field and one row."""
+    from vtb_agents.cli.options import CONFIG_FLAGS, NOT_FLAGS, config_help
+    from vtb_agents.config import EpisodeSettings, RunConfig
+
+    settings = (set(RunConfig.model_fields) - {"episode"}) | set(EpisodeSettings.model_fields)
+    assert set(CONFIG_FLAGS) | set(NOT_FLAGS) == settings and not set(CONFIG_FLAGS) & set(NOT_FLAGS)
+    for command in ("run", "ablate"):
+        params = typer.main.get_command(app).commands[command].params
+        flags = {flag: param for param in params for flag in [*param.opts, *param.secondary_opts]}
+        own = {"prompt_level", "no_tools", "no_vision_tool"}  # `vtb ablate` sets them per condition
+        assert {f for name, f in CONFIG_FLAGS.items() if command == "run" or name not in own} <= set(flags)
+        primary = {param.opts[0]: param for param in params if param.opts}
+        assert set(primary) - set(CONFIG_FLAGS.values()) - NOT_SETTINGS - {"--setting"} == set()
+        for name, flag in CONFIG_FLAGS.items():
+            if flag in primary:  # its own option (not the --no- side of --tools / --vision-tool)
+                assert primary[flag].help == config_help(name) != "", name
+
+
+def test_a_bad_setting_is_refused_naming_its_flag() -> None:
+    done = vtb("run", "--history", "nope", "--limit", "1")
+    assert done.returncode == 2 and "--history must be one of 'golden', 'model', not 'nope'" in done.stderr
+    done = vtb("run", "--tools-mode", "record", "--limit", "1")
+    assert done.returncode == 2 and "--tools-mode record needs --tools-cache PATH" in done.stderr

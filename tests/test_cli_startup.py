@@ -16,7 +16,7 @@ import typer.main
 from PIL import Image
 
 from vtb_agents.cli import app
-from vtb_agents.runner.config import DEFAULTS
+from vtb_agents.config import DEFAULTS
 from vtb_agents.tasks import load_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,7 +139,7 @@ def test_run_options_default_to_the_run_config() -> None:
     episode = DEFAULTS.episode
     expected = {"tasks": DEFAULTS.tasks, "model": DEFAULTS.model, "judge": DEFAULTS.judge,
                 "strategy": DEFAULTS.strategy, "critical_rule": DEFAULTS.critical_rule, "resumer": DEFAULTS.resumer,
-                "sandbox": DEFAULTS.sandbox, "request_timeout": DEFAULTS.request_timeout_s,
+                "sandbox": DEFAULTS.sandbox, "request_timeout_s": DEFAULTS.request_timeout_s,
                 "max_tool_rounds": episode.max_tool_rounds, "history": episode.history,
                 "native_tool_images": episode.native_tool_images, "max_image_side": episode.max_image_side,
                 "prompt_level": episode.prompt_level}

@@ -14,7 +14,7 @@ from vtb_agents.judges.llm import LLMJudge
 from vtb_agents.models.presets import presets
 from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.results import TokenUsage
-from vtb_agents.runner.config import RunConfig
+from vtb_agents.config import RunConfig
 from vtb_agents.sandbox import Limits
 
 GiB = 1024 ** 3
@@ -25,7 +25,7 @@ def test_run_and_grade_defaults_are_the_documented_ones():
     run = commands["run"].make_context("run", []).params
     # README "Settings and ablations": --max-tool-rounds 20 (the paper's cap), --max-image-side 2048;
     # "Outcomes": --request-timeout 120 on `vtb run` and `vtb grade`
-    assert (run["max_tool_rounds"], run["max_image_side"], run["request_timeout"]) == (20, 2048, 120)
+    assert (run["max_tool_rounds"], run["max_image_side"], run["request_timeout_s"]) == (20, 2048, 120)
     assert (run["judge"], run["critical_rule"], run["prompt_level"], run["history"]) == ("rule", "weight", "high",
                                                                                        "golden")
     grade = commands["grade"].make_context("grade", ["runs/x"]).params

@@ -8,7 +8,8 @@ from pathlib import Path
 from conftest import write_task
 from langchain_core.messages import AIMessage, HumanMessage
 
-from vtb_agents.episodes.driver import EpisodeSettings, run_episode
+from vtb_agents.config import EpisodeSettings
+from vtb_agents.episodes.driver import run_episode
 from vtb_agents.models import ReplayChatModel
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.sandbox import open_sandbox

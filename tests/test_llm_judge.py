@@ -124,7 +124,9 @@ def test_regrade_reuses_cached_verdicts(task_root, tmp_path, monkeypatch):
     assert len(server.requests) == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["judge"]["cache_hits"] == 1 and summary["ars"] == 1.0
-    assert json.loads((out / "run.json").read_text())["config"]["judge"] == "openai:judge-1"
+    assert summary["strategy"] == "react" and summary["model"] == "replay"  # regrading keeps what was run
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["judge"] == "openai:judge-1" and run["judge"]["spec"] == "openai:judge-1"
     lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [v["cached"] for v in lines[0]["grade"]["verdicts"]] == [False, True]
 

@@ -21,7 +21,7 @@ from vtb_agents.results import Episode, RubricVerdict, TaskGrade, TaskResult, To
 
 def call(name: str, output: str, *, ok: bool = True, images: int = 0, code: str = "") -> ToolCallRecord:
     return ToolCallRecord(turn=0, round=0, id=f"c-{name}-{output[:8]}", name=name, args={"code": code} if code else {},
-                          ok=ok, output=output, images=[{"ref": f"img{i}"} for i in range(images)])
+                          ok=ok, output=output, images=[{"name": f"{i}.png", "ref": f"img{i}"} for i in range(images)])
 
 
 def result(task_id: str, category: str, domain: str, turncase: str, *, score: float | None, passed: bool | None,

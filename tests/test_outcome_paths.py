@@ -162,7 +162,7 @@ def test_a_bug_in_the_harness_is_a_harness_error_until_fixed_and_retried(tmp_pat
     assert summary["outcomes"] == {"harness_error": 2} and summary["ungraded"] == 2 and summary["apr"] is None
     result = json.loads((run / "results.jsonl").read_text().splitlines()[0])
     assert result["episode"]["error"] == "KeyError: 'answer_key'"
-    assert "Traceback" in result["episode"]["settings"]["traceback"]
+    assert "Traceback" in result["episode"]["traceback"]
 
     agent.write_text(FIXED_AGENT)
     retried = vtb("run", "--tasks", str(root), "--model", "agent:broken_agent:build", "--out", str(run), "--resume",

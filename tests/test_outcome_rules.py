@@ -146,7 +146,7 @@ def test_a_failed_episode_keeps_its_outcome_error_and_traceback():
         episode = failed_episode("t1", "m", exc)
     assert (episode.task_id, episode.model, episode.status, episode.outcome) == ("t1", "m", "error", "sandbox_error")
     assert episode.error == "RuntimeError: wrapper" and episode.turns == []
-    assert "SandboxError: the worker did not start" in episode.settings["traceback"]
+    assert "SandboxError: the worker did not start" in episode.traceback
     long = failed_episode("t1", "m", KeyError("x" * 5000))
     assert len(long.error) == 2000 and long.error.startswith("KeyError: 'xxx")  # capped at 2,000 characters
 
@@ -225,7 +225,7 @@ def test_a_deep_traceback_keeps_the_innermost_eight_frames_where_the_failure_hap
     try:
         recurse(20)  # this test's frame, 21 of recurse, fail_here: 23 frames
     except LookupError as exc:
-        trace = failed_episode("t1", "m", exc).settings["traceback"]
+        trace = failed_episode("t1", "m", exc).traceback
     frames = re.findall(r'^  File "[^"]+", line \d+, in (\w+)$', trace, flags=re.MULTILINE)
     # 8 frames: recurse at its recursive call 3 times shown and 3 more folded, recurse calling fail_here, fail_here
     assert frames == ["recurse"] * 4 + ["fail_here"] and trace.count("[Previous line repeated 3 more times]") == 1
@@ -242,7 +242,7 @@ def test_the_traceback_is_kept_to_its_last_20000_characters():
         recurse(3)
     except ValueError as exc:
         episode = failed_episode("t1", "m", exc)
-    trace = episode.settings["traceback"]
+    trace = episode.traceback
     assert len(trace) == 20_000 and trace.endswith("v" * 100 + "\n")
-    short = failed_episode("t1", "m", KeyError("k")).settings["traceback"]
+    short = failed_episode("t1", "m", KeyError("k")).traceback
     assert short == "KeyError: 'k'\n"  # never raised: no frames, just the exception line

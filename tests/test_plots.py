@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from vtb_agents.report.plots import apr_by_category_svg, bar_svg, image_ops_svg, nice_ticks, scatter_svg
+from vtb_agents.rundir.records import RunSummary
 
 NS = {"svg": "http://www.w3.org/2000/svg"}
 
@@ -100,12 +101,17 @@ def test_scatter_volume_axis_from_zero_and_none_without_points():
     assert scatter_svg([("a", None, 0.5), ("b", 0.5, None)], xlabel="x", ylabel="y", title="t") is None
 
 
+def summary_of(**fields: object) -> RunSummary:
+    return RunSummary.model_validate({"tasks": 2, "graded": 2, "apr": None, "ars": None, **fields})
+
+
 def test_summary_charts():
-    summary = {"by_category": {"follow_up": {"apr": 0.5, "graded": 2}, "temporal": {"apr": None, "graded": 0}},
-               "tool_metrics": {"image_ops": {"cropping": 4, "resizing": 0, "my_op": 1}}}
+    summary = summary_of(by_category={"follow_up": {"n": 2, "apr": 0.5, "ars": 0.5, "graded": 2},
+                                      "temporal": {"n": 1, "apr": None, "ars": None, "graded": 0}},
+                         tool_metrics={"image_ops": {"cropping": 4, "resizing": 0, "my_op": 1}})
     apr = parse(apr_by_category_svg(summary))
     assert texts(apr, "xtick") == ["follow_up"] and texts(apr, "value") == ["50%", "n=2"]
     ops = parse(image_ops_svg(summary))
     assert texts(ops, "xtick") == ["cropping", "resizing", "my_op"] and texts(ops, "value") == ["4", "0", "1"]
-    assert apr_by_category_svg({"by_category": {}}) is None
-    assert image_ops_svg({"tool_metrics": {"image_ops": {"cropping": 0}}}) is None
+    assert apr_by_category_svg(summary_of(by_category={})) is None
+    assert image_ops_svg(summary_of(tool_metrics={"image_ops": {"cropping": 0}})) is None

@@ -12,7 +12,7 @@ from conftest import write_task  # noqa: E402
 
 from vtb_agents.judges.base import Judgement  # noqa: E402
 from vtb_agents.rundir.store import ResultsStore  # noqa: E402
-from vtb_agents.runner.config import RunConfig  # noqa: E402
+from vtb_agents.config import RunConfig  # noqa: E402
 from vtb_agents.runner.executors import LocalExecutor  # noqa: E402
 from vtb_agents.runner.ray_executor import RayExecutor, TaskWorker  # noqa: E402
 from vtb_agents.runner.resources import open_judge  # noqa: E402

@@ -150,10 +150,10 @@ def test_compare_two_runs(run_dir, report_tasks, tmp_path):
     other = tmp_path / "no-tools-run"
     run_suite(load_tasks(report_tasks), RunConfig(model="replay", tasks=str(report_tasks), no_tools=True), other)
     comparison = compare_runs([run_dir, other])
-    rows = {row["run"]: row for row in comparison.rows}
+    rows = {row.run: row for row in comparison.rows}
     assert set(rows) == {"replay-run", "no-tools-run"}
-    assert rows["replay-run"]["proactivity"] == 1.0 and rows["no-tools-run"]["proactivity"] == 0.0
-    assert "no tools" in rows["no-tools-run"]["settings"]
+    assert rows["replay-run"].proactivity == 1.0 and rows["no-tools-run"].proactivity == 0.0
+    assert "no tools" in rows["no-tools-run"].settings
     assert comparison.categories == ["region_switch", "hybrid_tool"]
     console = Console(record=True, width=100)
     console.print(comparison.to_rich())

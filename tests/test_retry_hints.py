@@ -20,10 +20,10 @@ from conftest import write_task
 from openai_server import OpenAIServer
 from test_outcomes import ANSWER, RUBRICS, results_of, summary_of, vtb
 from vtb_agents.cli import app
-from vtb_agents.cli.hints import config_flags, run_ids_flags, selection_flags
+from vtb_agents.cli.hints import HintError, config_flags, run_ids_flags, selection_flags
 from vtb_agents.cli.options import RunOptions
+from vtb_agents.config import RunConfig, run_config
 from vtb_agents.runner.ablate import ablation_config
-from vtb_agents.runner.config import run_config
 from vtb_agents.runner.run import EXIT_INCOMPLETE
 
 
@@ -183,14 +183,14 @@ def parse_options(args: list[str]) -> tuple[RunOptions, dict[str, Any]]:
     """The ``RunOptions`` (and all parameters) of ``vtb run ARGS``, parsed by the real command line parser."""
     command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
     params = command.make_context("run", list(args)).params
-    return RunOptions(**{k: v for k, v in params.items() if k in RunOptions.__dataclass_fields__}), params
+    return RunOptions.from_params(params), params
 
 
-def parse_run(args: list[str]) -> dict[str, Any]:
+def parse_run(args: list[str]) -> RunConfig:
     """The ``RunConfig`` ``vtb run ARGS`` would run, parsed by the real command line parser."""
     options, params = parse_options(args)
     return options.config(prompt_level=params["prompt_level"], no_tools=not params["tools"],
-                          no_vision_tool=not params["vision_tool"]).to_dict()
+                          no_vision_tool=not params["vision_tool"])
 
 
 @pytest.mark.parametrize("settings", [
@@ -204,14 +204,24 @@ def parse_run(args: list[str]) -> dict[str, Any]:
     {"no_vision_tool": True, "sandbox": "e2b", "sandbox_network": True, "tools_mode": "live"},
 ])
 def test_config_flags_give_back_the_recorded_config(settings):
-    config = run_config(**settings).to_dict()
+    config = run_config(**settings)
     assert parse_run(["--resume", *config_flags(config)]) == config
 
 
 def test_config_flags_of_an_ablation_setting_drop_what_the_ablation_sets():
     base = run_config(model="openai:m", max_tool_rounds=4)
-    condition = ablation_config(base, "no_tools").to_dict()
+    condition = ablation_config(base, "no_tools")
     assert config_flags(condition, ablation=True) == ["--model", "openai:m", "--max-tool-rounds", "4"]
+
+
+@pytest.mark.parametrize(("settings", "why"), [
+    ({"code_timeout_s": 5.0}, "setting code_timeout_s=5.0 has no vtb flag (the code tools' default"),
+    ({"tags": ("mine",)}, "episode tags ['mine'] have no vtb flag"),
+])
+def test_a_setting_no_flag_gives_is_named_in_the_hint_error(settings, why):
+    with pytest.raises(HintError) as caught:
+        config_flags(run_config(**settings))
+    assert str(caught.value).startswith(why)
 
 
 def test_selection_flags_name_exactly_the_run_tasks():

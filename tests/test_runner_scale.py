@@ -17,7 +17,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from openai_server import OpenAIServer
 
-from vtb_agents.episodes.driver import EpisodeSettings, run_episode
+from vtb_agents.config import EpisodeSettings
+from vtb_agents.episodes.driver import run_episode
 from vtb_agents.models.deadline import TaskTimeout
 from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.models.scripted import ScriptedChatModel

@@ -56,9 +56,9 @@ def test_replay_uses_the_category_graphs_and_resumes_follow_ups(replay_run):
     out, _ = replay_run
     results = {r.task_id: r for r in ResultsStore(out).load()[0]}
     follow_up = results["fu-generalist-shelf"].episode
-    assert follow_up.settings["graph"] == "follow_up"
+    assert follow_up.settings.graph == "follow_up"
     assert [t.status for t in follow_up.turns] == ["asked_user", "answered", "answered"]
-    assert results["te-physics-gauge"].episode.settings["graph"] == "temporal"
+    assert results["te-physics-gauge"].episode.settings.graph == "temporal"
 
 
 def wrong(task):
@@ -97,7 +97,7 @@ def test_vtb_run_drives_every_category_graph_with_a_scripted_model(scripted_run,
     assert set(results) == {t.id for t in sample}
     for task in sample:
         episode = results[task.id].episode
-        assert episode.status == "completed" and episode.settings["graph"] == task.category
+        assert episode.status == "completed" and episode.settings.graph == task.category
         assert len(episode.turns) == len(task.turns)
         assert episode.tool_calls and {c.name for c in episode.tool_calls} == {"python_image_processing"}
         assert all(call.ok for call in episode.tool_calls)

@@ -75,7 +75,7 @@ def test_every_strategy_runs_the_bundled_suite_without_episode_errors(name, samp
     assert len(results) == len(sample) == summary["tasks"]
     assert [r.task_id for r in results if r.episode.status != "completed"] == []
     assert summary["graded"] == len(sample) and summary["strategy"] == name
-    assert {r.strategy for r in results} == {name} and {r.episode.settings["strategy"] for r in results} == {name}
+    assert {r.strategy for r in results} == {name} and {r.episode.settings.strategy for r in results} == {name}
     multi = [r for r in results if r.turncase == "multi-turn"]
     assert multi and all(len(r.episode.turns) == len(next(t for t in sample if t.id == r.task_id).turns)
                          for r in multi)
@@ -167,5 +167,5 @@ def test_the_readme_strategy_runs_as_module_function(sample, tmp_path, monkeypat
     results, _ = ResultsStore(tmp_path / "run").load()
     assert summary["graded"] == 2 and all(r.episode.status == "completed" for r in results)
     assert {r.strategy for r in results} == {"my_pkg.my_strategy:strategy"}
-    assert {r.episode.settings["strategy"] for r in results} == {"my_pkg.my_strategy:strategy"}
+    assert {r.episode.settings.strategy for r in results} == {"my_pkg.my_strategy:strategy"}
     assert any(isinstance(m, AIMessage) and m.text == "A document with a table." for call in model.calls for m in call)

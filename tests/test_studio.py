@@ -16,8 +16,9 @@ from langgraph.graph.state import CompiledStateGraph
 from PIL import Image
 
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.config import RunConfig
 from vtb_agents.sandbox import SandboxError
-from vtb_agents.studio.context import StudioContext, context_of, resources_for
+from vtb_agents.studio.context import context_of, resources_for
 from vtb_agents.studio.inputs import block_image, ingest_message, task_from_json, thread_images, user_image_count
 from vtb_agents.studio.sessions import SessionRegistry
 from vtb_agents.tasks.errors import TaskLoadError
@@ -53,7 +54,9 @@ def test_entry_point_loads_draws_and_has_a_json_context(name):
     drawing.draw_mermaid()
     schema = graph.get_context_jsonschema()
     json.dumps(schema)
-    assert {"model", "judge", "strategy", "sandbox", "max_tool_rounds", "prompt_level"} <= set(schema["properties"])
+    assert {"model", "judge", "strategy", "sandbox", "episode"} <= set(schema["properties"])
+    assert {"max_tool_rounds", "prompt_level"} <= set(schema["$defs"]["EpisodeSettings"]["properties"])
+    assert schema == RunConfig.model_json_schema()  # the run's own record, no copy of its fields
 
 
 def test_context_defaults_come_from_the_environment(monkeypatch):
@@ -61,20 +64,24 @@ def test_context_defaults_come_from_the_environment(monkeypatch):
     monkeypatch.delenv("VTB_JUDGE", raising=False)
     ctx = context_of(None)
     assert (ctx.model, ctx.judge, ctx.tasks, ctx.strategy) == ("openai:gpt-4o-mini", "rule", "sample", "react")
-    assert context_of({"max_tool_rounds": 3}).episode_settings().max_tool_rounds == 3
+    assert context_of({"episode": {"max_tool_rounds": 3}}).episode.max_tool_rounds == 3
+    assert context_of(RunConfig(model="openai:o3")).model == "openai:o3"  # as LangGraph builds it from JSON
+    assert context_of(RunConfig(strategy="zoom")).model == "openai:gpt-4o-mini"  # unset: the environment's
     monkeypatch.delenv("VTB_MODEL")
     assert context_of({}).model == "replay"
-    with pytest.raises(ValueError, match="context field 'max_tool_rounds': .*integer.*'many'"):
-        context_of({"max_tool_rounds": "many"})
-    with pytest.raises(ValueError, match="context field 'prompt_level'"):
-        context_of(StudioContext(prompt_level="extreme"))  # as LangGraph builds it: unchecked
+    with pytest.raises(ValueError, match="context field episode.max_tool_rounds: .*integer.*'many'"):
+        context_of({"episode": {"max_tool_rounds": "many"}})
+    with pytest.raises(ValueError, match="context field episode.prompt_level: .*'extreme'"):
+        context_of({"episode": {"prompt_level": "extreme"}})
+    with pytest.raises(ValueError, match="context field resumer: must be one of scripted, simulated in Studio"):
+        context_of({"resumer": "human"})
 
 
 def test_chat_graphs_refuse_the_replay_model_with_a_clear_error():
     with pytest.raises(ValueError, match="use the 'task' graph"):
-        resources_for(StudioContext(model="replay"), chat=True)
+        resources_for(RunConfig(model="replay"), chat=True)
     with pytest.raises(ValueError, match="unknown strategy 'nope'"):
-        resources_for(StudioContext(model="replay", strategy="nope"), chat=False)
+        resources_for(RunConfig(model="replay", strategy="nope"), chat=False)
 
 
 def test_image_blocks_of_every_common_shape_are_read_and_urls_refused():

@@ -11,7 +11,8 @@ from langchain_core.callbacks import CallbackManager
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableLambda
 
-from vtb_agents.episodes.driver import EpisodeSettings, run_episode
+from vtb_agents.config import EpisodeSettings
+from vtb_agents.episodes.driver import run_episode
 from vtb_agents.models.deadline import TaskDeadline, TaskTimeout, with_deadline
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.rundir.store import ResultsStore

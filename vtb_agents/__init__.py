@@ -4,7 +4,8 @@ The Python API (:mod:`vtb_agents.api`): ``evaluate`` (and its async twin ``aeval
 grades tasks with a strategy or your own agent, specs or LangChain objects, returning an ``Evaluation``;
 ``load_tasks`` reads a task source, ``task_tools`` gives a task's tools bound to a fresh sandbox.
 The subpackages hold the rest: ``tasks``, ``tools``, ``strategies``, ``graphs``, ``episodes``,
-``judges``, ``analysis``, ``runner``, ``report``.
+``judges``, ``analysis``, ``runner``, ``report``. ``RunConfig``
+(:mod:`vtb_agents.config`) is what a run is: ``RunConfig.from_run_dir(path)`` reads a run's ``run.json``.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ from typing import Any
 
 from vtb_agents.version import __version__ as __version__
 
-__all__ = ["Evaluation", "aevaluate", "evaluate", "load_tasks", "task_tools"]
+__all__ = ["Evaluation", "RunConfig", "aevaluate", "evaluate", "load_tasks", "task_tools"]
 
 
 def __getattr__(name: str) -> Any:
-    """The API's names, imported on first use (``import vtb_agents`` stays light for the CLI)."""
+    """The API's names, imported on first use (``import vtb_agents`` stays light for the CLI);
+    ``RunConfig``, the typed record of a run's settings, loads neither LangChain nor LangGraph."""
+    if name == "RunConfig":
+        from vtb_agents.config import RunConfig
+
+        return RunConfig
     if name in __all__:
         from vtb_agents import api
 

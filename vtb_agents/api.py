@@ -161,7 +161,7 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     Inside a running event loop (Jupyter) the run goes to a worker thread; ``await aevaluate(...)``
     there keeps the loop free.
     """
-    from vtb_agents.runner.config import run_config
+    from vtb_agents.config import run_config
     from vtb_agents.runner.executors import LocalExecutor
     from vtb_agents.runner.run import run_suite
 

@@ -1,6 +1,6 @@
 """Every default setting of a run, as plain constants (standard library only).
 
-Their one definition: ``RunConfig`` and ``EpisodeSettings`` (:mod:`vtb_agents.runner.config`), the
+Their one definition: ``RunConfig`` and ``EpisodeSettings`` (:mod:`vtb_agents.config`), the
 strategies, models, tasks and sandbox modules name them from here, and so do the ``vtb`` options,
 which is what lets ``vtb --help`` show them without importing the runner, LangChain or LangGraph.
 """
@@ -35,3 +35,9 @@ DEFAULT_CODE_TIMEOUT_S: Final = 60.0
 DEFAULT_MAX_PIXELS: Final = 50_000_000
 """Images with more pixels are refused as likely decompression bombs (VTB images are far smaller): by the task
 validator, by the code tools when the model's code saves one, and by the artifact store before decoding."""
+
+
+def strategy_name(model: str, strategy: str) -> str:
+    """The strategy that answers a run's turns: the user's agent for ``agent:`` models, else ``strategy``
+    (the one definition: ``RunConfig.strategy_spec`` and the readers of a recorded run name it so)."""
+    return model if model.startswith(AGENT_PREFIX) else strategy

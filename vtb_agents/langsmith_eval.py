@@ -22,7 +22,7 @@ from vtb_agents.judges.evaluator import PASS_KEY, SCORE_KEY, make_rubric_evaluat
 from vtb_agents.langsmith_dataset import dataset_examples, push_dataset, task_from_example
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, JUDGE_CACHE_FILE
 from vtb_agents.rundir.lock import run_dir_lock
-from vtb_agents.runner.config import RunConfig
+from vtb_agents.config import RunConfig
 from vtb_agents.runner.resources import RunResources, open_resources
 from vtb_agents.runner.run import episode_for_task
 from vtb_agents.tasks.model import Task

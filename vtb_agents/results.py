@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from vtb_agents.config import History, PromptLevel
 
 TurnStatus = Literal["answered", "asked_user", "tool_round_cap", "error"]
 VerdictStatus = Literal["met", "not_met", "unjudged", "error"]
@@ -30,6 +32,15 @@ def is_infrastructure(outcome: str | None) -> bool:
     return outcome in INFRASTRUCTURE_OUTCOMES
 
 
+class SavedImage(BaseModel):
+    """An image a tool call saved: its file name, its artifact reference (sha256) and its size."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+    ref: str
+    size: list[int] | None = None
+
+
 class ToolCallRecord(BaseModel):
     """One tool call of an episode, as the model made it and as the tool answered."""
 
@@ -40,7 +51,7 @@ class ToolCallRecord(BaseModel):
     args: dict[str, Any]
     ok: bool
     output: str
-    images: list[dict[str, Any]] = Field(default_factory=list)
+    images: list[SavedImage] = Field(default_factory=list)
     duration_s: float | None = None
 
 
@@ -54,6 +65,24 @@ class TurnRecord(BaseModel):
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
 
 
+class EpisodeRecordSettings(BaseModel):
+    """How one episode ran, recorded with it: its strategy, limits, tools, resumer, graph and how the
+    sandbox confined code (None where the episode failed before it was known)."""
+
+    model_config = ConfigDict(extra="forbid")
+    strategy: str | None = None
+    max_tool_rounds: int | None = None
+    prompt_level: PromptLevel | None = None
+    history: History | None = None
+    tools: list[str] | None = None
+    resumer: str | None = None
+    graph: str | None = None
+    sandbox_isolation: str | None = None
+    sandbox_memory_cap: str | None = None
+    sandbox_syscall_filter: str | None = None
+    sandbox_network: str | None = None
+
+
 class Episode(BaseModel):
     """A model's run through all turns of one task."""
 
@@ -62,7 +91,9 @@ class Episode(BaseModel):
     turns: list[TurnRecord] = Field(default_factory=list)
     status: Literal["completed", "error"] = "completed"
     error: str | None = None
-    settings: dict[str, Any] = Field(default_factory=dict)
+    traceback: str | None = None
+    """The (short) traceback of the error that ended the episode, for the report."""
+    settings: EpisodeRecordSettings = Field(default_factory=EpisodeRecordSettings)
     outcome: Outcome | None = None
     """How the episode ended; None in results written before outcomes existed (see ``ended``)."""
 

@@ -44,8 +44,8 @@ def _turn_view(task_index: int, task: Task, result: TaskResult, turn: int) -> di
     return {
         "turn": turn + 1, "prompt": spec.prompt, "golden_answer": spec.golden_answer, "answer": answer,
         "images": [f"/image/task/{task_index}/{i}" for i in spec.images if 0 <= i < len(task.images)],
-        "transformed": [f"/image/ref/{img['ref']}" for call in (record.tool_calls if record else [])
-                        for img in call.images if img.get("ref")],
+        "transformed": [f"/image/ref/{img.ref}" for call in (record.tool_calls if record else [])
+                        for img in call.images],
         "rubrics": [{"rubric_id": r.id, "description": r.description, "weight": r.weight,
                      "critical": r.is_critical(), "objectivity": r.objectivity, "explicitness": r.explicitness}
                     for r in spec.rubrics],

@@ -12,7 +12,8 @@ import shlex
 from pathlib import Path
 from typing import Any, Sequence
 
-from vtb_agents.cli.options import RunOptions, flag
+from vtb_agents.cli.options import CONFIG_FLAGS, NOT_FLAGS, RunOptions, flag
+from vtb_agents.config import DEFAULTS, RunConfig
 from vtb_agents.defaults import OBJECT_PREFIX
 
 ABLATION_TAG = "ablation:"
@@ -25,16 +26,16 @@ class HintError(ValueError):
     """A recorded setting no ``vtb`` flag can give (the run was made from Python)."""
 
 
-def _flat(config: dict[str, Any]) -> dict[str, Any]:
-    return {**{k: v for k, v in config.items() if k != "episode"}, **(config.get("episode") or {})}
+def _flat(config: RunConfig) -> dict[str, Any]:
+    """Every setting of ``config`` by its flat name (episode settings beside the others), as JSON."""
+    data = config.to_dict()
+    return {**{k: v for k, v in data.items() if k != "episode"}, **data["episode"]}
 
 
-def config_flags(config: dict[str, Any], *, ablation: bool = False) -> list[str]:
-    """The ``vtb run`` (``ablation``: ``vtb ablate``) flags that give a recorded ``RunConfig``
-    (``run.json``'s ``config``): one per setting away from its default."""
-    from vtb_agents.runner.config import DEFAULTS
-
-    defaults = _flat(DEFAULTS.to_dict())
+def config_flags(config: RunConfig, *, ablation: bool = False) -> list[str]:
+    """The ``vtb run`` (``ablation``: ``vtb ablate``) flags that give ``config`` (a recorded run's):
+    one per setting away from its default, named by the one flag table (:data:`CONFIG_FLAGS`)."""
+    defaults = _flat(DEFAULTS)
     flags: list[str] = []
     for name, value in _flat(config).items():
         if name == "tags":
@@ -42,13 +43,13 @@ def config_flags(config: dict[str, Any], *, ablation: bool = False) -> list[str]
             if rest:
                 raise HintError(f"episode tags {rest} have no vtb flag")
             continue
-        if (ablation and name in ABLATED) or value == defaults.get(name):
+        if (ablation and name in ABLATED) or value == defaults[name]:
             continue
         if OBJECT_PREFIX in json.dumps(value):
             raise HintError(f"setting {name}={value!r} is a Python object (vtb_agents.evaluate): no vtb flag gives it")
-        if name not in defaults or name == "code_timeout_s":
-            raise HintError(f"setting {name}={value!r} has no vtb flag")
-        option = flag(name)
+        if name in NOT_FLAGS:
+            raise HintError(f"setting {name}={value!r} has no vtb flag ({NOT_FLAGS[name]})")
+        option = CONFIG_FLAGS[name]
         if isinstance(value, bool):
             flags.append(option if value else "--no-" + option.removeprefix("--"))
         elif value is not None:
@@ -84,13 +85,13 @@ def command(*words: str | Path) -> str:
     return shlex.join(["vtb", *map(str, words)])
 
 
-def ablation_of(config: dict[str, Any]) -> str | None:
+def ablation_of(config: RunConfig) -> str | None:
     """The ``vtb ablate`` condition a recorded run was (from its episode tag), or None."""
-    tags = (config.get("episode") or {}).get("tags") or []
-    return next((str(t).removeprefix(ABLATION_TAG) for t in tags if str(t).startswith(ABLATION_TAG)), None)
+    tags = config.episode.tags
+    return next((t.removeprefix(ABLATION_TAG) for t in tags if t.startswith(ABLATION_TAG)), None)
 
 
-def resume_recorded_run(run_dir: Path, config: dict[str, Any], selection: Sequence[str],
+def resume_recorded_run(run_dir: Path, config: RunConfig, selection: Sequence[str],
                         *extra: str) -> str:
     """The command resuming the run recorded in ``run_dir`` with ``config`` and ``selection`` flags:
     ``vtb run ... --out RUN_DIR --resume``, or for a condition of ``vtb ablate`` the ``vtb ablate``

@@ -15,7 +15,7 @@ import typer
 from vtb_agents.cli.common import cli_app, fail, out
 
 if TYPE_CHECKING:  # kept out of `vtb --help`'s imports
-    from vtb_agents.runner.config import RunConfig
+    from vtb_agents.config import RunConfig
     from vtb_agents.tasks.model import Task
 
 langsmith_app = cli_app(help="LangSmith: push tasks as a dataset (experiments: `vtb run --langsmith-experiment`).",

@@ -1,10 +1,14 @@
 """The run options ``vtb run`` and ``vtb ablate`` share, defined once.
 
-:func:`with_run_options` adds every shared option to a command (its ``--help`` lists them) and
-hands the command one :class:`RunOptions`; :meth:`RunOptions.config` turns them into a
-``RunConfig`` through :func:`vtb_agents.runner.config.run_config`, the builder the Python API and
-Studio use too. The options' defaults are the constants of :mod:`vtb_agents.defaults`, which
-``RunConfig`` names too (one definition each), so declaring them imports neither the runner nor LangChain.
+Every setting of a run is a field of :class:`~vtb_agents.config.RunConfig`; :data:`CONFIG_FLAGS` is
+the one table mapping each field to its ``vtb`` flag (:data:`NOT_FLAGS` lists the few no flag
+gives), and an option's help and default are its field's description and default. So a new
+setting is one field and one row: its option is made from them (:func:`setting_parameter`;
+``tests/test_cli_options.py`` checks table, fields and flags agree). :func:`with_run_options` adds
+every shared option to a command (its ``--help`` lists them)
+and hands the command one :class:`RunOptions`; :meth:`RunOptions.config` turns them into a
+``RunConfig`` through :func:`vtb_agents.config.run_config`, the builder the Python API uses too.
+Declaring them imports pydantic and :mod:`vtb_agents.config`, not the runner or LangChain.
 """
 
 from __future__ import annotations
@@ -13,45 +17,79 @@ import functools
 import inspect
 import json
 from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Sequence, TypeVar, Union, get_args, get_origin
 
 import typer
 
 from vtb_agents import defaults
 from vtb_agents.cli.common import check_choice, err, fail, load_items_or_fail
+from vtb_agents.config import DEFAULTS, EpisodeSettings, RunConfig
 
 if TYPE_CHECKING:  # loaded when a command runs, not by `vtb --help`
-    from vtb_agents.runner.config import RunConfig
     from vtb_agents.tasks.errors import TaskLoadError
     from vtb_agents.tasks.model import Task
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-JUDGE = typer.Option(defaults.DEFAULT_JUDGE, help="'rule' (deterministic checks only) or 'provider:model' (LLM judge).")
-CRITICAL = typer.Option(defaults.DEFAULT_CRITICAL_RULE, help="Critical rubrics by 'weight' (>= 4), 'flag' or 'either'.")
-REQUEST_TIMEOUT = typer.Option(defaults.DEFAULT_REQUEST_TIMEOUT_S, min=0.001,
-                               help="Seconds a model or judge HTTP request may take (never past the task's "
-                                    "--task-timeout).")
-RESUME = typer.Option(False, "--resume", help="Continue the run in --out, skipping finished tasks.")
+CONFIG_FLAGS: dict[str, str] = {
+    "tasks": "--tasks", "model": "--model", "judge": "--judge", "strategy": "--strategy",
+    "model_kwargs": "--model-kwargs", "max_tool_rounds": "--max-tool-rounds", "history": "--history",
+    "critical_rule": "--critical-rule", "resumer": "--resumer", "user_model": "--user-model",
+    "native_tool_images": "--native-tool-images", "max_image_side": "--max-image-side", "sandbox": "--sandbox",
+    "sandbox_strict": "--sandbox-strict", "sandbox_network": "--sandbox-network", "requests_per_second": "--rps",
+    "task_timeout_s": "--task-timeout", "request_timeout_s": "--request-timeout", "tools_mode": "--tools-mode",
+    "tools_cache": "--tools-cache",
+    # `vtb run`'s own (`vtb ablate` sets them per condition)
+    "prompt_level": "--prompt-level", "no_tools": "--no-tools", "no_vision_tool": "--no-vision-tool",
+}
+"""The ``vtb`` flag of every run setting (a field of ``RunConfig`` or of its ``EpisodeSettings``)."""
+NOT_FLAGS: dict[str, str] = {
+    "code_timeout_s": "the code tools' default time limit serves every CLI run",
+    "tags": "trace tags are for runs made from Python (vtb ablate tags its conditions itself)",
+    "extra_tools": "tool objects are given from Python (vtb_agents.evaluate(tools=...))",
+}
+"""The run settings no flag gives, and why (a run with them set cannot be resumed from the CLI)."""
 
-_FLAGS = {"requests_per_second": "--rps", "request_timeout_s": "--request-timeout", "task_timeout_s": "--task-timeout"}
+
+def config_default(option: str) -> Any:
+    """The default of the run setting ``option`` (flat: a ``RunConfig`` or ``EpisodeSettings`` field)."""
+    return getattr(DEFAULTS.episode if option in EpisodeSettings.model_fields else DEFAULTS, option)
+
+
+def config_help(option: str) -> str:
+    """The help of the run setting ``option``: its field's description."""
+    field = EpisodeSettings.model_fields.get(option) or RunConfig.model_fields[option]
+    return field.description or ""
+
+
+def config_option(option: str, *names: str, **extra: Any) -> Any:
+    """The typer option of the run setting ``option``: its flag (or ``names``), help and default."""
+    return typer.Option(config_default(option), *(names or (CONFIG_FLAGS[option],)), help=config_help(option),
+                        **extra)
+
+
+REQUEST_TIMEOUT = config_option("request_timeout_s", min=0.001)
+RESUME = typer.Option(False, "--resume", help="Continue the run in --out, skipping finished tasks.")
 
 
 def flag(option: str) -> str:
-    """The ``vtb run`` flag of a run option (``request_timeout_s`` -> ``--request-timeout``)."""
-    return _FLAGS.get(option, "--" + option.replace("_", "-"))
+    """The ``vtb run`` flag of a run setting or option (``request_timeout_s`` -> ``--request-timeout``)."""
+    return CONFIG_FLAGS.get(option, "--" + option.replace("_", "-"))
+
+
+RUN_ONLY = ("prompt_level", "no_tools", "no_vision_tool")
+"""Settings only ``vtb run`` takes as flags (``vtb ablate`` sets them per condition)."""
+SHARED_SETTINGS = tuple(name for name in CONFIG_FLAGS if name not in RUN_ONLY)
+"""The settings whose flags ``vtb run`` and ``vtb ablate`` share, made from :data:`CONFIG_FLAGS`."""
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """The options of ``vtb run`` that every run of a command shares (``vtb ablate`` runs several)."""
+    """The options of ``vtb run`` that every run of a command shares (``vtb ablate`` runs several):
+    the run settings given (``settings``, by ``RunConfig`` field name) and how to select and run tasks."""
 
-    tasks: str
-    model: str
-    judge: str
-    strategy: str
-    model_kwargs: Optional[str]
+    settings: dict[str, Any]
     resume: bool
     retry_errors: bool
     concurrency: int
@@ -60,42 +98,31 @@ class RunOptions:
     task_id: list[str]
     status: list[str]
     skip_invalid: bool
-    max_tool_rounds: int
-    history: str
-    critical_rule: str
-    resumer: str
-    user_model: Optional[str]
-    native_tool_images: bool
-    max_image_side: int
-    sandbox: str
-    sandbox_strict: bool
-    sandbox_network: bool
-    rps: Optional[float]
-    task_timeout: Optional[float]
-    request_timeout: float
-    tools_mode: Optional[str]
-    tools_cache: Optional[Path]
     executor: str
     ray_address: Optional[str]
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> RunOptions:
+        """The shared options among a command's parsed ``params`` (the others are left out)."""
+        names = [f.name for f in fields(cls) if f.name != "settings"]
+        return cls(settings={name: params[name] for name in SHARED_SETTINGS}, **{name: params[name] for name in names})
+
+    @property
+    def tasks(self) -> str:
+        """The task source, ``--tasks``."""
+        return str(self.settings["tasks"])
 
     def config(self, **settings: Any) -> RunConfig:
         """The run's ``RunConfig`` (``settings``: what the command itself adds, e.g. ``prompt_level``);
         a bad value exits with an error naming its flag."""
-        from vtb_agents.runner.config import RunOptionError, run_config
+        from vtb_agents.config import RunOptionError, run_config
 
         if self.retry_errors and not self.resume:
             fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
+        given = {**self.settings, "model_kwargs": parse_model_kwargs(self.settings["model_kwargs"],
+                                                                     self.settings["model"])}
         try:
-            return run_config(
-                model=self.model, judge=self.judge, tasks=self.tasks, strategy=self.strategy,
-                model_kwargs=parse_model_kwargs(self.model_kwargs, self.model), critical_rule=self.critical_rule,
-                resumer=self.resumer, user_model=self.user_model, sandbox=self.sandbox,
-                sandbox_strict=self.sandbox_strict, sandbox_network=self.sandbox_network,
-                tools_mode=self.tools_mode, tools_cache=str(self.tools_cache) if self.tools_cache else None,
-                requests_per_second=self.rps, request_timeout_s=self.request_timeout,
-                max_tool_rounds=self.max_tool_rounds, history=self.history,
-                native_tool_images=self.native_tool_images, max_image_side=self.max_image_side,
-                task_timeout_s=self.task_timeout, **settings)
+            return run_config(**given, **settings)
         except RunOptionError as exc:
             fail(exc.render(flag))
             raise  # unreachable: fail() exits
@@ -111,15 +138,23 @@ class RunOptions:
         return make_executor(self.executor, self.ray_address, self.concurrency)
 
 
+def setting_parameter(option: str) -> inspect.Parameter:
+    """The command-line parameter of the run setting ``option``: flag, help and default from
+    :func:`config_option`, its type from the field's (a choice or JSON object is text, checked when the
+    config is built), and a lower bound where the field has one (``ge``)."""
+    field = EpisodeSettings.model_fields.get(option) or RunConfig.model_fields[option]
+    args = [arg for arg in get_args(field.annotation) if arg is not type(None)]
+    optional = get_origin(field.annotation) in (Union, UnionType) and len(args) == 1
+    core = args[0] if optional else field.annotation
+    if get_origin(core) in (Literal, dict):
+        core = str
+    lower = [m.ge for m in field.metadata if getattr(m, "ge", None) is not None]
+    bounds = {"min": lower[0]} if lower else {}
+    return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=config_option(option, **bounds),
+                             annotation=Optional[core] if optional else core)
+
+
 def _shared(
-    tasks: str = typer.Option(defaults.SAMPLE, help="Task source: 'sample', a folder, parquet, 'hf:...'."),
-    model: str = typer.Option(defaults.REPLAY, help="'replay', a preset (`vtb models`), 'provider:model' "
-                                                    "(init_chat_model) or 'agent:module:function'."),
-    judge: str = JUDGE,
-    strategy: str = typer.Option(defaults.DEFAULT_STRATEGY, help="Turn policy: react, zoom, marks, plan, reflect (see "
-                                                         "'vtb strategies'), or 'module:function' for your own."),
-    model_kwargs: Optional[str] = typer.Option(None, "--model-kwargs", help="JSON object of extra chat-model "
-                                               "settings, e.g. '{\"reasoning_effort\": \"low\"}' or a base_url."),
     resume: bool = RESUME,
     retry_errors: bool = typer.Option(False, "--retry-errors", help="With --resume: run again the tasks that "
                                       "infrastructure failures (provider, sandbox, storage) left ungraded."),
@@ -131,35 +166,12 @@ def _shared(
                                      "or accepted (repeatable; tasks without a review block have none)."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Run the tasks that pass validation and list "
                                       "the skipped ones (default: any invalid task refuses the run)."),
-    max_tool_rounds: int = typer.Option(defaults.DEFAULT_MAX_TOOL_ROUNDS, min=1, help="Tool rounds allowed per turn."),
-    history: str = typer.Option(defaults.DEFAULT_HISTORY, help="Earlier assistant turns: the 'golden' answers or the "
-                                                       "'model''s own."),
-    critical_rule: str = CRITICAL,
-    resumer: str = typer.Option(defaults.DEFAULT_RESUMER, help="Who answers clarifying questions: scripted, simulated, "
-                                                       "human."),
-    user_model: Optional[str] = typer.Option(None, help="provider:model of the simulated user."),
-    native_tool_images: bool = typer.Option(defaults.DEFAULT_NATIVE_TOOL_IMAGES, help="Put new images inside tool "
-                                            "results (Anthropic, Responses API)."),
-    max_image_side: int = typer.Option(defaults.DEFAULT_MAX_IMAGE_SIDE, min=64, help="Images sent to the model are "
-                                       "downscaled to this longer side."),
-    sandbox: str = typer.Option(defaults.DEFAULT_SANDBOX, help="Where code runs: local or e2b."),
-    sandbox_strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run code without full "
-                                        "isolation (bwrap)."),
-    sandbox_network: bool = typer.Option(False, "--sandbox-network", help="Let the E2B sandbox reach the "
-                                         "internet (off by default; recorded in the results)."),
-    rps: Optional[float] = typer.Option(None, min=0.001, help="At most this many model requests per second."),
-    task_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds a task's episode may take: "
-                                                 "checked at every model call, tool call and graph step (agent: "
-                                                 "runs too); stops running code."),
-    request_timeout: float = REQUEST_TIMEOUT,
-    tools_mode: Optional[str] = typer.Option(None, help="Network tools: live, record or replay (default: "
-                                             "replay for 'sample', else live)."),
-    tools_cache: Optional[Path] = typer.Option(None, help="Record/replay cassette of the network tools."),
     executor: str = typer.Option("local", help="Where tasks run: 'local' (threads here) or 'ray' (Ray actors)."),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join (default: a new local instance, "
                                               "or RAY_ADDRESS)."),
 ) -> None:
-    """The shared options, as a signature (typer reads it; :func:`with_run_options` splices it in)."""
+    """The shared options that are no run setting, as a signature (typer reads it;
+    :func:`with_run_options` splices it in after the settings' own, :func:`setting_parameter`)."""
 
 
 def with_run_options(command: F) -> F:
@@ -167,15 +179,13 @@ def with_run_options(command: F) -> F:
 
     Its own parameters follow the shared ones in ``--help``.
     """
-    shared = list(inspect.signature(_shared, eval_str=True).parameters.values())
+    shared = [*map(setting_parameter, SHARED_SETTINGS), *inspect.signature(_shared, eval_str=True).parameters.values()]
     own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "options"]
-    names = {f.name for f in fields(RunOptions)}
-    if [p.name for p in shared] != [f.name for f in fields(RunOptions)]:
-        raise TypeError("RunOptions and the shared option signature disagree")  # a developer's slip
+    names = {p.name for p in shared}
 
     @functools.wraps(command)
     def with_options(**kwargs: Any) -> Any:
-        options = RunOptions(**{name: kwargs.pop(name) for name in list(kwargs) if name in names})
+        options = RunOptions.from_params({name: kwargs.pop(name) for name in list(kwargs) if name in names})
         return command(options=options, **kwargs)
 
     parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in shared + own]

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, g
 import typer
 
 from vtb_agents.cli.common import check_choice, choice, cli_app, err, fail, load_or_fail, out
-from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, with_run_options
-from vtb_agents.defaults import DEFAULT_PROMPT_LEVEL
+from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, config_option, with_run_options
 
 if TYPE_CHECKING:  # the runner, the judges and the results model load when a command runs
     from rich.table import Table
 
+    from vtb_agents.config import RunConfig
     from vtb_agents.results import TaskResult
     from vtb_agents.tasks.model import Task
 
@@ -104,7 +104,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
 @with_run_options
 def run(options: RunOptions,
         out_dir: Path = typer.Option(Path("runs/latest"), "--out", help="Run directory."),
-        prompt_level: str = typer.Option(DEFAULT_PROMPT_LEVEL, help="System prompt strength: low, mid, high."),
+        prompt_level: str = config_option("prompt_level"),
         tools: bool = typer.Option(True, "--tools/--no-tools", help="Give the model tools (--no-tools: none at all)."),
         vision_tool: bool = typer.Option(True, "--vision-tool/--no-vision-tool",
                                          help="Offer python_image_processing (--no-vision-tool: ablation without it)."),
@@ -127,7 +127,7 @@ def run(options: RunOptions,
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
-    resume = run_resume_command(options, config.to_dict(), out_dir, judge_cache)
+    resume = run_resume_command(options, config, out_dir, judge_cache)
     with progress_bar(len(selected)) as (on_result, stop), with_report_images(out_dir, selected, on_result) as progress:
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
@@ -152,7 +152,7 @@ def run(options: RunOptions,
     exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors")
 
 
-def run_resume_command(options: RunOptions, config: dict[str, Any], out_dir: Path, judge_cache: Path | None,
+def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, judge_cache: Path | None,
                        command: str = "run", *own: str) -> str:
     """The command continuing this ``vtb run`` or ``vtb ablate`` (``own``: its own flags): the same
     settings, task selection and verdict cache, with ``--resume``."""
@@ -205,7 +205,7 @@ def ablate(options: RunOptions,
         check_choice("--setting", setting, tuple(ABLATIONS))
     base = options.config()
     selected = options.selected_tasks()
-    resume = run_resume_command(options, base.to_dict(), out_dir, judge_cache, "ablate",
+    resume = run_resume_command(options, base, out_dir, judge_cache, "ablate",
                                 *(item for setting in settings for item in ("--setting", setting)))
     with progress_bar(len(selected) * len(chosen)) as (on_result, stop):
         done = {"n": 0}
@@ -257,7 +257,7 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
           ) -> None:
     """Regrade a finished run without calling the agent model again (cached verdicts are re-used).
     The run keeps its judge and critical rule unless --judge / --critical-rule choose others."""
-    from vtb_agents.judges.grade import CriticalRule
+    from vtb_agents.config import CriticalRule
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.regrade import recorded_grading, regrade_run
     from vtb_agents.tasks.errors import TaskLoadError
@@ -300,8 +300,8 @@ def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None,
         hints.append(f"judge them again with: {command('grade', run_dir, *extra)}")
     if summary["infrastructure_errors"]["count"] > outcomes.get("judge_error", 0):  # episodes failed too
         finished = open_finished_run(run_dir)
-        config = finished.run["config"]
-        source = load_or_fail(tasks or config["tasks"])
+        config = finished.run.config
+        source = load_or_fail(tasks or config.tasks)
         run_ids = list(dict.fromkeys(r.task_id for r in finished.results))  # a retried task has two lines
         selection = run_ids_flags(run_ids, [t.id for t in source])
         try:

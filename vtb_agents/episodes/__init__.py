@@ -1,5 +1,5 @@
 """The one episode driver: a task's turns, clarification, history and time limit, for every strategy."""
 
-from vtb_agents.episodes.driver import EpisodeSettings, run_episode
+from vtb_agents.episodes.driver import run_episode
 
-__all__ = ["EpisodeSettings", "run_episode"]
+__all__ = ["run_episode"]

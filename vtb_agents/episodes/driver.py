@@ -11,8 +11,7 @@ graph interrupts with a clarifying question, the resumer's reply opens the next 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence, cast
+from typing import Any, Sequence, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
@@ -23,22 +22,15 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Durability
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
-from vtb_agents.defaults import (
-    DEFAULT_CODE_TIMEOUT_S,
-    DEFAULT_HISTORY,
-    DEFAULT_MAX_IMAGE_SIDE,
-    DEFAULT_MAX_TOOL_ROUNDS,
-    DEFAULT_NATIVE_TOOL_IMAGES,
-    DEFAULT_PROMPT_LEVEL,
-)
+from vtb_agents.config import EpisodeSettings
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.partial import keeping_partial
-from vtb_agents.graphs.prompts import PromptLevel, system_prompt
+from vtb_agents.graphs.prompts import system_prompt
 from vtb_agents.graphs.resumers import Resumer, ScriptedResumer
 from vtb_agents.models.deadline import task_time_limit
 from vtb_agents.models.replay import turn_message_id
 from vtb_agents.models.usage import TURN_METADATA_KEY
-from vtb_agents.results import Episode, ToolCallRecord, TurnRecord, TurnStatus
+from vtb_agents.results import Episode, EpisodeRecordSettings, ToolCallRecord, TurnRecord, TurnStatus
 from vtb_agents.sandbox.base import Sandbox, sandbox_settings
 from vtb_agents.strategies.base import EpisodeContext, Strategy
 from vtb_agents.strategies.loop import recursion_limit
@@ -46,24 +38,8 @@ from vtb_agents.strategies.react import react
 from vtb_agents.tasks.model import Task
 from vtb_agents.tools import bind_episode_tools
 
-History = Literal["golden", "model"]
-
 CHECKPOINT_DURABILITY: Durability = "exit"
 """LangGraph durability of episode threads: the state is saved when each ``invoke`` ends (BENCHMARKS.md)."""
-
-
-@dataclass(frozen=True)
-class EpisodeSettings:
-    """Knobs of one episode (recorded in the run so that results say how they were made)."""
-
-    max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS
-    prompt_level: PromptLevel = DEFAULT_PROMPT_LEVEL
-    history: History = DEFAULT_HISTORY
-    max_image_side: int = DEFAULT_MAX_IMAGE_SIDE
-    code_timeout_s: float = DEFAULT_CODE_TIMEOUT_S
-    native_tool_images: bool = DEFAULT_NATIVE_TOOL_IMAGES
-    task_timeout_s: float | None = None
-    tags: tuple[str, ...] = field(default_factory=tuple)
 
 
 def turn_message(task: Task, turn: int, sandbox: Sandbox, artifacts: ArtifactStore,
@@ -155,11 +131,10 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
         "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name,
                      "strategy": strategy.name},
     }
-    episode = Episode(task_id=task.id, model=model_name, settings={
-        "strategy": strategy.name, "max_tool_rounds": settings.max_tool_rounds, "prompt_level": settings.prompt_level,
-        "history": settings.history, "tools": [t.name for t in tools], "resumer": resumer.name,
-        **sandbox_settings(sandbox), "graph": graph.name,
-    })
+    episode = Episode(task_id=task.id, model=model_name, settings=EpisodeRecordSettings(
+        strategy=strategy.name, max_tool_rounds=settings.max_tool_rounds, prompt_level=settings.prompt_level,
+        history=settings.history, tools=[t.name for t in tools], resumer=resumer.name,
+        **sandbox_settings(sandbox), graph=graph.name))
     with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
         return _drive(task, graph, limited, context, resumer, episode)
 
@@ -168,7 +143,7 @@ def _drive(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, Any],
            context: EpisodeContext, resumer: Resumer, episode: Episode) -> Episode:
     """Feed the turns through ``graph`` until the last one is answered; fill ``episode``."""
     sandbox, artifacts = context.sandbox, context.artifacts
-    history = episode.settings["history"]
+    history = episode.settings.history
     turn, num_turns = 0, len(task.turns)
     step: Any = {"messages": [turn_message(task, 0, sandbox, artifacts)], "turn": 0, "num_turns": num_turns,
                  "tool_rounds": 0, "status": "running"}

@@ -3,9 +3,7 @@ tools and without (the paper's no-tools condition: a prompt that mentions no too
 
 from __future__ import annotations
 
-from typing import Literal
-
-PromptLevel = Literal["low", "mid", "high"]
+from vtb_agents.config import PromptLevel
 
 _BASE = (
     "You are a careful assistant that answers questions about images. You can call tools: "

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping
 from langchain_core.messages import AIMessage, BaseMessage
 
 from vtb_agents.judges import RubricJudge, load_judge
-from vtb_agents.judges.grade import CriticalRule
+from vtb_agents.config import CriticalRule
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.results import Episode, TaskGrade, TurnRecord
 from vtb_agents.tasks.model import Task

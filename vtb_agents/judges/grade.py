@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
+from vtb_agents.config import CriticalRule
 from vtb_agents.judges.base import Judgement, RubricJudge
 from vtb_agents.judges.checks import run_check
 from vtb_agents.results import Episode, RubricVerdict, TaskGrade, TurnGrade, is_infrastructure
 from vtb_agents.tasks.model import Rubric, Task
-
-CriticalRule = Literal["weight", "flag", "either"]
 
 
 def judge_rubric(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric, answer: str) -> tuple[Judgement, str]:

@@ -22,7 +22,8 @@ from langgraph.types import Send
 from typing_extensions import TypedDict
 
 from vtb_agents.judges.base import RubricJudge
-from vtb_agents.judges.grade import CriticalRule, rubric_verdict, score_verdicts
+from vtb_agents.config import CriticalRule
+from vtb_agents.judges.grade import rubric_verdict, score_verdicts
 from vtb_agents.results import Episode, RubricVerdict, TaskGrade
 from vtb_agents.tasks.model import Task
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from rich import box
 from rich.console import Group
@@ -21,52 +21,62 @@ from vtb_agents.report.markup import esc, num, page, pct, table
 from vtb_agents.report.plots import scatter_svg
 from vtb_agents.report.usage import usd
 from vtb_agents.rundir.read import ReportError, RunMeta, read_meta
+from vtb_agents.rundir.records import RunUsage
+from vtb_agents.config import RunConfig
 from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.tasks.normalize import CATEGORIES
 
 
-def strategy_of(config: dict[str, Any]) -> str:
-    """The strategy a recorded run used: the user's agent for ``agent:`` models, else ``strategy``
-    (runs recorded before strategies existed used ``react``)."""
-    model = str(config.get("model", ""))
-    return model if model.startswith("agent:") else str(config.get("strategy", "react"))
-
-
-def settings_text(config: dict[str, Any]) -> str:
+def settings_text(settings: RunConfig) -> str:
     """The settings that change results, in a few words (ablations named only when on)."""
-    episode = config.get("episode") or {}
-    parts = [f"strategy {strategy_of(config)}", f"prompt {episode.get('prompt_level', '?')}",
-             f"history {episode.get('history', '?')}",
-             f"≤{episode.get('max_tool_rounds', '?')} rounds", f"critical {config.get('critical_rule', '?')}",
-             f"sandbox {config.get('sandbox', '?')}"]
-    parts += [name.replace("_", " ") for name in ("no_tools", "no_vision_tool") if config.get(name)]
+    episode = settings.episode
+    parts = [f"strategy {settings.strategy_spec}", f"prompt {episode.prompt_level}", f"history {episode.history}",
+             f"≤{episode.max_tool_rounds} rounds", f"critical {settings.critical_rule}",
+             f"sandbox {settings.sandbox}"]
+    parts += [name.replace("_", " ") for name, on in (("no_tools", settings.no_tools),
+                                                       ("no_vision_tool", settings.no_vision_tool)) if on]
     return ", ".join(parts)
 
 
-def run_row(meta: RunMeta, label: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class RunRow:
+    """One run in a comparison: what was run and what it scored (rates 0..1, None where unknown)."""
+
+    run: str
+    path: str
+    model: str
+    judge: str
+    settings: str
+    tasks: int
+    graded: int
+    apr: float | None
+    ars: float | None
+    category_apr: dict[str, float | None]
+    proactivity: float | None
+    volume: float | None
+    success_rate: float | None
+    cost: float | None
+    cost_per_pass: float | None
+    tokens: int | None
+
+
+def run_row(meta: RunMeta, label: str) -> RunRow:
     """The comparison row of one run."""
-    s, config = meta.summary, meta.config
-    tools = s.get("tool_metrics") or {}
-    return {
-        "run": label, "path": str(meta.path), "model": s.get("model") or config.get("model", "?"),
-        "judge": (s.get("judge") or {}).get("model") or config.get("judge", "?"), "settings": settings_text(config),
-        "tasks": s.get("tasks"), "graded": s.get("graded"), "apr": s.get("apr"), "ars": s.get("ars"),
-        "category_apr": {name: block.get("apr") for name, block in (s.get("by_category") or {}).items()},
-        "proactivity": tools.get("proactivity"), "volume": tools.get("volume"),
-        "success_rate": tools.get("success_rate"),
-        "cost": (s.get("cost") or {}).get("total"), "cost_per_pass": (s.get("cost") or {}).get("per_passed_task"),
-        "tokens": reported_tokens(s.get("usage")),
-    }
+    s, settings = meta.summary, meta.settings
+    return RunRow(
+        run=label, path=str(meta.path), model=s.model or settings.model, judge=s.judge.model or settings.judge,
+        settings=settings_text(settings), tasks=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars,
+        category_apr={name: block.apr for name, block in s.by_category.items()},
+        proactivity=s.tool_metrics.proactivity, volume=s.tool_metrics.volume,
+        success_rate=s.tool_metrics.success_rate, cost=s.cost.total, cost_per_pass=s.cost.per_passed_task,
+        tokens=reported_tokens(s.usage))
 
 
-def reported_tokens(usage: dict[str, Any] | None) -> int | None:
+def reported_tokens(usage: RunUsage) -> int | None:
     """Total tokens of model and judge; None (unknown) when a call or a result reported no usage."""
-    if not usage or usage.get("tasks_without_usage"):
+    if usage.tasks_without_usage or usage.model.calls_without_usage or usage.judge.calls_without_usage:
         return None
-    sides = [usage.get(side) or {} for side in ("model", "judge")]
-    if any(side.get("calls_without_usage") for side in sides):
-        return None
-    return sum(side.get("total_tokens", 0) for side in sides)
+    return usage.model.total_tokens + usage.judge.total_tokens
 
 
 def _labels(paths: Sequence[Path]) -> list[str]:
@@ -98,7 +108,7 @@ class Comparison:
     """Rows of :func:`run_row`, the categories any run has (paper order first), and the task ids of
     each run by label (when read from the run directories)."""
 
-    rows: list[dict[str, Any]]
+    rows: list[RunRow]
     task_ids: dict[str, set[str]] = field(default_factory=dict)
 
     def coverage(self) -> Coverage | None:
@@ -112,7 +122,7 @@ class Comparison:
     @property
     def categories(self) -> list[str]:
         """Categories with a result in any run: the paper's order, then others by name."""
-        seen = {name for row in self.rows for name in row["category_apr"]}
+        seen = {name for row in self.rows for name in row.category_apr}
         return [c for c in CATEGORIES if c in seen] + sorted(seen - set(CATEGORIES))
 
     def headers(self) -> list[str]:
@@ -121,13 +131,12 @@ class Comparison:
                 *(c.replace("_", " ") for c in self.categories), "proactivity", "volume", "success rate",
                 "tokens", "cost (USD)", "cost per pass"]
 
-    def cells(self, row: dict[str, Any]) -> list[str]:
+    def cells(self, row: RunRow) -> list[str]:
         """A row's cells as plain text (rates as percentages, volume as calls per task)."""
-        return [row["run"], row["model"], row["judge"], row["settings"], f"{row['graded']}/{row['tasks']}",
-                pct(row["apr"]), pct(row["ars"]), *(pct(row["category_apr"].get(c)) for c in self.categories),
-                pct(row["proactivity"]), num(row["volume"]), pct(row["success_rate"]),
-                "unknown" if row["tokens"] is None else f"{row['tokens']:,}", usd(row["cost"]),
-                usd(row["cost_per_pass"])]
+        return [row.run, row.model, row.judge, row.settings, f"{row.graded}/{row.tasks}",
+                pct(row.apr), pct(row.ars), *(pct(row.category_apr.get(c)) for c in self.categories),
+                pct(row.proactivity), num(row.volume), pct(row.success_rate),
+                "unknown" if row.tokens is None else f"{row.tokens:,}", usd(row.cost), usd(row.cost_per_pass)]
 
     def to_rich(self) -> Group:
         """The comparison for the terminal: scores and tool metrics, then APR per category (two
@@ -176,15 +185,15 @@ def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
 def write_comparison(run_dirs: Sequence[Path | str], out_html: Path | str) -> Path:
     """Write the comparison page (table and scatter plots of APR against proactivity and volume)."""
     comparison = compare_runs(run_dirs)
-    points = [(r["run"], r["proactivity"], r["apr"]) for r in comparison.rows]
-    volume = [(r["run"], r["volume"], r["apr"]) for r in comparison.rows]
+    points = [(r.run, r.proactivity, r.apr) for r in comparison.rows]
+    volume = [(r.run, r.volume, r.apr) for r in comparison.rows]
     plots = [scatter_svg(points, xlabel="proactivity (% of tasks with a tool call)", ylabel="APR (%)",
                          title="APR against proactivity", x_percent=True),
              scatter_svg(volume, xlabel="volume (tool calls per task)", ylabel="APR (%)",
                          title="APR against volume")]
     shown = "".join(f'<div class="plot">{svg}</div>' for svg in plots if svg) or \
         '<p class="note">No run has both APR and tool metrics to plot.</p>'
-    runs = "".join(f"<li><b>{esc(r['run'])}</b>: {esc(r['path'])}</li>" for r in comparison.rows)
+    runs = "".join(f"<li><b>{esc(r.run)}</b>: {esc(r.path)}</li>" for r in comparison.rows)
     coverage = comparison.coverage()
     warning = f'<p class="note"><b>Warning:</b> {esc(coverage.text())}</p>' if coverage else ""
     body = (f"<h1>Run comparison</h1><p class=\"sub\">{len(comparison.rows)} run(s)</p>"

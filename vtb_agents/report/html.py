@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from vtb_agents.report.compare import Comparison, run_row, settings_text, strategy_of
+from vtb_agents.report.compare import Comparison, run_row, settings_text
 from vtb_agents.report.images import ReportImages
 from vtb_agents.report.markup import badge, esc, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
@@ -21,6 +21,7 @@ from vtb_agents.report.task_html import anchor, outcome, task_section
 from vtb_agents.report.usage import settings_rows, usage_section
 from vtb_agents.rundir.lock import RunDirBusy, run_dir_lock
 from vtb_agents.rundir.read import ReportError, RunData, load_run
+from vtb_agents.rundir.records import GroupScore, RunSummary
 from vtb_agents.tasks.model import Task
 
 REPORT_FILE = "report.html"
@@ -43,53 +44,51 @@ def _reason_group(reason: str | None) -> str:
 
 def _setting_counts(data: RunData, key: str) -> Counter[str]:
     """How many episodes recorded each value of the episode setting ``key``."""
-    return Counter(str(r.episode.settings[key]) for r in data.results if key in r.episode.settings)
+    values = (getattr(r.episode.settings, key) for r in data.results)
+    return Counter(str(value) for value in values if value is not None)
 
 
 def header(data: RunData) -> str:
     """Title, headline numbers, run settings and counts, and why tasks are ungraded."""
-    s, config = data.summary, data.config
-    episode = config.get("episode") or {}
+    s, settings = data.summary, data.settings
     isolation = _setting_counts(data, "sandbox_isolation")
-    tools = next((r.episode.settings["tools"] for r in data.results if "tools" in r.episode.settings), None)
-    model = s.get("model") or config.get("model", "?")
-    kpis = [("APR", pct(s.get("apr"))), ("ARS", pct(s.get("ars"))), ("tasks", s.get("tasks")),
-            ("graded", s.get("graded")), ("ungraded", s.get("ungraded")),
-            ("tool calls", (s.get("tool_metrics") or {}).get("calls"))]
+    tools = next((r.episode.settings.tools for r in data.results if r.episode.settings.tools is not None), None)
+    model = s.model or settings.model
+    kpis = [("APR", pct(s.apr)), ("ARS", pct(s.ars)), ("tasks", s.tasks), ("graded", s.graded),
+            ("ungraded", s.ungraded), ("tool calls", s.tool_metrics.calls)]
     parts = [f"<h1>VisualToolBench report: {esc(model)}</h1>",
-             f'<p class="sub">{esc(data.path.resolve())} · judge {esc(config.get("judge", "?"))} · '
-             f'started {esc(data.run.get("started_at", "?"))} · vtb-agents {esc(data.run.get("vtb_agents", "?"))}</p>',
+             f'<p class="sub">{esc(data.path.resolve())} · judge {esc(settings.judge)} · '
+             f'started {esc(data.run.started_at or "?")} · vtb-agents {esc(data.run.vtb_agents or "?")}</p>',
              '<div class="kpis">' + "".join(f"<div class=\"kpi\"><b>{esc(v)}</b><span>{esc(k)}</span></div>"
                                             for k, v in kpis) + "</div>"]
-    failed = s.get("infrastructure_errors") or {}
-    if failed.get("count"):
-        ids = failed.get("task_ids") or []
-        parts.append(f'<div class="incomplete-box">INCOMPLETE: {esc(failed["count"])} task(s) ungraded by '
+    failed = s.infrastructure_errors
+    if failed.count:
+        ids = failed.task_ids
+        parts.append(f'<div class="incomplete-box">INCOMPLETE: {esc(failed.count)} task(s) ungraded by '
                      f'infrastructure failures ({esc(", ".join(ids[:20]))}{" ..." if len(ids) > 20 else ""}); '
                      "APR and ARS cover the graded tasks only. Retry them with "
                      "<code>vtb run --resume --retry-errors</code>.</div>")
     if data.tasks_note:
         parts.append(f'<div class="warn-box">{esc(data.tasks_note)}</div>')
-    episodes = s.get("episodes") or {}
-    settings = [("model", model), ("strategy", strategy_of(config)), ("judge", config.get("judge")),
-                *settings_rows(data.run),
-                ("task source", config.get("tasks")),
-                ("sandbox", config.get("sandbox")),
-                ("sandbox isolation", "; ".join(f"{k} ({n} episodes){': ' + ISOLATION[k] if k in ISOLATION else ''}"
-                                                for k, n in isolation.most_common()) or "-"),
-                *((label, "; ".join(f"{k} ({n} episodes)" for k, n in _setting_counts(data, key).most_common()) or "-")
-                  for label, key in (("sandbox memory cap", "sandbox_memory_cap"),
-                                     ("sandbox syscall filter", "sandbox_syscall_filter"))),
-                ("tools", ", ".join(tools) if tools else "-"), ("settings", settings_text(config)),
-                ("max image side", episode.get("max_image_side")), ("code timeout (s)", episode.get("code_timeout_s")),
-                ("tags", ", ".join(episode.get("tags") or []) or "-")]
-    counts = [("tasks", s.get("tasks")), ("graded", s.get("graded")), ("ungraded", s.get("ungraded")),
-              ("episode errors", episodes.get("errors")), ("turns stopped at the tool-round cap",
-                                                          episodes.get("tool_round_cap")),
-              ("tasks stopped by the model's context window (graded)", episodes.get("context_exceeded")),
-              ("outcomes", ", ".join(f"{k} {n}" for k, n in (s.get("outcomes") or {}).items()) or "-"),
-              ("critical weight/flag disagreements", s.get("critical_disagreements"))]
-    parts.append(f'<h2>Run</h2><div class="grid">{_kv(settings, "Settings")}{_kv(counts, "Counts")}')
+    episodes = s.episodes
+    rows = [("model", model), ("strategy", settings.strategy_spec), ("judge", settings.judge),
+            *settings_rows(data.run),
+            ("task source", settings.tasks),
+            ("sandbox", settings.sandbox),
+            ("sandbox isolation", "; ".join(f"{k} ({n} episodes){': ' + ISOLATION[k] if k in ISOLATION else ''}"
+                                            for k, n in isolation.most_common()) or "-"),
+            *((label, "; ".join(f"{k} ({n} episodes)" for k, n in _setting_counts(data, key).most_common()) or "-")
+              for label, key in (("sandbox memory cap", "sandbox_memory_cap"),
+                                 ("sandbox syscall filter", "sandbox_syscall_filter"))),
+            ("tools", ", ".join(tools) if tools else "-"), ("settings", settings_text(settings)),
+            ("max image side", settings.episode.max_image_side),
+            ("code timeout (s)", settings.episode.code_timeout_s), ("tags", ", ".join(settings.episode.tags) or "-")]
+    counts = [("tasks", s.tasks), ("graded", s.graded), ("ungraded", s.ungraded),
+              ("episode errors", episodes.errors), ("turns stopped at the tool-round cap", episodes.tool_round_cap),
+              ("tasks stopped by the model's context window (graded)", episodes.context_exceeded),
+              ("outcomes", ", ".join(f"{k} {n}" for k, n in s.outcomes.items()) or "-"),
+              ("critical weight/flag disagreements", s.critical_disagreements)]
+    parts.append(f'<h2>Run</h2><div class="grid">{_kv(rows, "Settings")}{_kv(counts, "Counts")}')
     reasons = Counter(_reason_group(r.grade.reason) for r in data.results if not r.grade.graded)
     if reasons:
         parts.append(table(["why ungraded", "tasks"], ([esc(k), esc(n)] for k, n in reasons.most_common()),
@@ -98,47 +97,45 @@ def header(data: RunData) -> str:
     return "".join(parts)
 
 
-def _blocks(title: str, blocks: dict[str, dict[str, Any]]) -> str:
-    rows = ([esc(name), esc(b.get("n")), esc(b.get("graded")), pct(b.get("apr")), pct(b.get("ars"))]
-            for name, b in blocks.items())
+def _blocks(title: str, blocks: dict[str, GroupScore]) -> str:
+    rows = ([esc(name), esc(b.n), esc(b.graded), pct(b.apr), pct(b.ars)] for name, b in blocks.items())
     return table([title, "n", "graded", "APR", "ARS"], rows)
 
 
 def scores(data: RunData) -> str:
     """The paper-style row, APR/ARS breakdowns and the APR-by-category plot."""
     s = data.summary
-    overall = {"overall": {"n": s.get("tasks"), "graded": s.get("graded"), "apr": s.get("apr"), "ars": s.get("ars")}}
+    overall = {"overall": GroupScore(n=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars)}
     paper = Comparison([run_row(data, data.path.resolve().name)]).to_html(compact=True)
     plot = apr_by_category_svg(s)
     return ("<h2>Scores</h2>" + paper + '<div class="grid">'
-            + _blocks("", overall) + _blocks("category", s.get("by_category") or {})
-            + _blocks("domain", s.get("by_domain") or {}) + _blocks("turn case", s.get("by_turncase") or {})
+            + _blocks("", overall) + _blocks("category", s.by_category)
+            + _blocks("domain", s.by_domain) + _blocks("turn case", s.by_turncase)
             + "</div>" + (f'<div class="plot">{plot}</div>' if plot else ""))
 
 
-def tool_use(summary: dict[str, Any]) -> str:
+def tool_use(summary: RunSummary) -> str:
     """Proactivity, success rate, volume, calls per tool, image operations (table and plot)."""
-    tm = summary.get("tool_metrics") or {}
-    metrics = [("proactivity (tasks with a tool call)", pct(tm.get("proactivity"))),
-               ("success rate (calls without error)", pct(tm.get("success_rate"))),
-               ("volume (calls per task)", num(tm.get("volume"))), ("tool calls", tm.get("calls"))]
-    calls = tm.get("calls") or 0
+    tm = summary.tool_metrics
+    metrics = [("proactivity (tasks with a tool call)", pct(tm.proactivity)),
+               ("success rate (calls without error)", pct(tm.success_rate)),
+               ("volume (calls per task)", num(tm.volume)), ("tool calls", tm.calls)]
+    calls = tm.calls
     per_tool = table(["tool", "calls", "share"], ([esc(k), esc(n), pct(n / calls if calls else None)]
-                                                  for k, n in (tm.get("by_tool") or {}).items()),
+                                                  for k, n in tm.by_tool.items()),
                      caption="Calls per tool")
     ops = table(["image operation", "occurrences"],
-                ([esc(k), esc(v)] for k, v in (tm.get("image_ops") or {}).items()), caption="Image operations")
+                ([esc(k), esc(v)] for k, v in tm.image_ops.items()), caption="Image operations")
     plot = image_ops_svg(summary)
     return (f'<h2>Tool use</h2><div class="grid">{_kv(metrics, "Tool metrics")}{per_tool}{ops}</div>'
             + (f'<div class="plot">{plot}</div>' if plot else '<p class="note">No image operations recorded.</p>'))
 
 
-def judge_section(summary: dict[str, Any]) -> str:
+def judge_section(summary: RunSummary) -> str:
     """How the rubrics were decided."""
-    j = summary.get("judge") or {}
-    rows = [("judge", j.get("model")), ("LLM judge calls", j.get("calls")), ("deterministic checks", j.get("checks")),
-            ("unjudged rubrics", j.get("unjudged")), ("judge errors", j.get("errors")),
-            ("cache hits", j.get("cache_hits"))]
+    j = summary.judge
+    rows = [("judge", j.model), ("LLM judge calls", j.calls), ("deterministic checks", j.checks),
+            ("unjudged rubrics", j.unjudged), ("judge errors", j.errors), ("cache hits", j.cache_hits)]
     return f"<h2>Judge</h2>{_kv(rows)}"
 
 
@@ -177,7 +174,7 @@ def _write_report(data: RunData, expand: bool) -> Path:
             + tasks_part(data, images, expand=expand))
     out = data.path / REPORT_FILE
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page(f"VTB report: {data.summary.get('model') or data.config.get('model', '')}", body),
+    tmp.write_text(page(f"VTB report: {data.summary.model or data.settings.model}", body),
                    encoding="utf-8")
     tmp.replace(out)
     return out

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from vtb_agents.analysis.image_ops import IMAGE_OPS
 from vtb_agents.report.markup import esc
+from vtb_agents.rundir.records import RunSummary
 
 BAR = "#2f6fb2"
 GRID = "#d9d9d9"
@@ -137,23 +138,23 @@ def bar_svg(labels: Sequence[str], values: Sequence[float], *, title: str, ylabe
     return _svg(frame.left + frame.width + 16, frame.bottom + label_room + 8, title, parts)
 
 
-def apr_by_category_svg(summary: dict[str, Any]) -> str | None:
+def apr_by_category_svg(summary: RunSummary) -> str | None:
     """APR per category (bars labelled with graded counts); None when no category has a graded task."""
-    rows = [(name, block) for name, block in summary.get("by_category", {}).items() if block.get("apr") is not None]
+    rows = [(name, block.apr, block.graded) for name, block in summary.by_category.items() if block.apr is not None]
     if not rows:
         return None
-    return bar_svg([name for name, _ in rows], [block["apr"] for _, block in rows], title="APR by category",
-                   ylabel="APR (%)", percent=True, notes=[f"n={block['graded']}" for _, block in rows])
+    return bar_svg([name for name, _, _ in rows], [apr for _, apr, _ in rows], title="APR by category",
+                   ylabel="APR (%)", percent=True, notes=[f"n={graded}" for _, _, graded in rows])
 
 
-def image_ops_svg(summary: dict[str, Any]) -> str | None:
+def image_ops_svg(summary: RunSummary) -> str | None:
     """How often each image operation occurs in vision-tool code; None when there was no vision call."""
-    ops = summary.get("tool_metrics", {}).get("image_ops") or {}
+    ops = summary.tool_metrics.image_ops
     names = [op for op in IMAGE_OPS if op in ops] + sorted(set(ops) - set(IMAGE_OPS))
-    if not any(isinstance(ops.get(op), (int, float)) and ops.get(op) for op in names):
+    if not any(ops[op] for op in names):
         return None
-    counts = [float(ops.get(op) or 0) for op in names]
-    return bar_svg(names, counts, title="Image operations in python_image_processing code", ylabel="occurrences")
+    return bar_svg(names, [float(ops[op]) for op in names], title="Image operations in python_image_processing code",
+                   ylabel="occurrences")
 
 
 def scatter_svg(points: Sequence[tuple[str, float | None, float | None]], *, xlabel: str, ylabel: str,

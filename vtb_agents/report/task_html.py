@@ -70,7 +70,7 @@ def call_html(call: ToolCallRecord, images: ReportImages, *, lazy: bool) -> str:
     code = call.args.get("code") if isinstance(call.args.get("code"), str) else None
     args = pre(code, limit=CODE_LIMIT) if code is not None else \
         pre(json.dumps(call.args, indent=2, ensure_ascii=False), limit=CODE_LIMIT)
-    links = [images.from_ref(str(img.get("ref", "")), str(img.get("name", "image"))) for img in call.images]
+    links = [images.from_ref(img.ref, img.name) for img in call.images]
     return (f'<div class="call"><div class="call-head"><code>{esc(call.name)}</code>'
             f'<span class="note">round {call.round + 1}{took}</span>{status}</div>{args}'
             f'{pre(format_output(call.output), limit=OUTPUT_LIMIT, cls="out")}{figures(links, lazy=lazy)}</div>')
@@ -139,7 +139,7 @@ def task_section(result: TaskResult, task: Task | None, images: ReportImages, *,
                f'<span class="meta">{score}</span>{badge(label, kind)}</summary>')
     body: list[str] = []
     if episode.error:
-        trace = str(episode.settings.get("traceback", ""))
+        trace = episode.traceback or ""
         body.append(f'<div class="warn-box">episode error: {esc(episode.error)}</div>' + (pre(trace) if trace else ""))
     if not grade.graded:
         body.append(f'<div class="warn-box">ungraded: {esc(grade.reason or "no reason recorded")}</div>')

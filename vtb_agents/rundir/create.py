@@ -31,7 +31,7 @@ def prepare_run_dir(out: Path, record: RunRecord, *, resume: bool, defaults: dic
             raise RunError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
         recorded = json.loads(run_file.read_text(encoding="utf-8")).get("config") if run_file.exists() else None
         if recorded is not None:
-            current = record.config
+            current = record.config.to_dict()
             changed = sorted(k for k in set(recorded) | set(current)
                              if k not in may_change and recorded.get(k, defaults.get(k)) != current.get(k))
             objects = [f"{k}: {recorded[k]}" for k in changed if OBJECT_PREFIX in json.dumps(recorded.get(k))]

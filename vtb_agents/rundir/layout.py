@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-RUN_FILE = "run.json"
+from vtb_agents.config import RUN_FILE
+
+__all__ = ["ARTIFACTS_DIR", "CHECKPOINT_FILE", "CORRUPT_SUFFIX", "JUDGE_CACHE_FILE", "LOCK_FILE", "RESULTS_FILE",
+           "RUN_FILE", "SUMMARY_FILE", "artifacts_dir", "worker_checkpoints"]
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
 ARTIFACTS_DIR = "artifacts"

@@ -4,19 +4,22 @@ Two views of a run: :func:`open_finished_run` (settings and complete results, fo
 analysis; problems are :class:`~vtb_agents.rundir.errors.RunError`) and :func:`load_run` /
 :func:`read_meta` (for reports, which are made of finished runs only: a missing file or a partial
 last line is a :class:`ReportError` that says what is wrong and what to do, never a half-empty page).
+Both give typed records (:mod:`vtb_agents.rundir.records`), never the files' dicts.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
+from pydantic import ValidationError
+
+from vtb_agents.config import RunConfig
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import RESULTS_FILE, RUN_FILE, SUMMARY_FILE
-from vtb_agents.rundir.records import RunSummary
+from vtb_agents.rundir.records import RunRecord, RunSummary
 from vtb_agents.rundir.store import ResultsError, ResultsStore
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import load_tasks
@@ -27,17 +30,34 @@ FINISH_HINT = ("finish it by running its `vtb run` command again with --resume a
 """How to finish an interrupted run, where only the command that started it knows its task selection."""
 
 
+def _problems(exc: OSError | ValidationError) -> str:
+    """What is wrong with a record file, on one line: each bad field with the reason."""
+    if isinstance(exc, OSError):
+        return str(exc)
+    return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'the file'}: {e['msg']}" for e in exc.errors())
+
+
+def _record(path: Path, error: type[Exception]) -> tuple[RunRecord, RunConfig]:
+    """``run.json`` at ``path`` and its settings; a file that is not one is an ``error`` naming it."""
+    try:
+        record = RunRecord.model_validate_json(path.read_bytes())
+        return record, record.config
+    except (OSError, ValidationError) as exc:
+        raise error(f"{path}: not a readable {path.name}: {_problems(exc)}") from None
+
+
 @dataclass
 class FinishedRun:
-    """A run directory's ``run.json`` and complete results."""
+    """A run directory's ``run.json`` (and the settings it records) and complete results."""
 
     path: Path
-    run: dict[str, Any]
+    run: RunRecord
+    settings: RunConfig
     results: list[TaskResult]
 
     def tasks(self, source: TaskSource | None = None, *, needed: Sequence[str] = ()) -> dict[str, Task]:
         """Tasks by id from ``source`` (default: the run's own source); every id in ``needed`` must be there."""
-        chosen = source if source is not None else self.run["config"]["tasks"]
+        chosen = source if source is not None else self.settings.tasks
         by_id = {t.id: t for t in (load_tasks(chosen) if isinstance(chosen, (str, Path)) else chosen)}
         missing = sorted(set(needed) - set(by_id))
         if missing:
@@ -45,17 +65,22 @@ class FinishedRun:
         return by_id
 
 
-def open_finished_run(run_dir: Path | str) -> FinishedRun:
-    """Read ``run_dir``; a missing directory, a missing ``run.json`` or a partial last result line
-    (an interrupted run) is a :class:`RunError` saying what to do."""
+def read_record(run_dir: Path | str) -> tuple[RunRecord, RunConfig]:
+    """``run_dir``'s ``run.json`` and its settings; a missing directory or file is a :class:`RunError`."""
     path = Path(run_dir)
     if not path.is_dir():
         raise RunError(f"{path}: no such run directory")
-    run_file = path / RUN_FILE
-    if not run_file.exists():
+    if not (path / RUN_FILE).exists():
         raise RunError(f"{path} is not a run directory (no {RUN_FILE})")
-    results = complete_results(path, RunError)
-    return FinishedRun(path=path, run=json.loads(run_file.read_text(encoding="utf-8")), results=results)
+    return _record(path / RUN_FILE, RunError)
+
+
+def open_finished_run(run_dir: Path | str) -> FinishedRun:
+    """Read ``run_dir``; a missing directory, a missing ``run.json`` or a partial last result line
+    (an interrupted run) is a :class:`RunError` saying what to do."""
+    record, settings = read_record(run_dir)
+    path = Path(run_dir)
+    return FinishedRun(path=path, run=record, settings=settings, results=complete_results(path, RunError))
 
 
 def complete_results(run_dir: Path, error: type[Exception]) -> list[TaskResult]:
@@ -78,16 +103,12 @@ class ReportError(ValueError):
 
 @dataclass
 class RunMeta:
-    """What a run was (``run.json``) and what it scored (``summary.json``)."""
+    """What a run was (``run.json`` and the settings it records) and what it scored (``summary.json``)."""
 
     path: Path
-    run: dict[str, Any]
-    summary: dict[str, Any]
-
-    @property
-    def config(self) -> dict[str, Any]:
-        """The run's ``RunConfig`` as recorded."""
-        return dict(self.run.get("config") or {})
+    run: RunRecord
+    settings: RunConfig
+    summary: RunSummary
 
 
 @dataclass
@@ -99,16 +120,10 @@ class RunData(RunMeta):
     tasks_note: str | None = None
 
 
-def _read_json(path: Path, what: str, hint: str) -> dict[str, Any]:
+def _existing(path: Path, what: str, hint: str) -> Path:
     if not path.exists():
         raise ReportError(f"{path.parent}: incomplete run, no {path.name} ({what}); {hint}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{path}: unreadable JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise ReportError(f"{path}: expected a JSON object")
-    return data
+    return path
 
 
 def read_meta(run_dir: Path | str) -> RunMeta:
@@ -119,10 +134,14 @@ def read_meta(run_dir: Path | str) -> RunMeta:
     if not (path / RUN_FILE).exists() and not (path / RESULTS_FILE).exists():
         raise ReportError(f"{path}: not a run directory (no {RUN_FILE} or {RESULTS_FILE}); "
                           "make one with `vtb run --out DIR`")
-    run = _read_json(path / RUN_FILE, "what was run", "was it written by `vtb run`?")
-    resume = FINISH_HINT
-    summary = _read_json(path / SUMMARY_FILE, "the run has not finished", resume)
-    return RunMeta(path=path, run=run, summary=summary)
+    record, settings = _record(_existing(path / RUN_FILE, "what was run", "was it written by `vtb run`?"),
+                               ReportError)
+    summary_file = _existing(path / SUMMARY_FILE, "the run has not finished", FINISH_HINT)
+    try:
+        summary = RunSummary.model_validate_json(summary_file.read_bytes())
+    except (OSError, ValidationError) as exc:
+        raise ReportError(f"{summary_file}: not a readable {SUMMARY_FILE}: {_problems(exc)}") from None
+    return RunMeta(path=path, run=record, settings=settings, summary=summary.model_copy(update={"run_dir": path}))
 
 
 def load_run(run_dir: Path | str, tasks: Sequence[Task] | str | Path | None = None) -> RunData:
@@ -133,8 +152,8 @@ def load_run(run_dir: Path | str, tasks: Sequence[Task] | str | Path | None = No
     if not (meta.path / RESULTS_FILE).exists():
         raise ReportError(f"{meta.path}: incomplete run, no {RESULTS_FILE}")
     results = complete_results(meta.path, ReportError)
-    data = RunData(path=meta.path, run=meta.run, summary=meta.summary, results=results)
-    source = tasks if tasks is not None else meta.config.get("tasks")
+    data = RunData(path=meta.path, run=meta.run, settings=meta.settings, summary=meta.summary, results=results)
+    source = tasks if tasks is not None else meta.settings.tasks
     loaded: Sequence[Task] = []
     if isinstance(source, (str, Path)):
         try:
@@ -143,8 +162,6 @@ def load_run(run_dir: Path | str, tasks: Sequence[Task] | str | Path | None = No
             if tasks is not None:
                 raise ReportError(f"task source {str(source)!r}: {exc}") from None
             data.tasks_note = f"task source {str(source)!r} could not be loaded ({type(exc).__name__}: {exc})"
-    elif source is None:
-        data.tasks_note = "run.json names no task source"
     else:
         loaded = source
     data.tasks = {t.id: t for t in loaded}
@@ -157,4 +174,4 @@ def load_run(run_dir: Path | str, tasks: Sequence[Task] | str | Path | None = No
 
 def read_summary(run_dir: Path | str) -> RunSummary:
     """``summary.json`` of a finished run as a typed :class:`RunSummary` (with its ``run_dir``)."""
-    return RunSummary.model_validate({**read_meta(run_dir).summary, "run_dir": Path(run_dir)})
+    return read_meta(run_dir).summary

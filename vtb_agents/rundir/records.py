@@ -1,7 +1,9 @@
 """Typed records of a run directory: ``run.json`` (:class:`RunRecord`) and ``summary.json``
 (:class:`RunSummary`); a result line is a :class:`~vtb_agents.results.TaskResult`.
 
-The records allow extra fields, so that files written by newer versions still read.
+Every reader of a run gets these records (:mod:`vtb_agents.rundir.read`): attributes, not dict
+look-ups, so that a misspelt or missing field is a type error, not a silent ``None``. The records
+allow extra fields, so that files written by newer versions still read.
 """
 
 from __future__ import annotations
@@ -9,23 +11,40 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from vtb_agents.config import RunConfig, complete_record
 from vtb_agents.results import TaskResult, TokenUsage
 
-__all__ = ["GroupScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult"]
+__all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RunCost",
+           "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics"]
+
+
+class ModelRecord(BaseModel):
+    """A model or judge of ``run.json`` as resolved: its spec, the preset it came from, its settings."""
+
+    model_config = ConfigDict(extra="allow")
+    spec: str
+    preset: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunRecord(BaseModel):
-    """``run.json``: what was run and how (the run's ``RunConfig`` as JSON), by which version, when,
-    and the resolved settings of its model and judge (presets expanded)."""
+    """``run.json``: what was run and how (the run's :class:`~vtb_agents.config.RunConfig`), by which
+    version, when, and the resolved settings of its model and judge (presets expanded)."""
 
     model_config = ConfigDict(extra="allow")
-    config: dict[str, Any]
+    config: RunConfig
     vtb_agents: str | None = None
-    model: dict[str, Any] | None = None
-    judge: dict[str, Any] | None = None
+    model: ModelRecord | None = None
+    judge: ModelRecord | None = None
     started_at: str | None = None
+
+    @field_validator("config", mode="before")
+    @classmethod
+    def _every_setting(cls, config: Any) -> Any:
+        """A recorded config states every setting (a missing one is an error, not its default)."""
+        return complete_record(config)
 
 
 class GroupScore(BaseModel):
@@ -36,6 +55,47 @@ class GroupScore(BaseModel):
     graded: int
     apr: float | None
     ars: float | None
+
+
+class InfrastructureErrors(BaseModel):
+    """The tasks an infrastructure failure left ungraded (until ``--retry-errors``)."""
+
+    count: int = 0
+    task_ids: list[str] = Field(default_factory=list)
+
+
+class ToolMetrics(BaseModel):
+    """The paper's tool-use metrics (:func:`vtb_agents.analysis.metrics.tool_metrics`)."""
+
+    model_config = ConfigDict(extra="allow")
+    proactivity: float | None = None
+    success_rate: float | None = None
+    volume: float | None = None
+    calls: int = 0
+    by_tool: dict[str, int] = Field(default_factory=dict)
+    image_ops: dict[str, int] = Field(default_factory=dict)
+
+
+class JudgeCounts(BaseModel):
+    """How a run's rubrics were decided (:func:`vtb_agents.analysis.metrics.judge_counts`)."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str | None = None
+    calls: int = 0
+    checks: int = 0
+    unjudged: int = 0
+    errors: int = 0
+    cache_hits: int = 0
+
+
+class EpisodeCounts(BaseModel):
+    """How many episodes errored or stopped early, and turns stopped at the tool-round cap."""
+
+    model_config = ConfigDict(extra="allow")
+    errors: int = 0
+    task_timeout: int = 0
+    context_exceeded: int = 0
+    tool_round_cap: int = 0
 
 
 class RunUsage(BaseModel):
@@ -67,13 +127,21 @@ class RunSummary(BaseModel):
     graded: int
     apr: float | None
     ars: float | None
+    ungraded: int = 0
     complete: bool = True
+    missing: int = 0
+    infrastructure_errors: InfrastructureErrors = Field(default_factory=InfrastructureErrors)
+    outcomes: dict[str, int] = Field(default_factory=dict)
     by_category: dict[str, GroupScore] = Field(default_factory=dict)
     by_domain: dict[str, GroupScore] = Field(default_factory=dict)
     by_turncase: dict[str, GroupScore] = Field(default_factory=dict)
-    outcomes: dict[str, int] = Field(default_factory=dict)
-    tool_metrics: dict[str, Any] = Field(default_factory=dict)
-    judge: dict[str, Any] = Field(default_factory=dict)
+    tool_metrics: ToolMetrics = Field(default_factory=ToolMetrics)
+    judge: JudgeCounts = Field(default_factory=JudgeCounts)
+    critical_disagreements: int = 0
+    episodes: EpisodeCounts = Field(default_factory=EpisodeCounts)
     usage: RunUsage = Field(default_factory=RunUsage)
     cost: RunCost = Field(default_factory=RunCost)
+    model: str | None = None
+    strategy: str | None = None
+    critical_rule: str | None = None
     run_dir: Path | None = None

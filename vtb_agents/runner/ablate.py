@@ -6,12 +6,11 @@ written by :func:`vtb_agents.report.ablation.write_ablation_report`.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from vtb_agents.runner.config import RunConfig
+from vtb_agents.config import RunConfig
 from vtb_agents.runner.executors import Executor, RemoteExecutor
 from vtb_agents.runner.run import ProgressFn, run_suite
 from vtb_agents.tasks.model import Task
@@ -28,10 +27,10 @@ def ablation_config(base: RunConfig, setting: str) -> RunConfig:
     """``base`` changed to the ablation ``setting`` (one of :data:`ABLATIONS`)."""
     if setting not in ABLATIONS:
         raise ValueError(f"unknown ablation {setting!r}: choose from {', '.join(ABLATIONS)}")
-    episode = dataclasses.replace(base.episode, prompt_level="low" if setting == "weak_prompt" else "high",
-                                  tags=(*base.episode.tags, f"ablation:{setting}"))
-    return dataclasses.replace(base, episode=episode, no_tools=setting == "no_tools",
-                               no_vision_tool=setting == "no_vision_tool")
+    episode = base.episode.model_copy(update={"prompt_level": "low" if setting == "weak_prompt" else "high",
+                                              "tags": (*base.episode.tags, f"ablation:{setting}")})
+    return base.model_copy(update={"episode": episode, "no_tools": setting == "no_tools",
+                                   "no_vision_tool": setting == "no_vision_tool"})
 
 
 def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings: Sequence[str] = tuple(ABLATIONS),

@@ -18,7 +18,7 @@ from vtb_agents.results import TaskResult
 from vtb_agents.tasks.model import Task
 
 if TYPE_CHECKING:
-    from vtb_agents.runner.config import RunConfig
+    from vtb_agents.config import RunConfig
 
 Work = Callable[[Task], TaskResult]
 Sink = Callable[[TaskResult], None]

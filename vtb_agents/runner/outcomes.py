@@ -79,5 +79,5 @@ def failed_episode(task_id: str, model: str, exc: BaseException) -> Episode:
     episode.outcome = classify_failure(exc)
     episode.error = f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
     trace = "".join(traceback.format_exception(exc, limit=-_TRACEBACK_FRAMES))
-    episode.settings["traceback"] = trace[-_TRACEBACK_CHARS:]
+    episode.traceback = trace[-_TRACEBACK_CHARS:]
     return episode

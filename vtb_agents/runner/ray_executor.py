@@ -37,7 +37,7 @@ from typing import Any, Iterable
 
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, RUN_FILE, worker_checkpoints
-from vtb_agents.runner.config import RunConfig
+from vtb_agents.config import RunConfig
 from vtb_agents.runner.executors import Sink
 from vtb_agents.runner.resources import RunResources, open_resources
 from vtb_agents.runner.run import RunError, run_task

@@ -9,15 +9,13 @@ records the new judge, so that a later ``--resume`` continues with it.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, get_args
+from typing import Any, Callable
 
 from vtb_agents.analysis.metrics import summarize
-from vtb_agents.defaults import DEFAULT_CRITICAL_RULE, DEFAULT_JUDGE
 from vtb_agents.judges import load_judge
-from vtb_agents.judges.grade import CriticalRule
+from vtb_agents.config import CriticalRule
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 from vtb_agents.models.spec import model_record
@@ -27,7 +25,10 @@ from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import JUDGE_CACHE_FILE, RUN_FILE
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.create import write_summary
-from vtb_agents.rundir.read import open_finished_run
+from vtb_agents.rundir.read import open_finished_run, read_record
+from vtb_agents.rundir.records import ModelRecord
+from vtb_agents.config import RunConfig
+from vtb_agents.rundir.settings import with_grading
 from vtb_agents.rundir.store import ResultsStore, write_json_atomic
 from vtb_agents.runner.resources import open_judge
 from vtb_agents.tasks.model import Task
@@ -41,25 +42,13 @@ class Grading:
     critical_rule: CriticalRule
 
 
-def _grading(run: dict[str, Any]) -> Grading:
-    config = run.get("config") or {}
-    rule = config.get("critical_rule", DEFAULT_CRITICAL_RULE)
-    if rule not in get_args(CriticalRule):
-        raise RunError(f"run.json: unknown critical_rule {rule!r}")
-    return Grading(judge=str(config.get("judge", DEFAULT_JUDGE)), critical_rule=rule)
+def _grading(settings: RunConfig) -> Grading:
+    return Grading(judge=settings.judge, critical_rule=settings.critical_rule)
 
 
 def recorded_grading(run_dir: Path | str) -> Grading:
     """The judge and critical rule ``run_dir``'s ``run.json`` records (RunError if it has none)."""
-    run_file = Path(run_dir) / RUN_FILE
-    if not Path(run_dir).is_dir():
-        raise RunError(f"{run_dir}: no such run directory")
-    if not run_file.exists():
-        raise RunError(f"{run_dir} is not a run directory (no {RUN_FILE})")
-    try:
-        return _grading(json.loads(run_file.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
-        raise RunError(f"{run_file}: unreadable ({exc})") from None
+    return _grading(read_record(run_dir)[1])
 
 
 def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: CriticalRule | None = None,
@@ -73,8 +62,8 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
         raise RunError(f"{run_dir}: no such run directory")
     with run_dir_lock(run_dir, "vtb grade"):  # nobody appends while the file is read and rewritten
         finished = open_finished_run(run_dir)
-        results, run = finished.results, finished.run
-        recorded = _grading(run)
+        results = finished.results
+        recorded = _grading(finished.settings)
         judge_spec = judge_spec or recorded.judge
         critical_rule = critical_rule or recorded.critical_rule
         by_id = finished.tasks(tasks, needed=[r.task_id for r in results])
@@ -91,10 +80,11 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
                 if progress:
                     progress(regraded[-1], done, len(results))
         ResultsStore(run_dir).rewrite(regraded)
-        run["config"].update(judge=judge_spec, critical_rule=critical_rule)
-        run["judge"] = model_record(judge_spec)
-        write_json_atomic(run_dir / RUN_FILE, run)
+        record = with_grading(finished.run, judge_spec, critical_rule).model_copy(
+            update={"judge": ModelRecord.model_validate(model_record(judge_spec))})
+        write_json_atomic(run_dir / RUN_FILE, record.model_dump(mode="json"))
         summary = summarize(regraded, judge_name=judge_spec,
-                            extra={"model": run["config"].get("model"), "critical_rule": critical_rule})
+                            extra={"model": finished.settings.model, "strategy": finished.settings.strategy_spec,
+                                   "critical_rule": critical_rule})
         write_summary(run_dir, summary)
         return summary

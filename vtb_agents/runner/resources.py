@@ -30,7 +30,7 @@ from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
-from vtb_agents.runner.config import RunConfig
+from vtb_agents.config import RunConfig
 from vtb_agents.sandbox import open_sandbox, probe_in_background
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy

@@ -27,7 +27,7 @@ from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.records import RunRecord
 from vtb_agents.rundir.store import ResultsStore, latest_results
-from vtb_agents.runner.config import DEFAULTS, PACING_KEYS, RunConfig
+from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunResources, open_resources
@@ -100,7 +100,7 @@ def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -
 def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskResult]:
     """Create or reopen ``out`` for ``config`` (:func:`vtb_agents.rundir.create.prepare_run_dir`):
     a resume may change only the pacing settings."""
-    record = RunRecord(config=config.to_dict(), vtb_agents=__version__,
+    record = RunRecord(config=config, vtb_agents=__version__,
                        **model_records(config.model, config.model_kwargs, config.judge),
                        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     return create_run_dir(out, record, resume=resume, defaults=DEFAULTS.to_dict(), may_change=PACING_KEYS)

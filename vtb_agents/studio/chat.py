@@ -29,7 +29,8 @@ from vtb_agents.graphs.categories import CATEGORIES, CLARIFYING
 from vtb_agents.graphs.clarify import asks_user
 from vtb_agents.models.replay import TURN_MESSAGE_PREFIX, turn_message_id
 from vtb_agents.strategies.base import TurnOutcome, as_node
-from vtb_agents.studio.context import StudioContext, context_of
+from vtb_agents.config import RunConfig
+from vtb_agents.studio.context import context_of
 from vtb_agents.studio.inputs import ingest_message, thread_images, user_image_count
 from vtb_agents.studio.sessions import SESSIONS
 from vtb_agents.studio.turns import make_turn_node, reply_message, thread_id
@@ -70,7 +71,7 @@ def new_user_messages(messages: list[AnyMessage]) -> list[AnyMessage]:
     return tail
 
 
-def ingest(state: ChatState, config: RunnableConfig, runtime: Runtime[StudioContext]) -> dict[str, Any]:
+def ingest(state: ChatState, config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     """Make the new user message(s) the next turn's message, their images placed in the sandbox."""
     messages = state["messages"]
     fresh = new_user_messages(messages)
@@ -96,11 +97,11 @@ def ask(state: ChatState) -> dict[str, Any]:
     return {"messages": [reply_message(reply, "follow_up")]}
 
 
-def build_chat_graph(category: str) -> CompiledStateGraph[ChatState, StudioContext, ChatInput, ChatOutput]:
+def build_chat_graph(category: str) -> CompiledStateGraph[ChatState, RunConfig, ChatInput, ChatOutput]:
     """The Studio chat graph of ``category`` (one of :data:`~vtb_agents.graphs.categories.CATEGORIES`)."""
     if category not in CATEGORIES:
         raise ValueError(f"unknown category {category!r}: choose one of {', '.join(CATEGORIES)}")
-    builder = StateGraph(ChatState, context_schema=StudioContext, input_schema=ChatInput, output_schema=ChatOutput)
+    builder = StateGraph(ChatState, context_schema=RunConfig, input_schema=ChatInput, output_schema=ChatOutput)
     builder.add_node("ingest", as_node(ingest))
     builder.add_node("turn", make_turn_node(category, chat=True))
     builder.add_edge(START, "ingest")

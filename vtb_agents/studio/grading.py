@@ -21,7 +21,8 @@ from typing_extensions import TypedDict
 from vtb_agents.judges.graph import GradingContext, build_grading_graph
 from vtb_agents.results import Episode, TurnRecord
 from vtb_agents.strategies.base import as_node
-from vtb_agents.studio.context import StudioContext, context_of, judge_for
+from vtb_agents.config import RunConfig
+from vtb_agents.studio.context import context_of, judge_for
 from vtb_agents.studio.inputs import task_from_json
 
 
@@ -55,11 +56,11 @@ def answers_episode(task_id: str, model: str, answers: Any, num_turns: int) -> E
                    turns=[TurnRecord(index=i, answer=answer, status="answered") for i, answer in enumerate(answers)])
 
 
-def build_studio_grading_graph() -> CompiledStateGraph[StudioGradingState, StudioContext, GradingInput, GradingOutput]:
+def build_studio_grading_graph() -> CompiledStateGraph[StudioGradingState, RunConfig, GradingInput, GradingOutput]:
     """Compile the Studio grading graph."""
     vtb_grading = build_grading_graph()
 
-    def grade(state: StudioGradingState, config: RunnableConfig, runtime: Runtime[StudioContext]) -> dict[str, Any]:
+    def grade(state: StudioGradingState, config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
         ctx = context_of(runtime.context)
         task = task_from_json(state["task"], with_images=False)
         episode = answers_episode(task.id, ctx.model, state.get("answers"), len(task.turns))
@@ -67,7 +68,7 @@ def build_studio_grading_graph() -> CompiledStateGraph[StudioGradingState, Studi
                                  context=GradingContext(judge=judge_for(ctx.judge), critical_rule=ctx.critical_rule))
         return {"grade": out["grade"].model_dump(mode="json")}
 
-    builder = StateGraph(StudioGradingState, context_schema=StudioContext, input_schema=GradingInput,
+    builder = StateGraph(StudioGradingState, context_schema=RunConfig, input_schema=GradingInput,
                          output_schema=GradingOutput)
     builder.add_node("grade", as_node(grade))
     builder.add_edge(START, "grade")

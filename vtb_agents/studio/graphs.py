@@ -1,6 +1,6 @@
 """The graphs ``langgraph dev`` / Studio serve (``langgraph.json`` points here), ready to run.
 
-Each takes a JSON context (:class:`~vtb_agents.studio.context.StudioContext`: model spec, judge,
+Each takes a JSON context (:class:`~vtb_agents.config.RunConfig`: model spec, judge,
 strategy, sandbox kind, limits; defaults from ``VTB_MODEL`` / ``VTB_JUDGE``) and resolves it into
 the live objects ``vtb run`` would build. The five category graphs are chat graphs
 (``{"messages": [...]}``, images as image content blocks) around the same category graphs ``vtb run``

@@ -32,9 +32,10 @@ from vtb_agents.api import load_tasks
 from vtb_agents.episodes.driver import golden_rewrite, turn_message, turn_record
 from vtb_agents.graphs.categories import CLARIFYING
 from vtb_agents.graphs.clarify import wants_clarification
-from vtb_agents.results import Episode, TurnRecord, TurnStatus
+from vtb_agents.results import Episode, EpisodeRecordSettings, TurnRecord, TurnStatus
 from vtb_agents.strategies.base import TurnOutcome, as_node
-from vtb_agents.studio.context import StudioContext, context_of, resources_for
+from vtb_agents.config import RunConfig
+from vtb_agents.studio.context import context_of, resources_for
 from vtb_agents.studio.grading import build_studio_grading_graph
 from vtb_agents.studio.inputs import task_from_json, thread_images
 from vtb_agents.studio.sessions import SESSIONS, thread_artifacts
@@ -76,7 +77,7 @@ class TaskState(TypedDict, total=False):
     grade: dict[str, Any]
 
 
-def resolve_task(state: TaskState, ctx: StudioContext) -> Task:
+def resolve_task(state: TaskState, ctx: RunConfig) -> Task:
     """The task the input names: ``task`` inline, else ``task_id`` in the context's suite."""
     if state.get("task"):
         return task_from_json(state["task"])
@@ -98,7 +99,7 @@ def stored_task(state: TaskState, config: RunnableConfig) -> Task:
     return task
 
 
-def load(state: TaskState, config: RunnableConfig, runtime: Runtime[StudioContext]) -> dict[str, Any]:
+def load(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     """Resolve the task, store its images with the thread and start from a clean conversation and,
     as every task of ``vtb run`` does, a fresh sandbox."""
     task = resolve_task(state, context_of(runtime.context))
@@ -110,12 +111,12 @@ def load(state: TaskState, config: RunnableConfig, runtime: Runtime[StudioContex
             "turns": [], "question": None, "reply": None}
 
 
-def open_turn(state: TaskState, config: RunnableConfig, runtime: Runtime[StudioContext]) -> dict[str, Any]:
+def open_turn(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     """The turn's user message (prompt or the reply to a question) with its images in the sandbox;
     under golden history the previous answer becomes the golden one first."""
     ctx = context_of(runtime.context)
     task, turn, messages = stored_task(state, config), state["turn"], state["messages"]
-    golden = turn and ctx.history == "golden"
+    golden = turn and ctx.episode.history == "golden"
     rewrite = golden_rewrite(messages[-1], task.turns[turn - 1].golden_answer) if golden else []
     with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(messages)) as session:
         message = turn_message(task, turn, session.sandbox, session.artifacts, state.get("reply"))
@@ -141,7 +142,7 @@ def after_turn(state: TaskState) -> str:
     return "finish" if len(state.get("turns", [])) >= state["num_turns"] else "open_turn"
 
 
-def ask(state: TaskState, runtime: Runtime[StudioContext]) -> dict[str, Any]:
+def ask(state: TaskState, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     """Pause with the question; on resume the reply (or the resumer's, for null) opens the next turn."""
     turn, question = state["turn"], state["question"] or ""
     task = Task.model_validate(state["task"])
@@ -158,20 +159,20 @@ def ask(state: TaskState, runtime: Runtime[StudioContext]) -> dict[str, Any]:
     return {"reply": text, "question": None}
 
 
-def finish(state: TaskState, runtime: Runtime[StudioContext]) -> dict[str, Any]:
+def finish(state: TaskState, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     """The episode of the task and the answers the grading graph judges."""
     ctx = context_of(runtime.context)
     turns = [TurnRecord.model_validate(t) for t in state["turns"]]
     episode = Episode(task_id=state["task"]["id"], model=ctx.model, turns=turns,
-                      settings={"strategy": ctx.run_config(chat=False).strategy_spec, "history": ctx.history,
-                                "prompt_level": ctx.prompt_level, "max_tool_rounds": ctx.max_tool_rounds,
-                                "graph": "task"})
+                      settings=EpisodeRecordSettings(strategy=ctx.strategy_spec, history=ctx.episode.history,
+                                                     prompt_level=ctx.episode.prompt_level,
+                                                     max_tool_rounds=ctx.episode.max_tool_rounds, graph="task"))
     return {"episode": episode.model_dump(mode="json"), "answers": [t.answer for t in turns]}
 
 
-def build_task_graph() -> CompiledStateGraph[TaskState, StudioContext, TaskInput, TaskOutput]:
+def build_task_graph() -> CompiledStateGraph[TaskState, RunConfig, TaskInput, TaskOutput]:
     """Compile the Studio task graph (any category: the task says which category graph answers)."""
-    builder = StateGraph(TaskState, context_schema=StudioContext, input_schema=TaskInput, output_schema=TaskOutput)
+    builder = StateGraph(TaskState, context_schema=RunConfig, input_schema=TaskInput, output_schema=TaskOutput)
     builder.add_node("load", as_node(load))
     builder.add_node("open_turn", as_node(open_turn))
     builder.add_node("turn", make_turn_node(None, chat=False))

@@ -1,6 +1,6 @@
 """The node every Studio graph answers a turn with: the category graph of ``vtb run``, as a subgraph.
 
-The node resolves the run's :class:`~vtb_agents.studio.context.StudioContext` into the live
+The node resolves the run's :class:`~vtb_agents.config.RunConfig` context into the live
 :class:`~vtb_agents.strategies.base.EpisodeContext` (model, the thread's sandbox and artifacts,
 tools bound to them, system prompt, limits) and invokes the category graph around the context's
 strategy with it, passing the run's config so that Studio streams and checkpoints it as a subgraph.
@@ -24,7 +24,8 @@ from vtb_agents.runner.resources import RunResources
 from vtb_agents.strategies.base import EpisodeContext
 from vtb_agents.strategies.loop import recursion_limit
 from vtb_agents.strategies.react import react
-from vtb_agents.studio.context import StudioContext, context_of, resources_for
+from vtb_agents.config import RunConfig
+from vtb_agents.studio.context import context_of, resources_for
 from vtb_agents.studio.inputs import thread_images
 from vtb_agents.studio.sessions import SESSIONS, Session
 from vtb_agents.tasks.model import Task
@@ -66,7 +67,7 @@ def make_turn_node(category: str | None, *, chat: bool) -> Callable[..., dict[st
     """
     drawn = build_category_graph(category) if category is not None else None
 
-    def turn(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[StudioContext]) -> dict[str, Any]:
+    def turn(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
         ctx = context_of(runtime.context)
         resources = resources_for(ctx, chat=chat)
         task = Task.model_validate(state["task"]) if "task" in state and state["task"] else None
@@ -77,7 +78,7 @@ def make_turn_node(category: str | None, *, chat: bool) -> Callable[..., dict[st
             out = graph.invoke(
                 {"messages": messages, "turn": state.get("turn", 0), "num_turns": state.get("turn", 0) + 1,
                  "tool_rounds": 0, "status": "running"},
-                config | {"recursion_limit": recursion_limit(ctx.max_tool_rounds)},
+                config | {"recursion_limit": recursion_limit(ctx.episode.max_tool_rounds)},
                 context=live_context(ctx, resources, session, task),
             )
         return {"messages": out["messages"], "status": out.get("status", "answered")}
@@ -85,7 +86,7 @@ def make_turn_node(category: str | None, *, chat: bool) -> Callable[..., dict[st
     return turn
 
 
-def live_context(ctx: StudioContext, resources: RunResources, session: Session, task: Task | None) -> EpisodeContext:
+def live_context(ctx: RunConfig, resources: RunResources, session: Session, task: Task | None) -> EpisodeContext:
     """The episode context of one Studio turn: ``ctx``'s model, tools and limits, on ``session``."""
     return episode_context(turn_model(resources, task), resources.tools, session.sandbox, session.artifacts,
-                           ctx.episode_settings())
+                           ctx.episode)

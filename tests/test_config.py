@@ -1,0 +1,84 @@
+"""``vtb_agents.RunConfig``, the one typed record of a run's settings: light to import, read back from
+a run's ``run.json``, and every bad value named by its field (or its flat option)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vtb_agents.config import RunConfig, RunOptionError, run_config
+from vtb_agents.runner.run import run_suite
+from vtb_agents.tasks import load_tasks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_importing_the_run_config_loads_neither_langgraph_nor_langchain() -> None:
+    probe = ("import json, sys\nimport vtb_agents.config\nimport vtb_agents\n"
+             "assert vtb_agents.RunConfig is vtb_agents.config.RunConfig\nprint(json.dumps(sorted(sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    modules = set(json.loads(done.stdout))
+    assert "vtb_agents.config" in modules and "pydantic" in modules
+    assert sorted(m for m in modules if m.split(".")[0].startswith(("langgraph", "langchain"))) == []
+
+
+def test_a_runs_config_reads_back_from_its_run_json(tmp_path: Path) -> None:
+    config = run_config(tasks="sample", max_tool_rounds=5, history="model", critical_rule="either", tags=("a",))
+    run_suite(load_tasks("sample")[:1], config, tmp_path / "run")
+    assert RunConfig.from_run_dir(tmp_path / "run") == config
+    recorded = json.loads((tmp_path / "run" / "run.json").read_text())["config"]
+    assert recorded == config.to_dict() and recorded["episode"]["tags"] == ["a"]
+
+
+def test_a_bad_run_json_is_an_error_naming_the_file_and_field(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"run\.json: no such file"):
+        RunConfig.from_run_dir(tmp_path)
+
+    def record(**changes: object) -> None:
+        config = {**RunConfig().to_dict(), **changes}
+        (tmp_path / "run.json").write_text(json.dumps({"config": {k: v for k, v in config.items() if v != "-"}}))
+
+    record(episode={**RunConfig().episode.model_dump(mode="json"), "history": "nope"})
+    with pytest.raises(ValueError, match=r"run\.json: config\.episode\.history: Input should be 'golden' or 'model'"):
+        RunConfig.from_run_dir(tmp_path)
+    record(modle="replay")
+    with pytest.raises(ValueError, match=r"config\.modle: Extra inputs are not permitted"):
+        RunConfig.from_run_dir(tmp_path)
+    record(sandbox_network=True)
+    with pytest.raises(ValueError, match=r"config: sandbox_network needs sandbox e2b"):
+        RunConfig.from_run_dir(tmp_path)
+    record(judge="-")  # a recorded run states every setting: a missing one is no silent default
+    with pytest.raises(ValueError, match=r"run\.json: its config records no 'judge' setting"):
+        RunConfig.from_run_dir(tmp_path)
+    record(episode={k: v for k, v in RunConfig().episode.model_dump(mode="json").items() if k != "history"})
+    with pytest.raises(ValueError, match=r"run\.json: its config records no 'episode\.history' setting"):
+        RunConfig.from_run_dir(tmp_path)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"history": "nope"}, "history must be one of 'golden', 'model', not 'nope'"),
+    ({"max_tool_rounds": 0}, "max_tool_rounds input should be greater than or equal to 1 (got 0)"),
+    ({"requests_per_second": -1.0}, "requests_per_second input should be greater than 0 (got -1.0)"),
+    ({"sandbox_network": True}, "sandbox_network needs sandbox e2b"),
+    ({"tools_mode": "replay"}, "tools_mode replay needs tools_cache PATH"),
+])
+def test_run_config_names_the_flat_option_of_a_bad_value(options: dict[str, object], message: str) -> None:
+    with pytest.raises(RunOptionError) as caught:
+        run_config(**options)
+    assert str(caught.value).startswith(message)
+    assert caught.value.render(lambda name: f"--{name}").startswith(f"--{message}".replace("needs ", "needs --"))
+
+
+def test_the_config_is_frozen_and_rejects_unknown_fields() -> None:
+    config = RunConfig()
+    with pytest.raises(ValueError, match="frozen"):
+        config.model = "x"  # type: ignore[misc]
+    with pytest.raises(ValueError, match="max_tool_round\n  Extra inputs"):
+        RunConfig.model_validate({"episode": {"max_tool_round": 3}})
