@@ -142,7 +142,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
             if progress:
                 progress(result, len(results), len(tasks))
 
-        sink = ResultSaver(ResultsStore(out), stop, saved)  # a disk error stops the run, loses nothing saved
+        store = ResultsStore(out)
+        sink = ResultSaver(store, stop, saved)  # a disk error stops the run, loses nothing saved
         try:
             done = prepare_run_dir(out, config, resume=resume)
             results.extend(done)
@@ -162,7 +163,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         if failure:
             raise StoppedRun(failure)
         wanted = set(ids)
-        results = latest_results(results)  # a retried task's new result replaces the old one
+        results = latest_results(results, source=store.path)  # a retried task's new result replaces the old one
         kept = [r for r in results if r.task_id in wanted]
         summary = summarize(kept, judge_name=config.judge, expected=len(wanted),
                             extra={"model": config.model, "strategy": config.strategy_spec,
