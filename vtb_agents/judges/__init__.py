@@ -5,6 +5,8 @@ The grading graph that applies them to an episode is :mod:`vtb_agents.judges.gra
 
 from __future__ import annotations
 
+from typing import Any
+
 from vtb_agents.extensions import is_extension, load_extension
 from vtb_agents.judges.base import Judgement, RubricJudge, RuleJudge, judge_problem
 from vtb_agents.judges.grade import rubric_verdict, score_verdicts
@@ -30,7 +32,7 @@ def load_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) 
     from vtb_agents.models.spec import chat_model, refuse_object_name
 
     refuse_object_name(spec, "judge")
-    if "." in spec.partition(":")[0] or (":" not in spec and is_extension("judges", spec)):
+    if names_extension(spec):
         return judge_extension(spec)
     if ":" not in spec and find_preset(spec) is None:
         raise ValueError(f"judge spec {spec!r} is not 'rule', 'provider:model' (e.g. 'openai:o4-mini') "
@@ -38,6 +40,22 @@ def load_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) 
     from vtb_agents.judges.llm import LLMJudge
 
     return LLMJudge(chat_model(spec, request_timeout_s=request_timeout_s), name=spec)
+
+
+def names_extension(spec: str) -> bool:
+    """Whether the judge spec ``spec`` names your own judge (``package.module:attr`` or an installed
+    judge's name) rather than a model (``provider:model`` or a preset), by :func:`load_judge`'s rule."""
+    return "." in spec.partition(":")[0] and ":" in spec or (":" not in spec and is_extension("judges", spec))
+
+
+def judge_record(spec: str) -> dict[str, Any]:
+    """What ``run.json`` records of the judge ``spec``: a model's resolved settings, or only the spec
+    of your own judge (it has no chat-model settings of ours)."""
+    if names_extension(spec):
+        return {"spec": spec, "preset": None, "settings": {}}
+    from vtb_agents.models.spec import model_record
+
+    return model_record(spec)
 
 
 def judge_extension(spec: str) -> RubricJudge:
@@ -51,5 +69,5 @@ def judge_extension(spec: str) -> RubricJudge:
     return judge
 
 
-__all__ = ["Judgement", "RubricJudge", "RuleJudge", "judge_extension", "load_judge", "rubric_verdict",
-           "score_verdicts"]
+__all__ = ["Judgement", "RubricJudge", "RuleJudge", "judge_extension", "judge_record", "load_judge",
+           "names_extension", "rubric_verdict", "score_verdicts"]
