@@ -205,3 +205,26 @@ def test_the_loader_names_the_kind_and_the_installed_names() -> None:
                                          r"name \(entry point group vtb_agents.sandboxes"):
         load_extension("sandboxes", "nope")
     assert load_extension("tools", "vtb_agents.tools.calculator:calculator").name == "calculator"
+
+
+def test_the_python_api_takes_the_same_specs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import vtb_agents
+
+    lib = tmp_path / "lib"
+    (lib / "apiext").mkdir(parents=True)
+    (lib / "apiext" / "__init__.py").write_text("")
+    (lib / "apiext" / "judges.py").write_text(JUDGE)
+    (lib / "apiext" / "tools.py").write_text(TOOL.format(name="lookup_code"))
+    (lib / "apiext" / "boxes.py").write_text(SANDBOX.format(name="MarkedSandbox"))
+    marker = tmp_path / "marker"
+    monkeypatch.syspath_prepend(str(lib))
+    monkeypatch.setenv("MARKER", str(marker))
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    with OpenAIServer(calls_tool("lookup_code")) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        summary = vtb_agents.evaluate(tasks=vtb_agents.load_tasks("sample", task_id=TASK), model="openai:gpt-4o",
+                                      judge="apiext.judges:JUDGE", tools=["apiext.tools:lookup_code"],
+                                      sandbox="apiext.boxes:MarkedSandbox", out=tmp_path / "run")
+    check_run(tmp_path / "run", server, tool="lookup_code", judge_name="strict", marker=marker)
+    assert summary.judge.calls == 0
+    assert RunConfig.from_run_dir(tmp_path / "run").extra_tools == ("apiext.tools:lookup_code",)
