@@ -40,7 +40,8 @@ def result(task_id: str, category: str, domain: str, turncase: str, *, score: fl
 def verdict(weight: int, status: str, *, critical_flag: bool, judge: str = "rule",
             cached: bool = False) -> RubricVerdict:
     return RubricVerdict(rubric_id=f"r{weight}", turn=0, weight=weight, critical=weight >= 4,
-                         critical_flag=critical_flag, status=status, judge=judge, cached=cached)
+                         critical_flag=critical_flag, status=status, judge=judge, cached=cached,
+                         model_call=judge not in ("rule", "check", "episode") and not cached)
 
 
 CODE = "python_image_processing"

@@ -29,6 +29,8 @@ class JudgeVerdict(BaseModel):
 class LLMJudge:
     """Judges a rubric by asking a chat model for a :class:`JudgeVerdict`."""
 
+    calls_model = True
+
     def __init__(self, model: BaseChatModel, name: str, *, attempts: int = 3,
                  backoff_initial_s: float = BACKOFF_INITIAL_S, backoff_max_s: float = BACKOFF_MAX_S,
                  method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema") -> None:

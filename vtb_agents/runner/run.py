@@ -17,6 +17,7 @@ from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.episodes.driver import run_episode
 from vtb_agents.judges.graph import grade_episode
+from vtb_agents.judges import judge_record
 from vtb_agents.models.spec import model_record
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, task_outcome
@@ -94,7 +95,7 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
 
 def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -> dict[str, Any]:
     """The resolved settings of the run's model and judge (presets expanded), kept in ``run.json``."""
-    return {"model": model_record(model, model_kwargs), "judge": model_record(judge)}
+    return {"model": model_record(model, model_kwargs), "judge": judge_record(judge)}
 
 
 def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskResult]:
