@@ -83,7 +83,7 @@ def test_ray_run_matches_a_local_run_and_workers_write_artifacts(tasks, tmp_path
     assert sorted(r.task_id for r in results) == IDS
     images = [image for r in results for call in r.episode.tool_calls for image in call.images]
     assert images, "the replayed trajectory makes transformed images"
-    assert all((tmp_path / "ray" / "artifacts" / i["ref"][:2] / f"{i['ref']}.img").is_file() for i in images)
+    assert all((tmp_path / "ray" / "artifacts" / i.ref[:2] / f"{i.ref}.img").is_file() for i in images)
     assert sorted(p.name for p in (tmp_path / "ray").glob("checkpoints-*.sqlite")) == [
         "checkpoints-0.sqlite", "checkpoints-1.sqlite"]
 
