@@ -236,7 +236,9 @@ def test_bad_object_arguments_are_refused_before_the_run(tmp_path):
 
 def test_objects_cannot_reach_remote_workers(tmp_path):
     class Remote:
-        def run_remote(self, tasks, config, out, judge_cache, sink, stop):
+        in_process = False
+
+        def run(self, tasks, job, sink, stop):
             raise AssertionError("never reached")
 
     task = vtb_agents.load_tasks("sample", task_id="rs-finance-invoice")

@@ -234,6 +234,10 @@ def test_task_graph_runs_a_suite_task_by_id_with_a_json_context(client: Any) -> 
     assert state["answers"] == [t.golden_answer for t in task.turns]
     assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
     assert state["episode"]["model"] == "replay"
+    settings = state["episode"]["settings"]  # recorded as `vtb run` records an episode's settings
+    assert {k for k, v in settings.items() if v is None} == set(), settings
+    assert settings["resumer"] == "scripted" and settings["graph"] == "task" and settings["strategy"] == "react"
+    assert "python_image_processing" in settings["tools"] and settings["sandbox_isolation"] != "unknown"
     assert state["grade"]["passed"] is True and state["grade"]["score"] == 1.0
     assert [v["rubric_id"] for v in state["grade"]["verdicts"]] == [r.id for _, r in task.rubrics]
 

@@ -7,6 +7,7 @@ which is what lets ``vtb --help`` show them without importing the runner, LangCh
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 REPLAY: Final = "replay"
@@ -37,7 +38,46 @@ DEFAULT_MAX_PIXELS: Final = 50_000_000
 validator, by the code tools when the model's code saves one, and by the artifact store before decoding."""
 
 
+@dataclass(frozen=True)
+class AgentSpec:
+    """A decoded ``agent:package.module:function`` spec: your own LangChain agent's factory.
+
+    The one decoder of ``agent:`` specs: the CLI, the config, the model records and the strategy
+    registry all ask :meth:`parse` whether a spec names an agent.
+    """
+
+    module: str
+    function: str
+
+    @property
+    def target(self) -> str:
+        """``package.module:function``, what is imported."""
+        return f"{self.module}:{self.function}"
+
+    @property
+    def spec(self) -> str:
+        """The spec that names this agent, as ``run.json`` records it."""
+        return f"{AGENT_PREFIX}{self.target}"
+
+    @classmethod
+    def parse(cls, spec: str) -> AgentSpec | None:
+        """The agent ``spec`` names, ``None`` if it names none (no ``agent:`` prefix); a malformed
+        ``agent:`` spec raises ValueError naming it and the expected shape.
+
+        >>> AgentSpec.parse("agent:my_pkg.agents:build")
+        AgentSpec(module='my_pkg.agents', function='build')
+        >>> AgentSpec.parse("openai:gpt-4o") is None
+        True
+        """
+        if not spec.startswith(AGENT_PREFIX):
+            return None
+        module, _, function = spec[len(AGENT_PREFIX):].partition(":")
+        if not module or not function or ":" in function:
+            raise ValueError(f"agent spec {spec!r} must look like 'agent:package.module:function'")
+        return cls(module, function)
+
+
 def strategy_name(model: str, strategy: str) -> str:
     """The strategy that answers a run's turns: the user's agent for ``agent:`` models, else ``strategy``
     (the one definition: ``RunConfig.strategy_spec`` and the readers of a recorded run name it so)."""
-    return model if model.startswith(AGENT_PREFIX) else strategy
+    return model if AgentSpec.parse(model) is not None else strategy

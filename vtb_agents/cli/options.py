@@ -206,7 +206,7 @@ def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
         fail(f"--model-kwargs is not valid JSON: {exc.msg} (at character {exc.pos})")
     if not isinstance(value, dict):
         fail(f"--model-kwargs must be a JSON object, got {type(value).__name__}")
-    if model == defaults.REPLAY or model.startswith(defaults.AGENT_PREFIX):
+    if model == defaults.REPLAY or defaults.AgentSpec.parse(model) is not None:
         fail(f"--model-kwargs needs a chat model (a preset or provider:model), not {model!r}")
     return value
 

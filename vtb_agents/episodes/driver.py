@@ -107,6 +107,25 @@ def golden_rewrite(last: AnyMessage, golden_answer: str) -> list[AnyMessage]:
     return [AIMessage(id=replace_id, content=golden_answer)]
 
 
+def opening_messages(task: Task, turn: int, previous: AnyMessage | None, history: str | None, sandbox: Sandbox,
+                     artifacts: ArtifactStore, reply: str | None = None) -> list[AnyMessage]:
+    """The messages that open ``turn``: under golden history the previous turn's answer (``previous``,
+    the conversation's last message) rewritten to its golden answer, then the turn's user message
+    (its prompt, or ``reply`` to a question) with its images, which also go to the sandbox."""
+    rewrite: list[AnyMessage] = []
+    if turn > 0 and history == "golden" and previous is not None:
+        rewrite = golden_rewrite(previous, task.turns[turn - 1].golden_answer)
+    return [*rewrite, turn_message(task, turn, sandbox, artifacts, reply)]
+
+
+def record_settings(strategy: str, settings: EpisodeSettings, *, tools: Sequence[str], resumer: str,
+                    sandbox: Sandbox, graph: str) -> EpisodeRecordSettings:
+    """How an episode ran, in the one shape its record states it (``vtb run`` and Studio's task graph)."""
+    return EpisodeRecordSettings(strategy=strategy, max_tool_rounds=settings.max_tool_rounds,
+                                 prompt_level=settings.prompt_level, history=settings.history, tools=list(tools),
+                                 resumer=resumer, **sandbox_settings(sandbox), graph=graph)
+
+
 def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
                 checkpointer: Any = None, resumer: Resumer | None = None, strategy: Strategy = react,
@@ -131,10 +150,9 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
         "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name,
                      "strategy": strategy.name},
     }
-    episode = Episode(task_id=task.id, model=model_name, settings=EpisodeRecordSettings(
-        strategy=strategy.name, max_tool_rounds=settings.max_tool_rounds, prompt_level=settings.prompt_level,
-        history=settings.history, tools=[t.name for t in tools], resumer=resumer.name,
-        **sandbox_settings(sandbox), graph=graph.name))
+    episode = Episode(task_id=task.id, model=model_name, settings=record_settings(
+        strategy.name, settings, tools=[t.name for t in tools], resumer=resumer.name, sandbox=sandbox,
+        graph=graph.name))
     with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
         return _drive(task, graph, limited, context, resumer, episode)
 
@@ -156,18 +174,18 @@ def _drive(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, Any],
         state = graph.invoke(step, cast(RunnableConfig, turn_config), context=context,
                              durability=CHECKPOINT_DURABILITY)
         messages = state["messages"]
-        rewrite = golden_rewrite(messages[-1], task.turns[turn].golden_answer) if history == "golden" else []
         if state.get("__interrupt__"):  # the model asked a clarifying question
             episode.turns.append(turn_record(messages, turn, "asked_user"))
             question = state["__interrupt__"][0].value["question"]
             reply = resumer.reply(task, turn + 1, question)
             turn += 1
-            step = Command(resume={"messages": [*rewrite, turn_message(task, turn, sandbox, artifacts, reply)]})
+            step = Command(resume={"messages": opening_messages(task, turn, messages[-1], history, sandbox, artifacts,
+                                                                reply)})
             continue
         status: TurnStatus = "tool_round_cap" if state.get("status") == "tool_round_cap" else "answered"
         episode.turns.append(turn_record(messages, turn, status))
         turn += 1
         if turn >= num_turns:
             return episode
-        step = {"messages": [*rewrite, turn_message(task, turn, sandbox, artifacts)], "turn": turn,
+        step = {"messages": opening_messages(task, turn, messages[-1], history, sandbox, artifacts), "turn": turn,
                 "num_turns": num_turns, "tool_rounds": 0, "status": "running"}

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from langchain_core.language_models import BaseChatModel
 from langchain_core.rate_limiters import InMemoryRateLimiter
 
-from vtb_agents.defaults import OBJECT_PREFIX, REPLAY
+from vtb_agents.defaults import OBJECT_PREFIX, REPLAY, AgentSpec
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S, client_options
 from vtb_agents.models.presets import find_preset
 from vtb_agents.models.replay import ReplayChatModel
@@ -83,7 +83,7 @@ def resolve_model(spec: str, extra: dict[str, Any] | None = None) -> ModelChoice
 def model_record(spec: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The resolved settings of any model or judge spec, for ``run.json`` (``replay``, ``rule`` and
     ``agent:`` specs and objects' names have no chat-model settings of ours)."""
-    if spec in (REPLAY, "rule") or spec.startswith(("agent:", OBJECT_PREFIX)):
+    if spec in (REPLAY, "rule") or spec.startswith(OBJECT_PREFIX) or AgentSpec.parse(spec) is not None:
         return {"spec": spec, "preset": None, "settings": dict(extra or {})}
     return resolve_model(spec, extra).record()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from vtb_agents.config import RunConfig
-from vtb_agents.runner.executors import Executor, RemoteExecutor
+from vtb_agents.runner.executors import Executor
 from vtb_agents.runner.run import ProgressFn, run_suite
 from vtb_agents.tasks.model import Task
 
@@ -34,7 +34,7 @@ def ablation_config(base: RunConfig, setting: str) -> RunConfig:
 
 
 def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings: Sequence[str] = tuple(ABLATIONS),
-                  resume: bool = False, executor: Executor | RemoteExecutor | None = None,
+                  resume: bool = False, executor: Executor | None = None,
                   stop: threading.Event | None = None, progress: ProgressFn | None = None,
                   retry_errors: bool = False, judge_cache: Path | None = None) -> dict[str, dict[str, Any]]:
     """Run every setting into ``out/<setting>`` and return their summaries, in order (``retry_errors``

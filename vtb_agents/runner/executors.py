@@ -1,5 +1,8 @@
 """Executors: how a run's tasks are spread over workers. Results come back to one writer.
 
+Every executor implements one protocol, :class:`Executor`: it is given the tasks and the
+:class:`RunJob` (the in-process ``work`` and what workers elsewhere rebuild it from) and says
+whether it runs in this process (``in_process``), which is what lets Python objects reach it.
 ``LocalExecutor`` runs tasks in a thread pool driven by asyncio with bounded concurrency (model
 calls are network-bound, sandboxes are separate processes). Setting ``stop`` (Ctrl-C) stops
 scheduling: running tasks finish and are written, the rest wait for ``--resume``.
@@ -12,7 +15,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol
 
 from vtb_agents.results import TaskResult
 from vtb_agents.tasks.model import Task
@@ -24,21 +27,28 @@ Work = Callable[[Task], TaskResult]
 Sink = Callable[[TaskResult], None]
 
 
-class Executor(Protocol):
-    """Runs ``work`` on every task and hands each result to ``sink`` (always from one thread)."""
+@dataclass(frozen=True)
+class RunJob:
+    """What running a run's tasks takes: ``work`` runs one task in this process (with the resources
+    it opened); workers in other processes rebuild it from ``config``, the run directory ``out`` and
+    the verdict cache ``judge_cache``."""
 
-    def run(self, tasks: Iterable[Task], work: Work, sink: Sink, stop: threading.Event) -> None:
-        """Run until every task is done or ``stop`` is set (then finish the running ones)."""
+    work: Work
+    config: RunConfig
+    out: Path
+    judge_cache: Path
+
+
+class Executor(Protocol):
+    """Runs every task of a :class:`RunJob` and hands each result to ``sink`` (always from one thread)."""
+
+    @property
+    def in_process(self) -> bool:
+        """True if tasks run in this process (``job.work``), so Python objects can reach them."""
         ...
 
-
-@runtime_checkable
-class RemoteExecutor(Protocol):
-    """Runs tasks in other processes, whose workers rebuild the run's resources from its config."""
-
-    def run_remote(self, tasks: Iterable[Task], config: RunConfig, out: Path, judge_cache: Path, sink: Sink,
-                   stop: threading.Event) -> None:
-        """Like :meth:`Executor.run`, for workers that cannot share this process's objects."""
+    def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
+        """Run until every task is done or ``stop`` is set (then finish the running ones)."""
         ...
 
 
@@ -52,9 +62,14 @@ class LocalExecutor:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
 
-    def run(self, tasks: Iterable[Task], work: Work, sink: Sink, stop: threading.Event) -> None:
-        """Run the tasks; results reach ``sink`` in the calling thread, in the order they finish."""
-        asyncio.run(self._run(list(tasks), work, sink, stop))
+    @property
+    def in_process(self) -> bool:
+        """Always: the tasks run in this process's threads."""
+        return True
+
+    def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
+        """Run ``job.work`` on the tasks; results reach ``sink`` in the calling thread, in the order they finish."""
+        asyncio.run(self._run(list(tasks), job.work, sink, stop))
 
     async def _run(self, tasks: list[Task], work: Work, sink: Sink, stop: threading.Event) -> None:
         loop = asyncio.get_running_loop()

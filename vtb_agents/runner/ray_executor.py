@@ -1,7 +1,7 @@
 """Ray executor: a run's tasks spread over Ray actors, each with resources of its own.
 
 The ``work`` closure that ``run_suite`` hands a local executor holds the run's SQLite checkpointer,
-judge cache and models, which cannot cross processes. ``RayExecutor.run_remote`` ships what a
+judge cache and models, which cannot cross processes. ``RayExecutor.run`` ships what a
 worker needs to rebuild them instead: the ``RunConfig``, the run directory and the judge-cache path.
 Each ``TaskWorker`` actor builds its resources once, with its own checkpoint database
 ``OUT/checkpoints-{i}.sqlite`` (no two processes write one checkpoint file) and its own connection
@@ -38,7 +38,7 @@ from typing import Any, Iterable
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, RUN_FILE, worker_checkpoints
 from vtb_agents.config import RunConfig
-from vtb_agents.runner.executors import Sink
+from vtb_agents.runner.executors import RunJob, Sink
 from vtb_agents.runner.resources import RunResources, open_resources
 from vtb_agents.runner.run import RunError, run_task
 from vtb_agents.tasks.model import Task
@@ -117,8 +117,12 @@ class RayExecutor:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
 
-    def run_remote(self, tasks: Iterable[Task], config: RunConfig, out: Path, judge_cache: Path, sink: Sink,
-                   stop: threading.Event) -> None:
+    @property
+    def in_process(self) -> bool:
+        """Never: workers rebuild the run's resources from ``job.config`` in their own processes."""
+        return False
+
+    def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
         """Run the tasks on Ray workers; results reach ``sink`` here, in the order they finish.
 
         Setting ``stop`` schedules nothing more: running tasks finish and are written. The first
@@ -136,7 +140,7 @@ class RayExecutor:
         up = False
         try:
             worker = ray.remote(TaskWorker)
-            actors = [worker.remote(config, str(Path(out).resolve()), str(Path(judge_cache).resolve()), i)
+            actors = [worker.remote(job.config, str(job.out.resolve()), str(job.judge_cache.resolve()), i)
                       for i in range(self.concurrency)]
             up = self._check_started(actors)
             self._drive(pending, list(actors), inflight, sink, stop)

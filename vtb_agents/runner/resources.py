@@ -24,7 +24,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.defaults import AGENT_PREFIX, OBJECT_PREFIX
+from vtb_agents.defaults import OBJECT_PREFIX, AgentSpec
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, load_judge
@@ -156,7 +156,7 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
     checkpointer at ``checkpoints`` and the verdict cache at ``judge_cache`` open (each only if
     given). ``objects`` from Python stand in for the specs of ``config`` that name them.
     """
-    if config.model.startswith(AGENT_PREFIX) and config.strategy != DEFAULT_STRATEGY:
+    if AgentSpec.parse(config.model) is not None and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
                          f"it cannot be combined with --strategy {config.strategy}")
     if config.sandbox == "local":  # probed while the model's libraries load: first tasks need not wait

@@ -29,7 +29,7 @@ from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.records import RunRecord
 from vtb_agents.rundir.store import ResultsStore, latest_results
 from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
-from vtb_agents.runner.executors import Executor, LocalExecutor, RemoteExecutor
+from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunResources, open_resources
 from vtb_agents.runner.saving import ResultSaver, storage_cause
@@ -109,7 +109,7 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
 
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
-              executor: Executor | RemoteExecutor | None = None, stop: threading.Event | None = None,
+              executor: Executor | None = None, stop: threading.Event | None = None,
               objects: RunObjects = NO_OBJECTS, retry_errors: bool = False) -> dict[str, Any]:
     """Run every task not yet in ``out``, append each result as it finishes, write ``summary.json``.
 
@@ -127,7 +127,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     duplicates = sorted(i for i, n in Counter(ids).items() if n > 1)
     if duplicates:
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
-    if objects and isinstance(executor, RemoteExecutor):
+    executor = executor or LocalExecutor()
+    if objects and not executor.in_process:
         raise RunError("objects from Python (a model, judge, strategy, agent or tools) cannot reach remote workers: "
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
     cache = judge_cache or out / JUDGE_CACHE_FILE
@@ -151,11 +152,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
             finished = {r.task_id for r in done if not (retry_errors and r.infrastructure_failed)}
             with opening as resources:
                 todo = [t for t in tasks if t.id not in finished]
-                if isinstance(executor, RemoteExecutor):  # workers in other processes open their own resources
-                    executor.run_remote(todo, config, out, cache, sink, stop)
-                else:
-                    (executor or LocalExecutor()).run(
-                        todo, sink.guard(lambda task: run_task(task, config, resources)), sink, stop)
+                job = RunJob(sink.guard(lambda task: run_task(task, config, resources)), config, out, cache)
+                executor.run(todo, job, sink, stop)  # workers in other processes open their own resources
         except Exception as exc:
             if (cause := storage_cause(exc)) is None:
                 raise

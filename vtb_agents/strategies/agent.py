@@ -41,7 +41,7 @@ from langgraph.graph import START
 from langgraph.runtime import Runtime
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.defaults import AGENT_PREFIX as AGENT_PREFIX  # re-exported
+from vtb_agents.defaults import AgentSpec
 from vtb_agents.strategies.agent_limits import AgentLimits, RoundCapReached
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.observe import materialize_messages, show_tool_images
@@ -75,17 +75,17 @@ class ShowToolImages(AgentMiddleware):
 
 
 def load_agent_factory(spec: str) -> AgentFactory:
-    """Import ``agent:package.module:function`` and return the factory it names."""
-    target = spec[len(AGENT_PREFIX):] if spec.startswith(AGENT_PREFIX) else spec
-    module_name, _, attr = target.partition(":")
-    if not module_name or not attr:
+    """Import ``agent:package.module:function`` (decoded by :meth:`AgentSpec.parse`) and return the
+    factory it names."""
+    agent = AgentSpec.parse(spec)
+    if agent is None:
         raise ValueError(f"agent spec {spec!r} must look like 'agent:package.module:function'")
     try:
-        factory = getattr(importlib.import_module(module_name), attr)
+        factory = getattr(importlib.import_module(agent.module), agent.function)
     except (ImportError, AttributeError) as exc:
-        raise ValueError(f"agent spec {spec!r}: cannot load {target}: {exc}") from exc
+        raise ValueError(f"agent spec {spec!r}: cannot load {agent.target}: {exc}") from exc
     if not callable(factory):
-        raise ValueError(f"agent spec {spec!r}: {target} is not callable")
+        raise ValueError(f"agent spec {spec!r}: {agent.target} is not callable")
     return factory
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from vtb_agents.defaults import AGENT_PREFIX
+from vtb_agents.defaults import AgentSpec
 from vtb_agents.defaults import DEFAULT_STRATEGY as DEFAULT_STRATEGY  # re-exported
 from vtb_agents.extensions import is_extension, load_extension
 from vtb_agents.models.spec import refuse_object_name
@@ -32,7 +32,7 @@ def load_strategy(spec: str) -> Strategy:
     if spec in BUILTIN:
         return BUILTIN[spec]
     refuse_object_name(spec, "strategy")
-    if spec.startswith(AGENT_PREFIX):
+    if AgentSpec.parse(spec) is not None:
         from vtb_agents.strategies.agent import agent_strategy, load_agent_factory  # langchain.agents: only here
 
         return agent_strategy(load_agent_factory(spec), spec)

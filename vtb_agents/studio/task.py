@@ -29,10 +29,10 @@ from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
 from vtb_agents.api import load_tasks
-from vtb_agents.episodes.driver import golden_rewrite, turn_message, turn_record
+from vtb_agents.episodes.driver import opening_messages, record_settings, turn_record
 from vtb_agents.graphs.categories import CLARIFYING
 from vtb_agents.graphs.clarify import wants_clarification
-from vtb_agents.results import Episode, EpisodeRecordSettings, TurnRecord, TurnStatus
+from vtb_agents.results import Episode, TurnRecord, TurnStatus
 from vtb_agents.strategies.base import TurnOutcome, as_node
 from vtb_agents.config import RunConfig
 from vtb_agents.studio.context import context_of, resources_for
@@ -116,11 +116,10 @@ def open_turn(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConf
     under golden history the previous answer becomes the golden one first."""
     ctx = context_of(runtime.context)
     task, turn, messages = stored_task(state, config), state["turn"], state["messages"]
-    golden = turn and ctx.episode.history == "golden"
-    rewrite = golden_rewrite(messages[-1], task.turns[turn - 1].golden_answer) if golden else []
     with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(messages)) as session:
-        message = turn_message(task, turn, session.sandbox, session.artifacts, state.get("reply"))
-    return {"messages": [*rewrite, message], "reply": None, "status": "running"}
+        opening = opening_messages(task, turn, messages[-1] if messages else None, ctx.episode.history,
+                                   session.sandbox, session.artifacts, state.get("reply"))
+    return {"messages": opening, "reply": None, "status": "running"}
 
 
 def close_turn(state: TaskState) -> dict[str, Any]:
@@ -159,14 +158,17 @@ def ask(state: TaskState, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     return {"reply": text, "question": None}
 
 
-def finish(state: TaskState, runtime: Runtime[RunConfig]) -> dict[str, Any]:
-    """The episode of the task and the answers the grading graph judges."""
+def finish(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
+    """The episode of the task, its settings recorded as ``vtb run`` records them, and the answers
+    the grading graph judges."""
     ctx = context_of(runtime.context)
+    resources = resources_for(ctx, chat=False)
     turns = [TurnRecord.model_validate(t) for t in state["turns"]]
-    episode = Episode(task_id=state["task"]["id"], model=ctx.model, turns=turns,
-                      settings=EpisodeRecordSettings(strategy=ctx.strategy_spec, history=ctx.episode.history,
-                                                     prompt_level=ctx.episode.prompt_level,
-                                                     max_tool_rounds=ctx.episode.max_tool_rounds, graph="task"))
+    with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(state["messages"])) as session:
+        settings = record_settings(ctx.strategy_spec, ctx.episode, tools=[t.name for t in resources.tools],
+                                   resumer=resources.resumer.name if resources.resumer else ctx.resumer,
+                                   sandbox=session.sandbox, graph="task")
+    episode = Episode(task_id=state["task"]["id"], model=ctx.model, turns=turns, settings=settings)
     return {"episode": episode.model_dump(mode="json"), "answers": [t.answer for t in turns]}
 
 
@@ -178,7 +180,7 @@ def build_task_graph() -> CompiledStateGraph[TaskState, RunConfig, TaskInput, Ta
     builder.add_node("turn", make_turn_node(None, chat=False))
     builder.add_node("close_turn", close_turn)
     builder.add_node("ask", ask)
-    builder.add_node("finish", finish)
+    builder.add_node("finish", as_node(finish))
     builder.add_node("grading", build_studio_grading_graph())
     builder.add_edge(START, "load")
     builder.add_edge("load", "open_turn")
