@@ -106,3 +106,29 @@ def test_score_verdicts_edge_cases_by_hand():
     assert (one.score, one.passed, one.graded, one.critical_rule) == (1.0, True, True, "weight")
     two = score_verdicts([v("a", 5, "unjudged"), v("b", 4, "unjudged", turn=1)])
     assert two.reason == "critical rubric(s) left unjudged: turn 1 a, turn 2 b"
+
+
+class FreshJudge(RecordingJudge):
+    """A judge whose verdicts are its own, fresh calls (nothing cached)."""
+
+    def judge(self, **kwargs: Any) -> Judgement:
+        self.asked.append(kwargs)
+        return Judgement("met", "looks right")
+
+
+class RuleLikeJudge(FreshJudge):
+    """A deterministic judge: it declares that it calls no model."""
+
+    calls_model = False
+
+
+def test_only_a_fresh_verdict_of_a_model_judge_counts_as_a_model_call(task):
+    r1, r2 = task.turns[0].rubrics  # r1 has a check, r2 goes to the judge
+    fresh, cached, rule = FreshJudge(), RecordingJudge(), RuleLikeJudge()
+    assert rubric_verdict(task, answered("It is 42."), fresh, 0, r2).model_call is True
+    assert rubric_verdict(task, answered("It is 42."), cached, 0, r2).model_call is False  # from the cache
+    assert rubric_verdict(task, answered("It is 42."), rule, 0, r2).model_call is False
+    assert rubric_verdict(task, answered("It is 42."), fresh, 0, r1).model_call is False  # decided by its check
+    unanswered = failed("provider_error", "HTTPStatusError: 500")
+    assert [rubric_verdict(task, unanswered, fresh, 0, r).model_call for r in (r1, r2)] == [False, False]
+    assert [len(j.asked) for j in (fresh, cached, rule)] == [1, 1, 1]
