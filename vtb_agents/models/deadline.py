@@ -138,28 +138,29 @@ class TaskDeadline(BaseCallbackHandler):
     def on_llm_start(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
         self._model_call_started(run_id)
 
+    def _model_call_ended(self, run_id: UUID, *, answered: bool) -> bool:
+        """Record a model call's end (an answer, or a failed attempt); True if the limit had passed,
+        when the call counts as cut off: no answer within the time given."""
+        expired = self.expired
+        with self._lock:
+            self._pending.discard(run_id)
+            if expired:
+                self._cut_off = True
+            elif answered:
+                self._answered, self._failed_attempt = True, False
+            else:
+                self._failed_attempt = True
+        return expired
+
     def on_llm_end(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
         """A reply that arrives after the limit is not taken, and counts as no answer within the
         time given: a model client we did not build (a user's agent's own) may wait past the limit,
         where ours cut the request at it, and both must end the same way."""
-        expired = self.expired
-        with self._lock:
-            self._pending.discard(run_id)
-            if expired:
-                self._cut_off = True
-            else:
-                self._answered, self._failed_attempt = True, False
-        if expired:
+        if self._model_call_ended(run_id, answered=True):
             raise self.timeout()
 
     def on_llm_error(self, *args: Any, run_id: UUID, **kwargs: Any) -> None:
-        expired = self.expired
-        with self._lock:
-            self._pending.discard(run_id)
-            if expired:
-                self._cut_off = True
-            else:
-                self._failed_attempt = True
+        self._model_call_ended(run_id, answered=False)
 
     def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
         self.check()
