@@ -48,7 +48,7 @@ def test_entry_point_loads_draws_and_has_a_json_context(name):
     assert isinstance(graph, CompiledStateGraph) and graph.name == name
     drawing = graph.get_graph(xray=True)
     nodes = {node.split(":")[-1] for node in drawing.nodes}
-    expected = {"grading": {"judge_rubric", "aggregate"}, "task": {"load", "open_turn", "turn", "ask", "judge_rubric"}}
+    expected = {"grading": {"judge_rubric", "aggregate"}, "task": {"load", "episode", "ask", "judge_rubric"}}
     assert expected.get(name, {"ingest", "model", "vision_tools", "observe"}) <= nodes
     assert ("clarify" in nodes) == (name == "follow_up")  # the follow-up category graph, drawn inside
     drawing.draw_mermaid()

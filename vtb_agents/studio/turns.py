@@ -1,12 +1,13 @@
-"""The node every Studio graph answers a turn with: the category graph of ``vtb run``, as a subgraph.
+"""The node Studio's chat graphs answer a turn with: the category graph of ``vtb run``, as a subgraph.
 
 The node resolves the run's :class:`~vtb_agents.config.RunConfig` context into the live
 :class:`~vtb_agents.strategies.base.EpisodeContext` (model, the thread's sandbox and artifacts,
 tools bound to them, system prompt, limits) and invokes the category graph around the context's
 strategy with it, passing the run's config so that Studio streams and checkpoints it as a subgraph.
 The category graph is told the turn is its last, so it answers and never interrupts itself: a
-Studio graph asks the user in its own ``ask`` node, whose reply is plain text (see
-:mod:`vtb_agents.studio.chat` and :mod:`vtb_agents.studio.task`).
+chat graph asks the user in its own ``ask`` node, whose reply is plain text (see
+:mod:`vtb_agents.studio.chat`). The task graph runs the episode driver instead
+(:mod:`vtb_agents.studio.task`), using :func:`live_context` and :func:`thread_id` from here.
 """
 
 from __future__ import annotations
