@@ -162,3 +162,29 @@ def test_a_thread_keeps_its_sandbox_and_a_lost_one_comes_back_with_the_thread_im
     registry.close_all()
     with pytest.raises(SandboxError, match="closed"):
         fourth.run("print(1)")
+
+
+def test_task_graph_runs_the_driver_in_process_and_names_a_lost_conversation(tmp_path, monkeypatch):
+    """The task graph pauses at the driver's question and continues with the reply; a server that lost
+    the conversation since (a restart) says so instead of failing on a missing message."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from vtb_agents.studio.task import EPISODE_THREADS, build_task_graph
+
+    monkeypatch.setenv("VTB_STUDIO_DIR", str(tmp_path))
+    graph = build_task_graph().copy(update={"checkpointer": InMemorySaver()})
+    context = RunConfig(model="replay")
+    first = {"configurable": {"thread_id": "in-process"}}
+    graph.invoke({"task_id": "fu-medical-labs"}, first, context=context)
+    [pending] = graph.get_state(first).interrupts
+    assert pending.value["turn"] == 0 and pending.value["next_prompt"]
+    state = graph.invoke(Command(resume=""), first, context=context)
+    assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
+    assert state["grade"]["passed"] is True
+
+    lost = {"configurable": {"thread_id": "lost"}}
+    graph.invoke({"task_id": "fu-medical-labs"}, lost, context=context)
+    EPISODE_THREADS.delete_thread("studio:lost")
+    with pytest.raises(RuntimeError, match="no longer holds the thread's conversation"):
+        graph.invoke(Command(resume=""), lost, context=context)

@@ -138,6 +138,9 @@ def episode(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig
     reply = state.get("reply")
     if state.get("turns") and reply is None:
         raise RuntimeError(f"task {task.id!r}: the episode paused on a question and has no reply to continue with")
+    if state.get("turns") and not graph.get_state(cast(RunnableConfig, inner)).values:
+        raise RuntimeError(f"task {task.id!r}: this Studio server no longer holds the thread's conversation (it "
+                           "restarted since the question): run the task again on the thread")
     with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(state["messages"])) as session:
         record = Episode(task_id=task.id, model=ctx.model,
                          turns=[TurnRecord.model_validate(t) for t in state.get("turns", [])],
