@@ -182,6 +182,7 @@ def test_task_graph_runs_the_driver_in_process_and_names_a_lost_conversation(tmp
     state = graph.invoke(Command(resume=""), first, context=context)
     assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
     assert state["grade"]["passed"] is True
+    assert EPISODE_THREADS.get_tuple({"configurable": {"thread_id": "studio:in-process"}}) is None  # not kept
 
     lost = {"configurable": {"thread_id": "lost"}}
     graph.invoke({"task_id": "fu-medical-labs"}, lost, context=context)

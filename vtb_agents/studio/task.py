@@ -152,7 +152,8 @@ def episode(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig
     messages = graph.get_state(cast(RunnableConfig, inner)).values["messages"]
     update: dict[str, Any] = {"messages": messages, "turns": [t.model_dump(mode="json") for t in record.turns],
                               "question": question, "reply": None}
-    if question is None:
+    if question is None:  # the conversation is in the task graph's state now: the process keeps no copy
+        EPISODE_THREADS.delete_thread(episode_thread(config))
         update |= {"episode": record.model_dump(mode="json"), "answers": [t.answer for t in record.turns]}
     return update
 
