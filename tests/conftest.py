@@ -64,3 +64,13 @@ def task_root(tmp_path: Path) -> Path:
 @pytest.fixture
 def artifacts(tmp_path: Path) -> ArtifactStore:
     return ArtifactStore(tmp_path / "artifacts")
+
+
+@pytest.fixture
+def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The waits tenacity (LangChain's ``with_retry``) asks for, recorded instead of slept."""
+    import tenacity.nap
+
+    waits: list[float] = []
+    monkeypatch.setattr(tenacity.nap.time, "sleep", waits.append)
+    return waits

@@ -143,6 +143,7 @@ class RecordingJudge:
     """A judge object: says every rubric is met and keeps what it was asked."""
 
     name = "recording"
+    calls_model = True
 
     def __init__(self):
         self.asked = []

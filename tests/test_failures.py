@@ -125,6 +125,16 @@ def test_a_retry_that_succeeds_gives_a_category(run_dir):
     assert report.counts() == {"visual_perception": 0, "reasoning": 1, "calculation": 0, "other": 1, "error": 0}
 
 
+def test_the_first_retry_waits_backoff_initial_s(run_dir, retry_waits):
+    replies = iter([("raw", "oops"), label("reasoning")])
+    with OpenAIServer(lambda request: next(replies) if by_task(request) == "arith" else label("other")) as server:
+        model = ChatOpenAI(model="classifier-1", base_url=server.base_url, api_key="test-key", max_retries=0)
+        report = classify_failures(run_dir, FailureClassifier(model, "openai:classifier-1", backoff_initial_s=0.25,
+                                                              backoff_max_s=0.6))
+    assert len(server.requests) == 3 and report.counts()["reasoning"] == 1
+    assert len(retry_waits) == 1 and 0.25 <= retry_waits[0] <= 0.5  # 0.25 s plus up to 0.25 s of jitter
+
+
 def broken_agent(tools: list) -> RunnableLambda:
     """An agent factory (``agent:test_failures:broken_agent``) whose agent returns no messages."""
     return RunnableLambda(lambda state: "no messages")

@@ -18,6 +18,7 @@ class RecordingJudge:
     """A rubric judge that says "met" and remembers what it was asked."""
 
     name = "recording-judge"
+    calls_model = True
 
     def __init__(self) -> None:
         self.asked: list[dict[str, Any]] = []

@@ -77,6 +77,19 @@ def test_a_retry_that_succeeds_gives_a_verdict(task):
     assert len(server.requests) == 2 and grade.graded and grade.score == 1.0
 
 
+def test_the_first_retry_waits_backoff_initial_s_then_twice_that(task, retry_waits):
+    replies = iter([("raw", "oops"), ("raw", "still not json"), verdict_reply("met")])
+    with OpenAIServer(lambda request: next(replies)) as server:
+        model = ChatOpenAI(model="judge-1", base_url=server.base_url, api_key="test-key", max_retries=0)
+        judge = LLMJudge(model, name="openai:judge-1", attempts=3, backoff_initial_s=0.25, backoff_max_s=0.6)
+        grade = grade_episode(task, episode_with("42"), judge)
+    assert len(server.requests) == 3 and grade.score == 1.0
+    # 0.25 s, then 0.5 s, each plus up to 0.25 s of jitter, never over 0.6 s (a first wait of 1 s
+    # whatever the setting, the old bug, would be capped to 0.6)
+    assert len(retry_waits) == 2
+    assert 0.25 <= retry_waits[0] <= 0.5 and 0.5 <= retry_waits[1] <= 0.6
+
+
 def test_multi_turn_prompt_shows_earlier_turns(tmp_path):
     folder = write_task(tmp_path, "mt")
     data = json.loads((folder / "task.json").read_text())

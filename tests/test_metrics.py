@@ -40,7 +40,8 @@ def result(task_id: str, category: str, domain: str, turncase: str, *, score: fl
 def verdict(weight: int, status: str, *, critical_flag: bool, judge: str = "rule",
             cached: bool = False) -> RubricVerdict:
     return RubricVerdict(rubric_id=f"r{weight}", turn=0, weight=weight, critical=weight >= 4,
-                         critical_flag=critical_flag, status=status, judge=judge, cached=cached)
+                         critical_flag=critical_flag, status=status, judge=judge, cached=cached,
+                         model_call=judge not in ("rule", "check", "episode") and not cached)
 
 
 CODE = "python_image_processing"
@@ -164,6 +165,8 @@ IMAGE = {"ok": True, "images": [{"ref": "sha256-abc", "name": "transformed_image
                  True, id="image-only call"),
     pytest.param("weather", {"location": "x"}, ToolMessage("   \n", tool_call_id=""),
                  False, id="whitespace only"),
+    pytest.param("fetch_url", {"url": "u"}, ToolMessage('{"url": "u", "text": " \\n "}', tool_call_id=""),
+                 False, id="a JSON field of whitespace only"),
     pytest.param("weather", {"location": "x"}, ToolMessage('{"ok": true, "location": "x", "units": "metric"}',
                                                            tool_call_id=""),
                  False, id="only status and echoed keys"),
@@ -210,16 +213,20 @@ def test_judge_episode_usage_cost_and_image_op_counts_by_hand():
                               verdict(2, "met", critical_flag=False, judge="check"),
                               verdict(1, "error", critical_flag=False, judge="o4-mini")))
     judged.episode.turns[0].status = "tool_round_cap"
-    judged.usage = TaskUsage(model=TokenUsage(calls=1, input_tokens=1_000_000, output_tokens=100_000))
+    judged.usage = TaskUsage(model=TokenUsage(calls=1, input_tokens=1_000_000, output_tokens=100_000),
+                             judge=TokenUsage(calls=3, input_tokens=100_000, output_tokens=10_000))
     summary = summarize([judged], judge_name="o4-mini", extra={"model": "gpt-4o"})
     # calls: the weight 5, 4 and 1 verdicts (the weight-3 one came from the cache); checks: the weight-2 one
     assert summary["judge"] == {"model": "o4-mini", "calls": 3, "checks": 1, "unjudged": 0, "errors": 1,
                                 "cache_hits": 1}
-    assert summary["episodes"] == {"errors": 0, "task_timeout": 1, "tool_round_cap": 1,
-                                  "context_exceeded": 0}
+    assert summary["episodes"] == {"errors": 0, "task_timeout": 1, "tool_round_cap": 1, "context_exceeded": 0}
+    rejected = result("K", "c", "d", "single", score=0.0, passed=False, outcome="context_exceeded")
+    assert summarize([rejected, judged], judge_name="rule")["episodes"] == {
+        "errors": 0, "task_timeout": 1, "tool_round_cap": 1, "context_exceeded": 1}
     assert summary["usage"]["model"]["input_tokens"] == 1_000_000 and summary["usage"]["tasks_without_usage"] == 0
-    # gpt-4o at 2.50 / 10.00 per million: 1,000,000 x 2.5 + 100,000 x 10 = 3.5 USD; the judge made no call
-    assert (summary["cost"]["model"], summary["cost"]["judge"], summary["cost"]["total"]) == (3.5, 0.0, 3.5)
+    # gpt-4o at 2.50 / 10.00 per million: 1,000,000 x 2.5 + 100,000 x 10 = 3.5 USD; the judge, o4-mini at
+    # 1.10 / 4.40: 100,000 x 1.1 + 10,000 x 4.4 = 0.154 USD
+    assert (summary["cost"]["model"], summary["cost"]["judge"], summary["cost"]["total"]) == (3.5, 0.154, 3.654)
     assert summary["tool_metrics"]["image_ops"] == {"cropping": 1, "resizing": 0, "rotation": 1, "flipping": 0,
                                                     "brightness": 0, "contrast": 0, "editing": 0, "other": 0}
     # no infrastructure failure but a missing task: still incomplete

@@ -16,7 +16,7 @@ import pytest
 from langgraph.errors import GraphRecursionError
 
 from conftest import PROJECT
-from vtb_agents.models.deadline import TaskTimeout
+from vtb_agents.models.deadline import ProviderWait, TaskTimeout
 from vtb_agents.models.http import MalformedResponse
 from vtb_agents.results import (
     INFRASTRUCTURE_OUTCOMES,
@@ -111,6 +111,20 @@ def test_classify_failure(exc, outcome):
     assert classify_failure(exc) == outcome
 
 
+@pytest.mark.parametrize("waiting, answered, failed_attempt, outcome", [
+    (False, False, False, "task_timeout"),  # no request pending: the time went elsewhere
+    (False, True, True, "task_timeout"),
+    (True, False, False, "provider_error"),  # waiting on a provider that had never answered
+    (True, False, True, "provider_error"),
+    (True, True, True, "provider_error"),  # answered before, but the pending request had already failed
+    (True, True, False, "task_timeout"),  # a provider that answers, still working on the next request
+])
+def test_a_timeout_is_the_providers_when_it_gave_no_answer_within_the_time(waiting, answered, failed_attempt,
+                                                                           outcome):
+    wait = ProviderWait(waiting=waiting, answered=answered, failed_attempt=failed_attempt)
+    assert classify_failure(caused(RuntimeError("stopped"), TaskTimeout("task ran past 30 s", wait))) == outcome
+
+
 def test_the_first_failure_in_the_chain_decides_between_infrastructure_kinds():
     # a sandbox error while handling a provider error, and the other way round
     assert classify_failure(in_context(SandboxError("a"), httpx.ConnectError("b", request=REQUEST))) == "sandbox_error"
@@ -197,6 +211,25 @@ def test_a_failed_episode_keeps_a_copy_of_the_turns_it_finished():
     assert [t.answer for t in episode.turns] == ["42"] and episode.outcome == "task_timeout"
     episode.turns[0].answer = "changed"
     assert partial.turns[0].answer == "42"  # a deep copy: the driver's record is untouched
+
+
+def test_a_deep_traceback_keeps_the_innermost_eight_frames_where_the_failure_happened():
+    def fail_here() -> None:
+        raise LookupError("the innermost frame")
+
+    def recurse(depth: int) -> None:
+        if depth == 0:
+            fail_here()
+        recurse(depth - 1)
+
+    try:
+        recurse(20)  # this test's frame, 21 of recurse, fail_here: 23 frames
+    except LookupError as exc:
+        trace = failed_episode("t1", "m", exc).traceback
+    frames = re.findall(r'^  File "[^"]+", line \d+, in (\w+)$', trace, flags=re.MULTILINE)
+    # 8 frames: recurse at its recursive call 3 times shown and 3 more folded, recurse calling fail_here, fail_here
+    assert frames == ["recurse"] * 4 + ["fail_here"] and trace.count("[Previous line repeated 3 more times]") == 1
+    assert trace.endswith('    raise LookupError("the innermost frame")\nLookupError: the innermost frame\n')
 
 
 def test_the_traceback_is_kept_to_its_last_20000_characters():

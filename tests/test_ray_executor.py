@@ -33,6 +33,7 @@ IDS = [f"t{i}" for i in range(6)]
 
 class StubJudge:
     name = "stub:judge"
+    calls_model = True  # stands for a model judge: behind the verdict cache
 
     def judge(self, **kwargs: object) -> Judgement:
         return Judgement("met", "ok")

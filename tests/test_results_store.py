@@ -58,6 +58,30 @@ def test_a_whole_last_line_without_its_newline_still_counts(tmp_path):
     assert [r.task_id for r in results] == ["a", "b"] and partial is None
 
 
+def test_an_invalid_last_line_with_its_newline_is_an_error_not_a_partial_write(tmp_path):
+    store = ResultsStore(tmp_path)
+    store.path.write_bytes(raw(line("a")) + b'{"task_id": "b", "categ\n')  # a crash never writes the newline alone
+    with pytest.raises(ResultsError) as raised:
+        store.load()
+    assert str(raised.value).startswith(f"{store.path}: line 2 is not a valid result (ValidationError)")
+
+
+def test_loading_names_the_file_when_it_ignores_a_duplicate(tmp_path, caplog):
+    store = ResultsStore(tmp_path)
+    store.path.write_bytes(raw(line("a")) + raw(line("a", passed=False)))
+    expected = f"{store.path}: 1 duplicate line(s) for task(s) a ignored (the first record of each is used)"
+    with caplog.at_level(logging.WARNING):
+        results, partial = store.load()
+    assert [(r.task_id, r.grade.passed) for r in results] == [("a", True)] and partial is None
+    assert caplog.messages == [expected]
+    caplog.clear()
+    store.path.write_bytes(raw(line("a")) + raw(line("a", passed=False)) + raw(line("b"))[:30])
+    with caplog.at_level(logging.WARNING):
+        results, partial = store.load()
+    assert [r.task_id for r in results] == ["a"] and partial == len(raw(line("a")) + raw(line("a", passed=False)))
+    assert caplog.messages == [expected]
+
+
 def test_a_torn_middle_line_is_an_error_naming_the_file_and_line(tmp_path):
     store = ResultsStore(tmp_path)
     store.path.write_bytes(raw(line("a")) + b'{"task_id": "b", "categ\n' + raw(line("c")))
@@ -77,11 +101,81 @@ def test_resume_keeps_a_record_glued_after_torn_bytes_and_moves_only_the_junk(tm
     assert [r.task_id for r in results] == ["a", "c", "d"]
     assert store.path.read_bytes() == raw(line("a")) + raw(line("c")) + raw(line("d"))
     assert (tmp_path / "results.jsonl.corrupt").read_bytes() == torn + b"\n" + junk
-    assert "2 torn line(s) moved to" in caplog.text and "their tasks run again" in caplog.text
+    assert caplog.messages == [f"{store.path}: 2 torn line(s) moved to {tmp_path / 'results.jsonl.corrupt'}; "
+                               "their tasks run again"]
     assert not (tmp_path / "results.jsonl.tmp").exists()
     store.path.write_bytes(raw(line("a")))
     assert [r.task_id for r in store.load_for_resume()] == ["a"]  # nothing torn: nothing moved
     assert (tmp_path / "results.jsonl.corrupt").read_bytes() == torn + b"\n" + junk
+
+
+@pytest.mark.parametrize("torn, record, junk", [
+    pytest.param(b"{", raw(line("c")), b"{", id="one byte of a failed write before a record"),
+    # a record start that is no record, then a whole record (whose episode holds a third one, '{"task_id":'
+    # too): the search goes on from the first to the next, not to the last
+    pytest.param(raw(line("b"))[:30] + b'{"task_id":"x"}', raw(line("c")), raw(line("b"))[:30] + b'{"task_id":"x"}',
+                 id="two record starts before the whole record"),
+])
+def test_resume_recovers_the_whole_record_at_the_end_of_a_torn_line(tmp_path, torn, record, junk):
+    store = ResultsStore(tmp_path)
+    assert record.count(b'{"task_id":') == 2  # the record's and its episode's
+    store.path.write_bytes(raw(line("a")) + torn + record)
+    assert [r.task_id for r in store.load_for_resume()] == ["a", "c"]
+    assert store.path.read_bytes() == raw(line("a")) + record
+    assert (tmp_path / "results.jsonl.corrupt").read_bytes() == junk + b"\n"
+
+
+def test_task_ids_reads_the_ids_of_whole_records_only(tmp_path):
+    store = ResultsStore(tmp_path)
+    assert store.task_ids() == set()
+    store.path.write_bytes(raw(line("a")) + b'{"task_id": "b", "category": "c"}\n'  # read from the line's start
+                           + b'xx{"task_id":"y"}\n' + raw(line("c"))  # torn before its start, then a record
+                           + b'{"task_id":"unterminated\n' + raw(line("d"))  # torn inside the id, then a record
+                           + raw(line("e"))[:40])  # the partial last line
+    assert store.task_ids() == {"a", "b", "c", "d"}
+
+
+def test_a_failed_append_whose_cut_also_fails_says_resuming_repairs_it(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path)
+    real_write = os.write
+
+    def twenty_bytes_then_full(fd: int, data: bytes) -> int:
+        if os.fstat(fd).st_size == 0:
+            return real_write(fd, bytes(data[:20]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def cannot_cut(fd: int, length: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "write", twenty_bytes_then_full)
+    monkeypatch.setattr(os, "ftruncate", cannot_cut)
+    with pytest.raises(StorageError) as raised:
+        store.append(line("a"))
+    monkeypatch.undo()
+    assert (raised.value.errno, raised.value.strerror) == (
+        errno.ENOSPC, "No space left on device; the partial line could not be cut (Input/output error): "
+                      "resuming repairs it")
+    assert store.path.read_bytes() == raw(line("a"))[:20]
+    assert store.load_for_resume() == [] and store.path.read_bytes() == b""  # the repair the message promises
+
+
+def test_a_crash_between_writing_and_renaming_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    store = ResultsStore(tmp_path)
+    store.append(line("a"))
+    summary = tmp_path / "summary.json"
+    write_json_atomic(summary, {"apr": 1.0})
+
+    def crash(src: object, dst: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError):
+        store.rewrite([line("b")])
+    with pytest.raises(OSError):
+        write_json_atomic(summary, {"apr": 0.0})
+    monkeypatch.undo()
+    assert store.path.read_bytes() == raw(line("a")) and json.loads(summary.read_text()) == {"apr": 1.0}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.jsonl", "summary.json"]  # no temporary file
 
 
 def test_a_retry_after_an_infrastructure_failure_supersedes_other_duplicates_do_not(caplog):
@@ -91,13 +185,21 @@ def test_a_retry_after_an_infrastructure_failure_supersedes_other_duplicates_do_
         kept = latest_results(records, source="run/results.jsonl")
     assert [(r.task_id, r.ended, r.grade.passed) for r in kept] == [
         ("a", "answered", True), ("b", "answered", True), ("c", "answered", True)]
-    assert caplog.text.count("duplicate line(s)") == 1
-    assert "run/results.jsonl: 2 duplicate line(s) for task(s) b, c ignored (the first record of each is used)" \
-        in caplog.text
+    assert caplog.messages == [
+        "run/results.jsonl: 2 duplicate line(s) for task(s) b, c ignored (the first record of each is used)"]
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        latest_results([line("a"), line("b")])
+        latest_results([line("a"), line("b")], source="run/results.jsonl")
     assert caplog.text == ""
+
+
+def test_the_duplicate_warning_names_at_most_ten_tasks(caplog):
+    ids = [f"t{i:02}" for i in range(12)]
+    with caplog.at_level(logging.WARNING):
+        kept = latest_results([line(i) for i in ids] + [line(i) for i in reversed(ids)], source="r.jsonl")
+    assert [r.task_id for r in kept] == ids
+    assert caplog.messages == ["r.jsonl: 12 duplicate line(s) for task(s) t00, t01, t02, t03, t04, t05, t06, t07, "
+                               "t08, t09 ignored (the first record of each is used)"]
 
 
 def test_a_failed_append_is_cut_back_and_raised_as_a_storage_error(tmp_path, monkeypatch):
@@ -123,8 +225,8 @@ def test_rewrite_replaces_every_line(tmp_path):
     store = ResultsStore(tmp_path)
     for task_id in ("a", "b"):
         store.append(line(task_id))
-    store.rewrite([line("c")])
-    assert store.path.read_bytes() == raw(line("c")) and not (tmp_path / "results.jsonl.tmp").exists()
+    store.rewrite([line("c"), line("d")])
+    assert store.path.read_bytes() == raw(line("c")) + raw(line("d")) and not (tmp_path / "results.jsonl.tmp").exists()
 
 
 def test_write_json_atomic_writes_indented_utf8_and_leaves_no_temporary_file(tmp_path):

@@ -38,6 +38,7 @@ from langchain_core.tools import BaseTool
 from vtb_agents.artifacts import ArtifactStore, to_png
 from vtb_agents.defaults import DEFAULT_STRATEGY, REPLAY
 from vtb_agents.judges import RubricJudge
+from vtb_agents.judges.base import judge_problem
 from vtb_agents.judges.llm import LLMJudge
 from vtb_agents.models.spec import object_name
 from vtb_agents.results import TaskResult
@@ -113,14 +114,15 @@ def judge_object(judge: BaseChatModel | RubricJudge) -> RubricJudge:
     """A judge object as it is, or a chat model as the LLM judge (:class:`~vtb_agents.judges.llm.LLMJudge`)."""
     if isinstance(judge, BaseChatModel):
         return LLMJudge(judge, name=object_name(judge))
-    if isinstance(getattr(judge, "name", None), str) and callable(getattr(judge, "judge", None)):
+    problem = judge_problem(judge)
+    if problem is None:
         return judge
-    raise TypeError(f"judge must be a spec, a chat model or a judge object (a 'name' and a 'judge' method, "
-                    f"vtb_agents.judges.RubricJudge), not {type(judge).__name__}")
+    raise TypeError(f"judge must be a spec, a chat model or a judge object (a 'name', 'calls_model' and a 'judge' "
+                    f"method, vtb_agents.judges.RubricJudge), not {type(judge).__name__}: {problem}")
 
 
 def run_objects(strategy: str | Strategy, model: str | BaseChatModel, judge: JudgeLike, agent: AgentLike | None,
-                tools: Sequence[BaseTool]) -> tuple[RunObjects, dict[str, Any]]:
+                tools: Sequence[BaseTool | str]) -> tuple[RunObjects, dict[str, Any]]:
     """The objects among ``evaluate``'s arguments, and the run options naming every argument."""
     if agent is not None and strategy != DEFAULT_STRATEGY:
         raise ValueError(f"agent= answers the turns itself: it cannot be combined with strategy {strategy!r}")
@@ -131,22 +133,24 @@ def run_objects(strategy: str | Strategy, model: str | BaseChatModel, judge: Jud
                         "pass your own agent as agent=")
     chosen = agent_as_strategy(agent) if agent is not None else strategy
     judging = None if isinstance(judge, str) else judge_object(judge)
-    bad = [t for t in tools if not isinstance(t, BaseTool)]
+    bad = [t for t in tools if not isinstance(t, (BaseTool, str))]
     if bad:
-        raise TypeError(f"tools must be LangChain BaseTool objects (@tool), not {type(bad[0]).__name__}")
+        raise TypeError(f"tools must be LangChain BaseTool objects (@tool) or 'module:attr' specs, "
+                        f"not {type(bad[0]).__name__}")
     objects = RunObjects(model=None if isinstance(model, str) else model, judge=judging,
-                         strategy=None if isinstance(chosen, str) else chosen, tools=tuple(tools))
+                         strategy=None if isinstance(chosen, str) else chosen,
+                         tools=tuple(t for t in tools if isinstance(t, BaseTool)))
     names = {"model": model if isinstance(model, str) else object_name(model),
              "judge": judge if isinstance(judge, str) else object_name(judge),
              "strategy": object_name(agent) if agent is not None else
              strategy if isinstance(strategy, str) else object_name(strategy),
-             "extra_tools": tuple(object_name(t) for t in tools)}
+             "extra_tools": tuple(t if isinstance(t, str) else object_name(t) for t in tools)}
     return objects, names
 
 
 def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task] = "sample",
              model: str | BaseChatModel = REPLAY, judge: JudgeLike = "rule", out: str | Path | None = None, *,
-             agent: AgentLike | None = None, tools: Sequence[BaseTool] = (), concurrency: int = 1,
+             agent: AgentLike | None = None, tools: Sequence[BaseTool | str] = (), concurrency: int = 1,
              resume: bool = False, **options: Any) -> Evaluation:
     """Run and grade ``tasks``, write the run directory ``out`` (a new temporary folder by default)
     and return its summary and results.
@@ -154,7 +158,8 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     ``strategy`` is a name, ``module:function`` or a :class:`Strategy`; ``agent`` is your own agent
     instead (a compiled graph or any Runnable, or a factory taking the episode's tools). ``model``
     and ``judge`` are specs or LangChain chat models (``judge`` also a judge object, see
-    :class:`~vtb_agents.judges.RubricJudge`); ``tools`` are tool objects added to the tool set.
+    :class:`~vtb_agents.judges.RubricJudge`); ``tools`` are tool objects or ``module:attr`` specs added
+    to the tool set (``judge``, ``strategy`` and the ``sandbox`` option take ``module:attr`` too, README "Extensions").
     ``run.json`` records objects by name (``object:ChatOpenAI(model=gpt-4o)``): such a run resumes
     from Python only. ``options`` are ``vtb run``'s settings by their Python names
     (``max_tool_rounds``, ``prompt_level``, ``history``, ``no_tools``, ``critical_rule``, ...).

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Callable, Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
@@ -22,6 +22,7 @@ from vtb_agents.defaults import (DEFAULT_CODE_TIMEOUT_S, DEFAULT_CRITICAL_RULE, 
                                  DEFAULT_JUDGE, DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS,
                                  DEFAULT_NATIVE_TOOL_IMAGES, DEFAULT_PROMPT_LEVEL, DEFAULT_REQUEST_TIMEOUT_S,
                                  DEFAULT_RESUMER, DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE, strategy_name)
+from vtb_agents.extensions import is_extension
 
 __all__ = ["CriticalRule", "EpisodeSettings", "History", "PromptLevel", "ResumerKind", "RunConfig", "RunOptionError",
            "SandboxKind", "ToolsMode", "run_config"]
@@ -70,8 +71,10 @@ class RunConfig(BaseModel):
     ``sandbox_strict`` refuses anything short of full isolation; ``sandbox_network`` lets an E2B
     sandbox reach the internet. ``tools_mode`` / ``tools_cache`` say how the network tools run
     (None: replay the shipped cassette for the bundled suite, live otherwise). ``extra_tools`` names
-    the tool objects a Python run added to the tool set (:class:`~vtb_agents.runner.resources.RunObjects`);
-    ``model``, ``judge`` and ``strategy`` name objects the same way (``object:...``). A bad value
+    the tools added to the tool set: ``module:attr`` specs (``--tool``), or tool objects a Python
+    run gave (:class:`~vtb_agents.runner.resources.RunObjects`) by their names (``object:...``), as
+    ``model``, ``judge`` and ``strategy`` name objects. ``sandbox``, ``judge`` and ``strategy`` take
+    ``module:attr`` specs and installed extensions' names too (:mod:`vtb_agents.extensions`). A bad value
     raises pydantic's ``ValidationError`` naming the field.
     """
 
@@ -84,7 +87,8 @@ class RunConfig(BaseModel):
     judge: str = Field(default=DEFAULT_JUDGE,
                        description="'rule' (deterministic checks only) or 'provider:model' (LLM judge).")
     tasks: str = Field(default=SAMPLE, description="Task source: 'sample', a folder, parquet, 'hf:...'.")
-    sandbox: SandboxKind = Field(default=DEFAULT_SANDBOX, description="Where code runs: local or e2b.")
+    sandbox: str = Field(default=DEFAULT_SANDBOX, description=(
+        "Where code runs: local, e2b, 'module:Class' for your own backend or an installed one (`vtb sandboxes`)."))
     sandbox_strict: bool = Field(default=False, description="Refuse to run code without full isolation (bwrap).")
     sandbox_network: bool = Field(default=False, description=(
         "Let the E2B sandbox reach the internet (off by default; recorded in the results)."))
@@ -105,13 +109,17 @@ class RunConfig(BaseModel):
     model_kwargs: Optional[dict[str, Any]] = Field(default=None, description=(
         "JSON object of extra chat-model settings, e.g. '{\"reasoning_effort\": \"low\"}' or a base_url."))
     extra_tools: tuple[str, ...] = Field(default=(), description=(
-        "Names of the tool objects a Python run added to the tool set (object:...)."))
+        "A tool to add to the agent's set: 'module:attr' naming a LangChain BaseTool, or an installed "
+        "tool's name (`vtb tools`); repeatable."))
     episode: EpisodeSettings = Field(default_factory=EpisodeSettings)
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
         """Settings that only make sense together (the error names the option at fault)."""
-        if self.sandbox_network and self.sandbox != "e2b":
+        if self.sandbox not in get_args(SandboxKind) and not is_extension("sandboxes", self.sandbox):
+            raise _conflict("sandbox", f"must be {', '.join(get_args(SandboxKind))}, 'module:Class' or an "
+                                       f"installed sandbox (`vtb sandboxes`), not {self.sandbox!r}")
+        if self.sandbox_network and self.sandbox == "local":
             raise _conflict("sandbox_network", "needs {sandbox} e2b (the local sandbox never has network access)")
         if self.tools_mode in ("record", "replay") and not self.tools_cache:
             raise _conflict("tools_mode", f"{self.tools_mode} needs {{tools_cache}} PATH")

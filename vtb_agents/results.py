@@ -126,6 +126,8 @@ class RubricVerdict(BaseModel):
     justification: str = ""
     judge: str = ""
     cached: bool = False
+    model_call: bool = False
+    """The judge asked a model for this verdict (not a check, a deterministic judge or the cache)."""
 
 
 class TurnGrade(BaseModel):

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence, cast
+from typing import Any, Literal, Sequence
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
-from langchain_core.runnables.retry import ExponentialJitterParams
 from pydantic import BaseModel, Field
 
+from vtb_agents.models.retry import BACKOFF_INITIAL_S, BACKOFF_MAX_S, with_backoff
 from vtb_agents.results import TaskResult, is_infrastructure
 from vtb_agents.rundir.read import TaskSource, open_finished_run
 from vtb_agents.rundir.store import write_json_atomic
@@ -98,17 +98,15 @@ def failure_prompt(task: Task, result: TaskResult, *, answer_chars: int = 2000, 
 class FailureClassifier:
     """Asks a chat model for a :class:`FailureLabel` per task; a failure after retries is ``error``."""
 
-    def __init__(self, model: BaseChatModel, name: str, *, attempts: int = 3, backoff_initial_s: float = 1.0,
-                 backoff_max_s: float = 30.0, max_concurrency: int = 4,
+    def __init__(self, model: BaseChatModel, name: str, *, attempts: int = 3,
+                 backoff_initial_s: float = BACKOFF_INITIAL_S, backoff_max_s: float = BACKOFF_MAX_S,
+                 max_concurrency: int = 4,
                  method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema") -> None:
         self.name = name
         self.attempts = attempts
         self.max_concurrency = max_concurrency
-        self._runnable = model.with_structured_output(FailureLabel, method=method).with_retry(
-            stop_after_attempt=attempts,
-            exponential_jitter_params=cast(ExponentialJitterParams, {
-                "multiplier": backoff_initial_s, "max": backoff_max_s, "jitter": backoff_initial_s}),
-        )
+        self._runnable = with_backoff(model.with_structured_output(FailureLabel, method=method), attempts,
+                                      backoff_initial_s, backoff_max_s)
 
     def classify(self, items: Sequence[tuple[Task, TaskResult]]) -> list[tuple[str, str]]:
         """(category, explanation) per item, in order; calls run concurrently."""

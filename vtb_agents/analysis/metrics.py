@@ -93,7 +93,7 @@ def judge_counts(results: Iterable[TaskResult], judge_name: str) -> dict[str, An
     verdicts = [v for r in results for v in r.grade.verdicts]
     return {
         "model": judge_name,
-        "calls": sum(v.judge not in ("check", "episode", "rule") and not v.cached for v in verdicts),
+        "calls": sum(v.model_call for v in verdicts),
         "checks": sum(v.judge == "check" for v in verdicts),
         "unjudged": sum(v.status == "unjudged" for v in verdicts),
         "errors": sum(v.status == "error" and v.judge != "episode" for v in verdicts),

@@ -52,6 +52,8 @@ def config_flags(config: RunConfig, *, ablation: bool = False) -> list[str]:
         option = CONFIG_FLAGS[name]
         if isinstance(value, bool):
             flags.append(option if value else "--no-" + option.removeprefix("--"))
+        elif isinstance(value, list):  # a repeatable flag (--tool)
+            flags += [item for one in value for item in (option, str(one))]
         elif value is not None:
             flags += [option, json.dumps(value) if isinstance(value, dict) else str(value)]
     return flags

@@ -39,7 +39,7 @@ CONFIG_FLAGS: dict[str, str] = {
     "native_tool_images": "--native-tool-images", "max_image_side": "--max-image-side", "sandbox": "--sandbox",
     "sandbox_strict": "--sandbox-strict", "sandbox_network": "--sandbox-network", "requests_per_second": "--rps",
     "task_timeout_s": "--task-timeout", "request_timeout_s": "--request-timeout", "tools_mode": "--tools-mode",
-    "tools_cache": "--tools-cache",
+    "tools_cache": "--tools-cache", "extra_tools": "--tool",
     # `vtb run`'s own (`vtb ablate` sets them per condition)
     "prompt_level": "--prompt-level", "no_tools": "--no-tools", "no_vision_tool": "--no-vision-tool",
 }
@@ -47,7 +47,6 @@ CONFIG_FLAGS: dict[str, str] = {
 NOT_FLAGS: dict[str, str] = {
     "code_timeout_s": "the code tools' default time limit serves every CLI run",
     "tags": "trace tags are for runs made from Python (vtb ablate tags its conditions itself)",
-    "extra_tools": "tool objects are given from Python (vtb_agents.evaluate(tools=...))",
 }
 """The run settings no flag gives, and why (a run with them set cannot be resumed from the CLI)."""
 
@@ -148,6 +147,9 @@ def setting_parameter(option: str) -> inspect.Parameter:
     core = args[0] if optional else field.annotation
     if get_origin(core) in (Literal, dict):
         core = str
+    if get_origin(core) is tuple:  # a repeatable flag (--tool)
+        return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, annotation=list[str],
+                                 default=typer.Option([], CONFIG_FLAGS[option], help=config_help(option)))
     lower = [m.ge for m in field.metadata if getattr(m, "ge", None) is not None]
     bounds = {"min": lower[0]} if lower else {}
     return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=config_option(option, **bounds),

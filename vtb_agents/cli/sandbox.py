@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from vtb_agents.cli.common import check_choice, cli_app, fail, out
+from vtb_agents.cli.common import cli_app, fail, out
 from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S, DEFAULT_SANDBOX
 
 sandbox_app = cli_app(help="Run code in the sandbox the model's tools use.", no_args_is_help=True)
@@ -24,19 +24,23 @@ def sandbox_exec(code_file: Path = typer.Option(..., "--code-file", help="Python
                  timeout: float = typer.Option(DEFAULT_CODE_TIMEOUT_S, min=0.001,
                                                help="Seconds before the call is stopped."),
                  as_json: bool = typer.Option(False, "--json", help="Print the ExecResult as one JSON object."),
-                 sandbox: str = typer.Option(DEFAULT_SANDBOX, help="Where code runs: local or e2b."),
+                 sandbox: str = typer.Option(DEFAULT_SANDBOX, help=(
+                     "Where code runs: local, e2b, 'module:Class' or an installed sandbox (`vtb sandboxes`).")),
                  strict: bool = typer.Option(False, "--sandbox-strict", help="Refuse to run without full isolation."),
                  ) -> None:
     """Run CODE_FILE in a fresh sandbox with the given images; print what the tool would report."""
     # the sandbox and PIL load only here (`vtb --help` mounts this command); the tools' helpers come
     # from their light modules, so running code imports no LangChain
     from vtb_agents.artifacts import ArtifactStore, to_png
-    from vtb_agents.sandbox import SANDBOX_KINDS, SandboxError, open_sandbox
+    from vtb_agents.sandbox import SandboxError, backend, open_sandbox
     from vtb_agents.sandbox.base import sandbox_settings
     from vtb_agents.tools.images import collect_images, with_refusals
     from vtb_agents.tools.limits import MAX_CODE_CHARS
 
-    check_choice("--sandbox", sandbox, SANDBOX_KINDS)
+    try:
+        backend(sandbox)
+    except ValueError as exc:
+        fail(f"--sandbox: {exc}")
     try:
         code = code_file.read_text(encoding="utf-8")
     except OSError as exc:

@@ -61,7 +61,7 @@ class CachedJudge:
     """A judge that asks ``cache`` first and marks the judgements it found there as cached."""
 
     def __init__(self, judge: RubricJudge, cache: JudgeCache) -> None:
-        self.inner, self.cache, self.name = judge, cache, judge.name
+        self.inner, self.cache, self.name, self.calls_model = judge, cache, judge.name, judge.calls_model
 
     def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
         """Cached judgement if present, otherwise the inner judge's (then stored)."""

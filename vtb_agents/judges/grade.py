@@ -9,15 +9,16 @@ from vtb_agents.results import Episode, RubricVerdict, TaskGrade, TurnGrade, is_
 from vtb_agents.tasks.model import Rubric, Task
 
 
-def judge_rubric(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric, answer: str) -> tuple[Judgement, str]:
+def judge_rubric(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric,
+                 answer: str) -> tuple[Judgement, str, bool]:
     """A rubric with a deterministic check is decided by it; any other goes to ``judge``.
 
-    Returns the judgement and who made it (``check`` or the judge's name).
+    Returns the judgement, who made it (``check`` or the judge's name) and whether a model was asked.
     """
     if rubric.check is not None:
         met, why = run_check(rubric.check, answer)
-        return Judgement("met" if met else "not_met", why), "check"
-    return judge.judge(task=task, turn=turn, rubric=rubric, answer=answer), judge.name
+        return Judgement("met" if met else "not_met", why), "check", False
+    return judge.judge(task=task, turn=turn, rubric=rubric, answer=answer), judge.name, judge.calls_model
 
 
 def rubric_verdict(task: Task, episode: Episode, judge: RubricJudge, turn: int, rubric: Rubric,
@@ -32,16 +33,18 @@ def rubric_verdict(task: Task, episode: Episode, judge: RubricJudge, turn: int, 
     """
     answers = {record.index: record.answer for record in episode.turns}
     reason = episode.error or "episode incomplete"
+    model_call = False
     if is_infrastructure(episode.ended) or (turn not in answers and episode.status != "error"):
         judgement, source = Judgement("error", f"no answer for turn {turn + 1}: {reason}"), "episode"
     elif turn not in answers:
         judgement, source = Judgement("not_met", f"no answer for turn {turn + 1}: {reason}"), "episode"
     else:
-        judgement, source = judge_rubric(judge, task=task, turn=turn, rubric=rubric, answer=answers[turn])
+        judgement, source, model_call = judge_rubric(judge, task=task, turn=turn, rubric=rubric, answer=answers[turn])
     return RubricVerdict(
         rubric_id=rubric.id, turn=turn, weight=rubric.weight, critical=rubric.is_critical(critical_rule),
         critical_flag=rubric.critical,
         status=judgement.status, justification=judgement.justification, judge=source, cached=judgement.cached,
+        model_call=model_call and not judgement.cached,
     )
 
 

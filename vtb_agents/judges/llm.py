@@ -7,16 +7,15 @@ fails gives an ``error`` judgement, so the task is reported ungraded, never sile
 
 from __future__ import annotations
 
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
-from langchain_core.runnables.retry import ExponentialJitterParams
 from pydantic import BaseModel, Field
 
 from vtb_agents.judges.base import Judgement
 from vtb_agents.judges.prompt import SYSTEM, judge_prompt
-from vtb_agents.models.retry import BACKOFF_INITIAL_S, BACKOFF_MAX_S
+from vtb_agents.models.retry import BACKOFF_INITIAL_S, BACKOFF_MAX_S, with_backoff
 from vtb_agents.tasks.model import Rubric, Task
 
 
@@ -30,18 +29,15 @@ class JudgeVerdict(BaseModel):
 class LLMJudge:
     """Judges a rubric by asking a chat model for a :class:`JudgeVerdict`."""
 
+    calls_model = True
+
     def __init__(self, model: BaseChatModel, name: str, *, attempts: int = 3,
                  backoff_initial_s: float = BACKOFF_INITIAL_S, backoff_max_s: float = BACKOFF_MAX_S,
                  method: Literal["json_schema", "function_calling", "json_mode"] = "json_schema") -> None:
         self.name = name
         self.attempts = attempts
-        structured = model.with_structured_output(JudgeVerdict, method=method)
-        self._runnable = structured.with_retry(
-            stop_after_attempt=attempts,
-            # tenacity deprecates "initial" for "multiplier"; LangChain passes the keys through.
-            exponential_jitter_params=cast(ExponentialJitterParams, {
-                "multiplier": backoff_initial_s, "max": backoff_max_s, "jitter": backoff_initial_s}),
-        )
+        self._runnable = with_backoff(model.with_structured_output(JudgeVerdict, method=method), attempts,
+                                      backoff_initial_s, backoff_max_s)
 
     def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
         """Ask the model; after ``attempts`` failures return an ``error`` judgement naming the cause."""

@@ -48,7 +48,7 @@ class ResultsStore:
         A failed write (disk full...) is cut back to where the line began and raised as
         :class:`StorageError`.
         """
-        self._append_line((result.model_dump_json() + "\n").encode("utf-8"))
+        self._append_line((result.model_dump_json() + "\n").encode())
 
     def _append_line(self, line: bytes) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -71,7 +71,7 @@ class ResultsStore:
 
     def rewrite(self, results: list[TaskResult]) -> None:
         """Replace every line with ``results`` atomically (a crash leaves the old file whole)."""
-        self._rewrite_lines([(r.model_dump_json() + "\n").encode("utf-8") for r in results])
+        _write_atomic(self.path, b"".join((r.model_dump_json() + "\n").encode() for r in results))
 
     def load(self) -> tuple[list[TaskResult], int | None]:
         """The complete result of each task (see :func:`latest_results`), and the byte offset of a
@@ -109,7 +109,7 @@ class ResultsStore:
                 if not (raw.startswith(_RECORD_START) and raw.endswith(b"\n")):
                     continue  # a partial or torn line is no complete record (load() and resume report it)
                 try:
-                    value, _ = decoder.raw_decode(raw[len(_RECORD_START):].decode("utf-8").lstrip())
+                    value, _ = decoder.raw_decode(raw[len(_RECORD_START):].decode().lstrip())
                 except ValueError:
                     continue  # torn inside the id: likewise
                 ids.add(str(value))
@@ -134,21 +134,13 @@ class ResultsStore:
                 handle.writelines(junk if junk.endswith(b"\n") else junk + b"\n" for junk in torn)
                 handle.flush()
                 os.fsync(handle.fileno())
-            self._rewrite_lines([r if r.endswith(b"\n") else r + b"\n" for r in records])
+            _write_atomic(self.path, b"".join(records))  # each ends with its newline (see _valid)
             _log.warning("%s: %d torn line(s) moved to %s; their tasks run again", self.path, len(torn), corrupt)
         results, _ = self.load()
         return results
 
-    def _rewrite_lines(self, lines: list[bytes]) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("wb") as handle:
-            handle.writelines(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, self.path)
 
-
-def latest_results(results: list[TaskResult], source: Path | str = "results") -> list[TaskResult]:
+def latest_results(results: list[TaskResult], *, source: Path | str) -> list[TaskResult]:
     """One result per task id, in the order first written: the first record, unless a later one
     retries it after an infrastructure failure (``--retry-errors``), which then replaces it.
     Other duplicates are ignored with a warning naming ``source``."""
@@ -171,11 +163,11 @@ def _split_torn(raw: bytes) -> tuple[bytes | None, bytes]:
     longest valid record at its end (glued on after a partial write) is recovered if there is one."""
     if _valid(raw):
         return raw, b""
-    start = raw.find(_RECORD_START, 1)
-    while start > 0:
+    start = raw.find(_RECORD_START)
+    while start != -1:
         if _valid(raw[start:]):
             return raw[start:], raw[:start]
-        start = raw.find(_RECORD_START, start + 1)
+        start = raw.find(_RECORD_START, start + len(_RECORD_START))  # occurrences cannot overlap
     return None, raw
 
 
@@ -190,11 +182,19 @@ def _valid(raw: bytes) -> bool:
 
 
 def write_json_atomic(path: Path, data: object) -> None:
-    """Write ``data`` as indented JSON to ``path`` via a temporary file and rename (the temporary
-    file is removed if writing fails, say on a full disk)."""
+    """Write ``data`` as indented UTF-8 JSON to ``path``, atomically (see :func:`_write_atomic`)."""
+    _write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` via a temporary file beside it, synced, then renamed: a crash
+    leaves the old file whole, and a failed write (a full disk) removes the temporary file."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        with tmp.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -35,6 +35,9 @@ from vtb_agents.results import Episode, Outcome
 from vtb_agents.sandbox import SandboxError
 
 _ERROR_CHARS = 2_000
+_TRACEBACK_FRAMES = 8
+"""Frames kept of each exception's traceback: the innermost ones, where it was raised."""
+_TRACEBACK_CHARS = 20_000
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:
@@ -68,11 +71,13 @@ def classify_failure(exc: BaseException) -> Outcome:
 
 def failed_episode(task_id: str, model: str, exc: BaseException) -> Episode:
     """The record of an episode that raised ``exc``: the turns it finished (if the driver kept
-    them), its outcome, a one-line error and a short traceback."""
+    them), its outcome, a one-line error and a short traceback (the innermost frames of each
+    exception in the chain, and at most its last 20,000 characters)."""
     kept = partial_episode(exc)
     episode = kept.model_copy(deep=True) if kept is not None else Episode(task_id=task_id, model=model)
     episode.status = "error"
     episode.outcome = classify_failure(exc)
     episode.error = f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
-    episode.traceback = "".join(traceback.format_exception(exc, limit=8))[-20_000:]
+    trace = "".join(traceback.format_exception(exc, limit=-_TRACEBACK_FRAMES))
+    episode.traceback = trace[-_TRACEBACK_CHARS:]
     return episode

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vtb_agents.analysis.metrics import summarize
-from vtb_agents.judges import load_judge
+from vtb_agents.judges import judge_record, load_judge
 from vtb_agents.config import CriticalRule
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
-from vtb_agents.models.spec import model_record
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import TaskResult, task_outcome
 from vtb_agents.rundir.errors import RunError
@@ -81,7 +80,7 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
                     progress(regraded[-1], done, len(results))
         ResultsStore(run_dir).rewrite(regraded)
         record = with_grading(finished.run, judge_spec, critical_rule).model_copy(
-            update={"judge": ModelRecord.model_validate(model_record(judge_spec))})
+            update={"judge": ModelRecord.model_validate(judge_record(judge_spec))})
         write_json_atomic(run_dir / RUN_FILE, record.model_dump(mode="json"))
         summary = summarize(regraded, judge_name=judge_spec,
                             extra={"model": finished.settings.model, "strategy": finished.settings.strategy_spec,

@@ -24,18 +24,18 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.defaults import AgentSpec
+from vtb_agents.defaults import OBJECT_PREFIX, AgentSpec
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.resumers import Resumer, load_resumer
-from vtb_agents.judges import RubricJudge, RuleJudge, load_judge
+from vtb_agents.judges import RubricJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
-from vtb_agents.models.spec import ModelFactory, chat_model, model_factory
+from vtb_agents.models.spec import ModelFactory, chat_model, model_factory, refuse_object_name
 from vtb_agents.config import RunConfig
-from vtb_agents.sandbox import open_sandbox, probe_in_background
+from vtb_agents.sandbox import backend, open_sandbox, probe_in_background
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy
 from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
-from vtb_agents.tools import guard_tools, select_tools
+from vtb_agents.tools import extension_tools, guard_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
 
 SandboxOpener = Callable[[], AbstractContextManager[Sandbox]]
@@ -105,13 +105,24 @@ def sandbox_opener(config: RunConfig) -> SandboxOpener:
     options: dict[str, Any] = {"strict": True} if config.sandbox_strict else {}
     if config.sandbox_network:
         options["network"] = True
+    backend(config.sandbox)  # your own backend is loaded now: a bad spec fails before any task runs
     return functools.partial(open_sandbox, config.sandbox, **options)
+
+
+def added_tools(config: RunConfig, objects: RunObjects) -> list[BaseTool]:
+    """The tools a run adds to its set, guarded: the tool objects given from Python and those the
+    specs of ``extra_tools`` name (``--tool``); a recorded object's name without its object is refused."""
+    specs = [spec for spec in config.extra_tools if not spec.startswith(OBJECT_PREFIX)]
+    if not objects.tools:
+        for spec in config.extra_tools:
+            refuse_object_name(spec, "tool")
+    return [*guard_tools(list(objects.tools)), *extension_tools(specs)]
 
 
 @contextmanager
 def open_judge(judge: RubricJudge, cache: Path | None) -> Iterator[RubricJudge]:
-    """``judge`` behind a verdict cache at ``cache`` (the rule judge needs none), closed on exit."""
-    if cache is None or isinstance(judge, RuleJudge):
+    """``judge`` behind a verdict cache at ``cache`` (a judge that calls no model needs none), closed on exit."""
+    if cache is None or not judge.calls_model:
         yield judge
         return
     store = JudgeCache(cache)
@@ -158,7 +169,8 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
     resumer = load_resumer(config.resumer, user_model)
     judge = objects.judge or load_judge(config.judge, config.request_timeout_s)
     tools = [*select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool,
-                           network=network_settings(config)), *guard_tools(list(objects.tools))]
+                           network=network_settings(config)), *added_tools(config, objects)]
+    open_box = sandbox_opener(config)
     clashes = sorted(name for name, n in Counter(t.name for t in tools).items() if n > 1)
     if clashes:
         raise ValueError(f"tool name(s) {', '.join(clashes)} given twice: rename the tool objects you add")
@@ -168,7 +180,7 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
         with ExitStack() as stack:
             yield RunResources(
                 judge=stack.enter_context(open_judge(judge, judge_cache)), strategy=strategy, tools=tools,
-                open_sandbox=sandbox_opener(config), models=models, resumer=resumer,
+                open_sandbox=open_box, models=models, resumer=resumer,
                 artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
                 checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None)
 

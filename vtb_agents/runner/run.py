@@ -17,6 +17,7 @@ from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.episodes.driver import run_episode
 from vtb_agents.judges.graph import grade_episode
+from vtb_agents.judges import judge_record
 from vtb_agents.models.spec import model_record
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, task_outcome
@@ -94,7 +95,7 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
 
 def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -> dict[str, Any]:
     """The resolved settings of the run's model and judge (presets expanded), kept in ``run.json``."""
-    return {"model": model_record(model, model_kwargs), "judge": model_record(judge)}
+    return {"model": model_record(model, model_kwargs), "judge": judge_record(judge)}
 
 
 def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskResult]:
@@ -143,7 +144,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
             if progress:
                 progress(result, len(results), len(tasks))
 
-        sink = ResultSaver(ResultsStore(out), stop, saved)  # a disk error stops the run, loses nothing saved
+        store = ResultsStore(out)
+        sink = ResultSaver(store, stop, saved)  # a disk error stops the run, loses nothing saved
         try:
             done = prepare_run_dir(out, config, resume=resume)
             results.extend(done)
@@ -160,7 +162,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         if failure:
             raise StoppedRun(failure)
         wanted = set(ids)
-        results = latest_results(results)  # a retried task's new result replaces the old one
+        results = latest_results(results, source=store.path)  # a retried task's new result replaces the old one
         kept = [r for r in results if r.task_id in wanted]
         summary = summarize(kept, judge_name=config.judge, expected=len(wanted),
                             extra={"model": config.model, "strategy": config.strategy_spec,

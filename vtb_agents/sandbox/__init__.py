@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from vtb_agents.extensions import is_extension, load_extension
+
 from .base import OUTPUT_CAP_CHARS, ExecResult, Sandbox, SandboxError, sandbox_settings
 from .e2b import E2BSandbox
 from .local import Limits, LocalSandbox, probe_in_background, worker_command
@@ -27,6 +29,7 @@ __all__ = [
     "LocalSandbox",
     "Sandbox",
     "SandboxError",
+    "backend",
     "open_sandbox",
     "probe_in_background",
     "sandbox_settings",
@@ -45,17 +48,41 @@ def _e2b(workdir: Path | None, options: dict[str, Any]) -> Sandbox:
     return E2BSandbox(workdir, **options)
 
 
-BACKENDS: dict[str, Callable[[Path | None, dict[str, Any]], Sandbox]] = {"local": _local, "e2b": _e2b}
-"""The sandbox backends by kind: each builds a sandbox from a working directory and options."""
+Backend = Callable[[Path | None, dict[str, Any]], Sandbox]
+BACKENDS: dict[str, Backend] = {"local": _local, "e2b": _e2b}
+"""The built-in sandbox backends by kind: each builds a sandbox from a working directory and options."""
 SANDBOX_KINDS = tuple(BACKENDS)
 _log = logging.getLogger(__name__)
+
+
+def backend(kind: str) -> Backend:
+    """The backend of ``kind``: a built-in (``local``, ``e2b``), or your own class implementing
+    :class:`Sandbox` named ``module:Class`` or by an installed package (entry point group
+    ``vtb_agents.sandboxes``), built as ``Class(workdir, **options)``; a bad kind raises ValueError."""
+    if kind in BACKENDS:
+        return BACKENDS[kind]
+    if not is_extension("sandboxes", kind):
+        raise ValueError(f"unknown sandbox kind {kind!r}: allowed kinds are {', '.join(SANDBOX_KINDS)}, "
+                         "'module:Class' or an installed sandbox (`vtb sandboxes`)")
+    cls = load_extension("sandboxes", kind)
+    if not callable(cls):
+        raise ValueError(f"sandbox {kind!r} is a {type(cls).__name__}, not a class implementing the Sandbox protocol")
+
+    def build(workdir: Path | None, options: dict[str, Any]) -> Sandbox:
+        sandbox = cls(workdir, **options)
+        if not isinstance(sandbox, Sandbox):
+            raise ValueError(f"sandbox {kind!r} built a {type(sandbox).__name__}, which lacks the Sandbox protocol "
+                             "(workdir, isolation, run, put_file, get_file, list_files, close)")
+        return sandbox
+
+    return build
 
 
 @contextmanager
 def open_sandbox(
     kind: str = "local", workdir: Path | None = None, **options: Any
 ) -> Iterator[Sandbox]:
-    """Open a sandbox of ``kind`` and close it on exit.
+    """Open a sandbox of ``kind`` (:func:`backend`) and close it on exit.
 
     ``workdir=None`` uses a temporary directory that is removed on close; a given ``workdir`` is
     created if missing and kept. ``options`` go to the backend (``LocalSandbox``: ``limits``,
@@ -68,9 +95,7 @@ def open_sandbox(
     Once the body has finished, a failure to close is logged, never raised: the episode's answer
     is in, and tearing its sandbox down must not change how it ended.
     """
-    if kind not in BACKENDS:
-        raise ValueError(f"unknown sandbox kind {kind!r}: allowed kinds are {', '.join(SANDBOX_KINDS)}")
-    sandbox = BACKENDS[kind](workdir, dict(options))
+    sandbox = backend(kind)(workdir, dict(options))
     try:
         yield sandbox
     except BaseException:

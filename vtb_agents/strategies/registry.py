@@ -1,13 +1,14 @@
 """The strategy library and how a spec names a strategy: a built-in name, ``module:function`` for
-your own, or ``agent:module:function`` for your own LangChain agent behind the adapter."""
+your own or an installed one's name (entry point group ``vtb_agents.strategies``,
+:mod:`vtb_agents.extensions`), or ``agent:module:function`` for your own LangChain agent behind the adapter."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 
 from vtb_agents.defaults import AgentSpec
 from vtb_agents.defaults import DEFAULT_STRATEGY as DEFAULT_STRATEGY  # re-exported
+from vtb_agents.extensions import is_extension, load_extension
 from vtb_agents.models.spec import refuse_object_name
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.strategies.marks import marks
@@ -22,7 +23,8 @@ BUILTIN: dict[str, Strategy] = {s.name: s for s in (react, zoom, marks, plan, re
 def load_strategy(spec: str) -> Strategy:
     """The strategy ``spec`` names; a bad spec raises ValueError naming it and what was expected.
 
-    ``module:function`` may name a :class:`Strategy` or a function returning a compiled turn graph.
+    ``module:function`` (or an installed strategy's name) may name a :class:`Strategy` or a function
+    returning a compiled turn graph.
 
     >>> load_strategy("zoom").name
     'zoom'
@@ -34,14 +36,10 @@ def load_strategy(spec: str) -> Strategy:
         from vtb_agents.strategies.agent import agent_strategy, load_agent_factory  # langchain.agents: only here
 
         return agent_strategy(load_agent_factory(spec), spec)
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"unknown strategy {spec!r}: choose one of {', '.join(BUILTIN)}, "
-                         "or name your own as 'package.module:function'")
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"strategy {spec!r}: cannot load it: {exc}") from exc
+    if not is_extension("strategies", spec):
+        raise ValueError(f"unknown strategy {spec!r}: choose one of {', '.join(BUILTIN)}, an installed one "
+                         "(`vtb strategies`), or name your own as 'package.module:function'")
+    target = load_extension("strategies", spec)
     if isinstance(target, Strategy):
         return dataclasses.replace(target, name=spec)  # the spec is what reproduces the run
     if callable(target):

@@ -15,13 +15,15 @@ if TYPE_CHECKING:
     from vtb_agents.tools.calculator import calculator
     from vtb_agents.tools.guard import guard_tool, guard_tools
     from vtb_agents.tools.python_tools import bind_code_tools, python_image_processing, python_interpreter
-    from vtb_agents.tools.toolset import TOOL_NAMES, VISION_TOOLS, bind_episode_tools, select_tools
+    from vtb_agents.tools.toolset import TOOL_NAMES, VISION_TOOLS, bind_episode_tools, extension_tools, select_tools
 
-__all__ = ["TOOL_NAMES", "VISION_TOOLS", "bind_code_tools", "bind_episode_tools", "calculator", "guard_tool",
+__all__ = ["TOOL_NAMES", "VISION_TOOLS", "bind_code_tools", "bind_episode_tools", "calculator", "extension_tools",
+           "guard_tool",
            "guard_tools", "python_image_processing", "python_interpreter", "select_tools"]
 
 _HOMES = {"TOOL_NAMES": "toolset", "VISION_TOOLS": "toolset", "bind_episode_tools": "toolset",
-          "select_tools": "toolset", "bind_code_tools": "python_tools", "python_image_processing": "python_tools",
+          "select_tools": "toolset", "extension_tools": "toolset",
+          "bind_code_tools": "python_tools", "python_image_processing": "python_tools",
           "python_interpreter": "python_tools", "calculator": "calculator", "guard_tool": "guard",
           "guard_tools": "guard"}
 

@@ -9,6 +9,7 @@ from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S
+from vtb_agents.extensions import load_extension
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tools.calculator import calculator
 from vtb_agents.tools.guard import guard_tools
@@ -38,6 +39,21 @@ def select_tools(*, no_tools: bool = False, no_vision_tool: bool = False,
         return []
     tools = [python_image_processing, python_interpreter, calculator, *make_network_tools(network)]
     return guard_tools([t for t in tools if not (no_vision_tool and t.name in VISION_TOOLS)])
+
+
+def extension_tools(specs: Sequence[str]) -> list[BaseTool]:
+    """The tools ``--tool`` names, guarded: each ``module:attr`` or an installed tool's name (entry
+    point group ``vtb_agents.tools``) naming a LangChain ``BaseTool`` (``@tool``) or a ``BaseTool``
+    class built with no arguments; anything else raises ValueError naming the spec."""
+    tools = []
+    for spec in specs:
+        target = load_extension("tools", spec)
+        tool = target() if isinstance(target, type) and issubclass(target, BaseTool) else target
+        if not isinstance(tool, BaseTool):
+            raise ValueError(f"tool {spec!r} is a {type(tool).__name__}, not a LangChain BaseTool "
+                             "(decorate a function with langchain_core.tools.tool)")
+        tools.append(tool)
+    return guard_tools(tools)
 
 
 def bind_episode_tools(tools: Sequence[BaseTool], sandbox: Sandbox, artifacts: ArtifactStore,
