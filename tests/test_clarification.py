@@ -100,3 +100,32 @@ def test_load_resumer_errors():
         load_resumer("simulated")
     with pytest.raises(ValueError, match="unknown resumer 'robot'"):
         load_resumer("robot")
+
+
+def test_without_a_resumer_the_driver_stops_at_the_question_and_a_reply_continues_it(follow_up_task, artifacts):
+    """The turn loop Studio's task graph steps through: it returns the question, then continues on the thread."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from vtb_agents.config import EpisodeSettings
+    from vtb_agents.episodes.driver import drive_turns, episode_config, episode_context, record_settings
+    from vtb_agents.graphs.categories import build_category_graph
+    from vtb_agents.results import Episode
+    from vtb_agents.strategies.react import react
+
+    model = ScriptedChatModel(replies=[AIMessage(QUESTION), AIMessage("The pears cost 42.")])
+    settings = EpisodeSettings()
+    graph = build_category_graph(follow_up_task.category, react, checkpointer=InMemorySaver())
+    config = episode_config(follow_up_task, "m", react.name, settings)
+    with open_sandbox("local") as sandbox:
+        context = episode_context(model, select_tools(), sandbox, artifacts, settings)
+        episode = Episode(task_id=follow_up_task.id, model="m", settings=record_settings(
+            react.name, settings, tools=[], resumer="human", sandbox=sandbox, graph=graph.name))
+        assert drive_turns(follow_up_task, graph, config, context, episode, None) == QUESTION
+        assert [t.status for t in episode.turns] == ["asked_user"] and len(model.calls) == 1
+        assert drive_turns(follow_up_task, graph, config, context, episode, None, "The pears, please.") is None
+        with pytest.raises(ValueError, match="has 2 turn\\(s\\) already and no reply"):
+            drive_turns(follow_up_task, graph, config, context, episode, None)
+    assert [(t.status, t.answer) for t in episode.turns] == [("asked_user", QUESTION),
+                                                             ("answered", "The pears cost 42.")]
+    assert last_human_text(model.calls[1]) == "The pears, please."
+    assert [m.content for m in model.calls[1] if isinstance(m, AIMessage)] == [QUESTION]  # golden history

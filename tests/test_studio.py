@@ -48,7 +48,7 @@ def test_entry_point_loads_draws_and_has_a_json_context(name):
     assert isinstance(graph, CompiledStateGraph) and graph.name == name
     drawing = graph.get_graph(xray=True)
     nodes = {node.split(":")[-1] for node in drawing.nodes}
-    expected = {"grading": {"judge_rubric", "aggregate"}, "task": {"load", "open_turn", "turn", "ask", "judge_rubric"}}
+    expected = {"grading": {"judge_rubric", "aggregate"}, "task": {"load", "episode", "ask", "judge_rubric"}}
     assert expected.get(name, {"ingest", "model", "vision_tools", "observe"}) <= nodes
     assert ("clarify" in nodes) == (name == "follow_up")  # the follow-up category graph, drawn inside
     drawing.draw_mermaid()
@@ -162,3 +162,30 @@ def test_a_thread_keeps_its_sandbox_and_a_lost_one_comes_back_with_the_thread_im
     registry.close_all()
     with pytest.raises(SandboxError, match="closed"):
         fourth.run("print(1)")
+
+
+def test_task_graph_runs_the_driver_in_process_and_names_a_lost_conversation(tmp_path, monkeypatch):
+    """The task graph pauses at the driver's question and continues with the reply; a server that lost
+    the conversation since (a restart) says so instead of failing on a missing message."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from vtb_agents.studio.task import EPISODE_THREADS, build_task_graph
+
+    monkeypatch.setenv("VTB_STUDIO_DIR", str(tmp_path))
+    graph = build_task_graph().copy(update={"checkpointer": InMemorySaver()})
+    context = RunConfig(model="replay")
+    first = {"configurable": {"thread_id": "in-process"}}
+    graph.invoke({"task_id": "fu-medical-labs"}, first, context=context)
+    [pending] = graph.get_state(first).interrupts
+    assert pending.value["turn"] == 0 and pending.value["next_prompt"]
+    state = graph.invoke(Command(resume=""), first, context=context)
+    assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
+    assert state["grade"]["passed"] is True
+    assert EPISODE_THREADS.get_tuple({"configurable": {"thread_id": "studio:in-process"}}) is None  # not kept
+
+    lost = {"configurable": {"thread_id": "lost"}}
+    graph.invoke({"task_id": "fu-medical-labs"}, lost, context=context)
+    EPISODE_THREADS.delete_thread("studio:lost")
+    with pytest.raises(RuntimeError, match="no longer holds the thread's conversation"):
+        graph.invoke(Command(resume=""), lost, context=context)

@@ -126,6 +126,20 @@ def record_settings(strategy: str, settings: EpisodeSettings, *, tools: Sequence
                                  resumer=resumer, **sandbox_settings(sandbox), graph=graph)
 
 
+def episode_config(task: Task, model_name: str, strategy: str, settings: EpisodeSettings,
+                   thread_id: str | None = None) -> dict[str, Any]:
+    """The LangGraph config of one episode: its thread (default: the task's id), limits, run name, tags and metadata."""
+    return {
+        "configurable": {"thread_id": thread_id or task.id},
+        "recursion_limit": recursion_limit(settings.max_tool_rounds),
+        "run_name": f"vtb:{task.id}",
+        "tags": [task.category, task.domain, model_name, f"strategy:{strategy}", f"prompt:{settings.prompt_level}",
+                 f"history:{settings.history}", *settings.tags],
+        "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name,
+                     "strategy": strategy},
+    }
+
+
 def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
                 checkpointer: Any = None, resumer: Resumer | None = None, strategy: Strategy = react,
@@ -141,30 +155,37 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
     resumer = resumer or ScriptedResumer()
     graph = graph or build_category_graph(task.category, strategy, checkpointer=checkpointer or InMemorySaver())
     context = episode_context(model, tools, sandbox, artifacts, settings)
-    config: dict[str, Any] = {
-        "configurable": {"thread_id": task.id},
-        "recursion_limit": recursion_limit(settings.max_tool_rounds),
-        "run_name": f"vtb:{task.id}",
-        "tags": [task.category, task.domain, model_name, f"strategy:{strategy.name}", f"prompt:{settings.prompt_level}",
-                 f"history:{settings.history}", *settings.tags],
-        "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name,
-                     "strategy": strategy.name},
-    }
+    config = episode_config(task, model_name, strategy.name, settings)
     episode = Episode(task_id=task.id, model=model_name, settings=record_settings(
         strategy.name, settings, tools=[t.name for t in tools], resumer=resumer.name, sandbox=sandbox,
         graph=graph.name))
     with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
-        return _drive(task, graph, limited, context, resumer, episode)
+        drive_turns(task, graph, limited, context, episode, resumer)
+        return episode
 
 
-def _drive(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, Any], config: dict[str, Any],
-           context: EpisodeContext, resumer: Resumer, episode: Episode) -> Episode:
-    """Feed the turns through ``graph`` until the last one is answered; fill ``episode``."""
+def drive_turns(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, Any], config: dict[str, Any],
+                context: EpisodeContext, episode: Episode, resumer: Resumer | None,
+                reply: str | None = None) -> str | None:
+    """Feed the turns through ``graph`` until the last one is answered, filling ``episode``: the one
+    turn loop of the package (``vtb run`` and Studio's task graph).
+
+    A clarifying question is answered by ``resumer``; without one the loop stops and returns the
+    question (None: every turn is done). Calling again with the ``reply`` continues the episode on
+    its thread (``graph`` needs a checkpointer) from the turn after the question.
+    """
     sandbox, artifacts = context.sandbox, context.artifacts
     history = episode.settings.history
-    turn, num_turns = 0, len(task.turns)
-    step: Any = {"messages": [turn_message(task, 0, sandbox, artifacts)], "turn": 0, "num_turns": num_turns,
-                 "tool_rounds": 0, "status": "running"}
+    turn, num_turns = len(episode.turns), len(task.turns)
+    step: Any
+    if reply is None:
+        if turn:
+            raise ValueError(f"task {task.id!r}: the episode has {turn} turn(s) already and no reply to continue with")
+        step = {"messages": [turn_message(task, 0, sandbox, artifacts)], "turn": 0, "num_turns": num_turns,
+                "tool_rounds": 0, "status": "running"}
+    else:
+        previous = graph.get_state(cast(RunnableConfig, config)).values["messages"][-1]
+        step = Command(resume={"messages": opening_messages(task, turn, previous, history, sandbox, artifacts, reply)})
     while True:
         # the turn in the run's metadata: token usage is summed per turn from it (models/usage.py)
         turn_config = {**config, "metadata": {**config.get("metadata", {}), TURN_METADATA_KEY: turn}}
@@ -176,7 +197,9 @@ def _drive(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, Any],
         messages = state["messages"]
         if state.get("__interrupt__"):  # the model asked a clarifying question
             episode.turns.append(turn_record(messages, turn, "asked_user"))
-            question = state["__interrupt__"][0].value["question"]
+            question: str = state["__interrupt__"][0].value["question"]
+            if resumer is None:
+                return question
             reply = resumer.reply(task, turn + 1, question)
             turn += 1
             step = Command(resume={"messages": opening_messages(task, turn, messages[-1], history, sandbox, artifacts,
@@ -186,6 +209,6 @@ def _drive(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, Any],
         episode.turns.append(turn_record(messages, turn, status))
         turn += 1
         if turn >= num_turns:
-            return episode
+            return None
         step = {"messages": opening_messages(task, turn, messages[-1], history, sandbox, artifacts), "turn": turn,
                 "num_turns": num_turns, "tool_rounds": 0, "status": "running"}
