@@ -189,3 +189,38 @@ def test_task_graph_runs_the_driver_in_process_and_names_a_lost_conversation(tmp
     EPISODE_THREADS.delete_thread("studio:lost")
     with pytest.raises(RuntimeError, match="no longer holds the thread's conversation"):
         graph.invoke(Command(resume=""), lost, context=context)
+
+
+def test_task_graph_traces_the_episode_inside_its_episode_node(tmp_path, monkeypatch):
+    """LangSmith nests the category graph's model calls under the task graph's ``episode`` step."""
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from vtb_agents.studio.task import build_task_graph
+
+    class Runs(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.parents: dict[object, tuple[str, object]] = {}
+
+        def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
+            self.parents[run_id] = (kwargs.get("name") or "", parent_run_id)
+
+        def on_chat_model_start(self, serialized, messages, *, run_id, parent_run_id=None, **kwargs):
+            self.parents[run_id] = ("chat model", parent_run_id)
+
+        def ancestry(self, run_id: object) -> list[str]:
+            names = []
+            while run_id is not None:
+                name, run_id = self.parents[run_id]
+                names.append(name)
+            return names
+
+    monkeypatch.setenv("VTB_STUDIO_DIR", str(tmp_path))
+    runs = Runs()
+    graph = build_task_graph().copy(update={"checkpointer": InMemorySaver()})
+    graph.invoke({"task_id": "fu-medical-labs"}, {"configurable": {"thread_id": "traced"}, "callbacks": [runs]},
+                 context=RunConfig(model="replay"))
+    calls = [runs.ancestry(run) for run, (name, _) in runs.parents.items() if name == "chat model"]
+    assert len(calls) == 1  # the first turn asks, so the run pauses after one model call
+    # the model node of the category graph's run (named after the task), inside the task graph's episode node
+    assert "model" in calls[0] and calls[0][-3:] == ["vtb:fu-medical-labs", "episode", "task"], calls[0]

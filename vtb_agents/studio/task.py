@@ -8,10 +8,13 @@ Input ``{"task_id": "..."}`` (a task of the context's ``tasks`` suite, default t
 or ``{"task": <task.json object>}`` with its images inline as base64 (``images[i].data``). The
 ``episode`` node runs :func:`~vtb_agents.episodes.driver.drive_turns`, the one turn loop of the
 package, on the thread's sandbox; the category graph keeps the conversation on a thread of the
-Studio process. When a follow-up task's answer asks the user something, the driver stops there
-and the thread pauses in ``ask`` with ``{"question", "turn", "next_prompt"}``: resume with an empty
-string to let the context's resumer reply (``scripted``: the task's next prompt; LangGraph does not
-deliver a null resume), or with your own reply, and the driver continues from the next turn. The
+Studio process. It runs with the node's callbacks, so its model and tool messages stream in the
+run's ``messages`` mode and its trace nests under the ``episode`` step; being a run of its own (not
+a subgraph of the task graph's run), its node updates are not in the run's ``updates`` stream.
+When a follow-up task's answer asks the user something, the driver stops there and the thread
+pauses in ``ask`` with ``{"question", "turn", "next_prompt"}``: resume with an empty string to let
+the context's resumer reply (``scripted``: the task's next prompt; LangGraph does not deliver a
+null resume), or with your own reply, and the driver continues from the next turn. The
 grading graph then gives per-rubric verdicts and the score.
 """
 
@@ -135,6 +138,9 @@ def episode(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig
     task = stored_task(state, config)
     graph = episode_graph(resources, task.category)
     inner = episode_config(task, ctx.model, ctx.strategy_spec, ctx.episode, thread_id=episode_thread(config))
+    # the node's callbacks (the run's tracer and stream handlers): the episode is traced inside this step
+    # and its model tokens and messages reach the run's `messages` stream
+    inner["callbacks"] = config.get("callbacks")
     reply = state.get("reply")
     if state.get("turns") and reply is None:
         raise RuntimeError(f"task {task.id!r}: the episode paused on a question and has no reply to continue with")
