@@ -164,13 +164,13 @@ def test_a_thread_keeps_its_sandbox_and_a_lost_one_comes_back_with_the_thread_im
         fourth.run("print(1)")
 
 
-def test_task_graph_runs_the_driver_in_process_and_names_a_lost_conversation(tmp_path, monkeypatch):
-    """The task graph pauses at the driver's question and continues with the reply; a server that lost
-    the conversation since (a restart) says so instead of failing on a missing message."""
+def test_task_graph_runs_the_driver_in_process_and_keeps_the_conversation_in_its_thread(tmp_path, monkeypatch):
+    """The task graph pauses at the driver's question and continues with the reply; the category graph's
+    conversation is a subgraph's state in the task graph's own thread."""
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command
 
-    from vtb_agents.studio.task import EPISODE_THREADS, build_task_graph
+    from vtb_agents.studio.task import build_task_graph
 
     monkeypatch.setenv("VTB_STUDIO_DIR", str(tmp_path))
     graph = build_task_graph().copy(update={"checkpointer": InMemorySaver()})
@@ -179,16 +179,12 @@ def test_task_graph_runs_the_driver_in_process_and_names_a_lost_conversation(tmp
     graph.invoke({"task_id": "fu-medical-labs"}, first, context=context)
     [pending] = graph.get_state(first).interrupts
     assert pending.value["turn"] == 0 and pending.value["next_prompt"]
+    saved = graph.checkpointer.get_tuple({"configurable": {"thread_id": "in-process", "checkpoint_ns": "episode"}})
+    inner = saved.checkpoint["channel_values"]["messages"]  # the category graph's, kept by the task graph's thread
+    assert inner[-1].text == pending.value["question"] and inner[0].id == "turn-0"
     state = graph.invoke(Command(resume=""), first, context=context)
     assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
     assert state["grade"]["passed"] is True
-    assert EPISODE_THREADS.get_tuple({"configurable": {"thread_id": "studio:in-process"}}) is None  # not kept
-
-    lost = {"configurable": {"thread_id": "lost"}}
-    graph.invoke({"task_id": "fu-medical-labs"}, lost, context=context)
-    EPISODE_THREADS.delete_thread("studio:lost")
-    with pytest.raises(RuntimeError, match="no longer holds the thread's conversation"):
-        graph.invoke(Command(resume=""), lost, context=context)
 
 
 def test_task_graph_traces_the_episode_inside_its_episode_node(tmp_path, monkeypatch):

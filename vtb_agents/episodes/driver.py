@@ -14,10 +14,12 @@ from __future__ import annotations
 from typing import Any, Sequence, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphInterrupt
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Durability
 
@@ -165,50 +167,57 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
 
 
 def drive_turns(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, Any], config: dict[str, Any],
-                context: EpisodeContext, episode: Episode, resumer: Resumer | None,
-                reply: str | None = None) -> str | None:
+                context: EpisodeContext, episode: Episode, resumer: Resumer) -> None:
     """Feed the turns through ``graph`` until the last one is answered, filling ``episode``: the one
-    turn loop of the package (``vtb run`` and Studio's task graph).
-
-    A clarifying question is answered by ``resumer``; without one the loop stops and returns the
-    question (None: every turn is done). Calling again with the ``reply`` continues the episode on
-    its thread (``graph`` needs a checkpointer) from the turn after the question.
+    turn loop of the package; Studio's task graph steps through the same :func:`turn_input` and
+    :func:`drive_turn`, one turn per step. A clarifying question is answered by ``resumer``.
     """
-    sandbox, artifacts = context.sandbox, context.artifacts
-    history = episode.settings.history
-    turn, num_turns = len(episode.turns), len(task.turns)
-    step: Any
-    if reply is None:
-        if turn:
-            raise ValueError(f"task {task.id!r}: the episode has {turn} turn(s) already and no reply to continue with")
-        step = {"messages": [turn_message(task, 0, sandbox, artifacts)], "turn": 0, "num_turns": num_turns,
-                "tool_rounds": 0, "status": "running"}
-    else:
-        previous = graph.get_state(cast(RunnableConfig, config)).values["messages"][-1]
-        step = Command(resume={"messages": opening_messages(task, turn, previous, history, sandbox, artifacts, reply)})
-    while True:
-        # the turn in the run's metadata: token usage is summed per turn from it (models/usage.py)
-        turn_config = {**config, "metadata": {**config.get("metadata", {}), TURN_METADATA_KEY: turn}}
+    messages: list[AnyMessage] = []
+    question: str | None = None
+    while len(episode.turns) < len(task.turns):
+        turn = len(episode.turns)
+        reply = None if question is None else resumer.reply(task, turn, question)
+        step = turn_input(task, turn, messages, episode.settings.history, context, reply, asked=question is not None)
+        messages, question = drive_turn(graph, config, context, episode, step)
+
+
+def turn_input(task: Task, turn: int, messages: Sequence[AnyMessage], history: str | None, context: EpisodeContext,
+               reply: str | None = None, *, asked: bool = False) -> Any:
+    """What opens ``turn`` on the episode's thread, given the conversation so far (``messages``): its
+    user message (or ``reply``) with its images, which also go to the sandbox; after a clarifying
+    question (``asked``) it resumes the graph that asked. Turn 0 clears a thread's earlier conversation."""
+    opening = opening_messages(task, turn, messages[-1] if messages else None, history, context.sandbox,
+                               context.artifacts, reply)
+    if asked:
+        return Command(resume={"messages": opening})
+    clear: list[BaseMessage] = [RemoveMessage(id=REMOVE_ALL_MESSAGES)] if turn == 0 else []
+    return {"messages": [*clear, *opening], "turn": turn, "num_turns": len(task.turns), "tool_rounds": 0,
+            "status": "running"}
+
+
+def drive_turn(graph: CompiledStateGraph[Any, EpisodeContext, Any, Any], config: dict[str, Any],
+               context: EpisodeContext, episode: Episode, step: Any) -> tuple[list[AnyMessage], str | None]:
+    """Run one turn (``step``, from :func:`turn_input`) through ``graph`` and add its record to
+    ``episode``; return the conversation and the clarifying question the model asked (None: answered).
+
+    Run inside a node with the node's config (Studio's task graph), ``graph`` is a subgraph of that
+    run: it streams and checkpoints there, and raises its question as LangGraph's interrupt.
+    """
+    turn = len(episode.turns)
+    # the turn in the run's metadata: token usage is summed per turn from it (models/usage.py)
+    turn_config = cast(RunnableConfig, {**config, "metadata": {**config.get("metadata", {}), TURN_METADATA_KEY: turn}})
+    try:
         # checkpoint when the turn's graph run ends (answer or clarifying question), not after every
         # step: nothing reads intermediate steps (a task re-run after a crash starts afresh, and
         # results.jsonl is what is durable), and a write per step costs ~40% of the graph's CPU per round
-        state = graph.invoke(step, cast(RunnableConfig, turn_config), context=context,
-                             durability=CHECKPOINT_DURABILITY)
-        messages = state["messages"]
-        if state.get("__interrupt__"):  # the model asked a clarifying question
-            episode.turns.append(turn_record(messages, turn, "asked_user"))
-            question: str = state["__interrupt__"][0].value["question"]
-            if resumer is None:
-                return question
-            reply = resumer.reply(task, turn + 1, question)
-            turn += 1
-            step = Command(resume={"messages": opening_messages(task, turn, messages[-1], history, sandbox, artifacts,
-                                                                reply)})
-            continue
-        status: TurnStatus = "tool_round_cap" if state.get("status") == "tool_round_cap" else "answered"
-        episode.turns.append(turn_record(messages, turn, status))
-        turn += 1
-        if turn >= num_turns:
-            return None
-        step = {"messages": opening_messages(task, turn, messages[-1], history, sandbox, artifacts), "turn": turn,
-                "num_turns": num_turns, "tool_rounds": 0, "status": "running"}
+        state = graph.invoke(step, turn_config, context=context, durability=CHECKPOINT_DURABILITY)
+        interrupts = state.get("__interrupt__")
+    except GraphInterrupt as raised:  # a subgraph raises its interrupt for the run it is part of
+        state, interrupts = graph.get_state(turn_config).values, raised.args[0]
+    messages: list[AnyMessage] = state["messages"]
+    if interrupts:  # the model asked a clarifying question
+        episode.turns.append(turn_record(messages, turn, "asked_user"))
+        return messages, interrupts[0].value["question"]
+    status: TurnStatus = "tool_round_cap" if state.get("status") == "tool_round_cap" else "answered"
+    episode.turns.append(turn_record(messages, turn, status))
+    return messages, None

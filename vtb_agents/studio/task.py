@@ -1,30 +1,30 @@
 """The task graph for Studio: one whole task through the episode driver of ``vtb run``, then its grade.
 
 ```
-START -> load -> episode (the driver's turn loop) --question--> ask (interrupt) -> episode
-                                                  \\--every turn answered--> grading -> END
+START -> load -> episode (one turn) --next turn--> episode
+                                    --question--> ask (interrupt) -> episode
+                                    --every turn answered--> grading -> END
 ```
 Input ``{"task_id": "..."}`` (a task of the context's ``tasks`` suite, default the bundled sample)
-or ``{"task": <task.json object>}`` with its images inline as base64 (``images[i].data``). The
-``episode`` node runs :func:`~vtb_agents.episodes.driver.drive_turns`, the one turn loop of the
-package, on the thread's sandbox; the category graph keeps the conversation on a thread of the
-Studio process. It runs with the node's callbacks, so its model and tool messages stream in the
-run's ``messages`` mode and its trace nests under the ``episode`` step; being a run of its own (not
-a subgraph of the task graph's run), its node updates are not in the run's ``updates`` stream.
-When a follow-up task's answer asks the user something, the driver stops there and the thread
-pauses in ``ask`` with ``{"question", "turn", "next_prompt"}``: resume with an empty string to let
-the context's resumer reply (``scripted``: the task's next prompt; LangGraph does not deliver a
-null resume), or with your own reply, and the driver continues from the next turn. The
-grading graph then gives per-rubric verdicts and the score.
+or ``{"task": <task.json object>}`` with its images inline as base64 (``images[i].data``). Each
+``episode`` step runs one turn with the driver's :func:`~vtb_agents.episodes.driver.turn_input`
+and :func:`~vtb_agents.episodes.driver.drive_turn` (the steps of ``vtb run``'s turn loop) on the
+thread's sandbox, invoking the category graph with the step's config: it is a subgraph of the run,
+so Studio streams its model and tool steps, LangSmith nests its trace under the step, and its
+conversation is kept in the thread's checkpoints (``checkpointer=True``). When a follow-up task's
+answer asks the user something, the thread pauses in ``ask`` with ``{"question", "turn",
+"next_prompt"}``: resume with an empty string to let the context's resumer reply (``scripted``: the
+task's next prompt; LangGraph does not deliver a null resume), or with your own reply, and the
+next ``episode`` step opens the next turn with it. The grading graph then gives per-rubric verdicts
+and the score.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 from langchain_core.messages import AnyMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.graph.state import CompiledStateGraph
@@ -33,7 +33,7 @@ from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
 from vtb_agents.api import load_tasks
-from vtb_agents.episodes.driver import drive_turns, episode_config, record_settings
+from vtb_agents.episodes.driver import drive_turn, episode_config, record_settings, turn_input
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.results import Episode, TurnRecord
 from vtb_agents.runner.resources import RunResources
@@ -46,9 +46,6 @@ from vtb_agents.studio.sessions import SESSIONS, thread_artifacts
 from vtb_agents.studio.turns import live_context, reply_message, thread_id
 from vtb_agents.tasks.model import Task
 
-EPISODE_THREADS = InMemorySaver()
-"""Where the category graphs of this Studio process keep each task thread's conversation between the
-``episode`` node's runs (a question pauses the driver; the reply continues it on the same thread)."""
 _GRAPHS: dict[tuple[str, str], CompiledStateGraph[Any, EpisodeContext, Any, Any]] = {}
 
 
@@ -111,62 +108,54 @@ def load(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) 
     task = resolve_task(state, context_of(runtime.context))
     artifacts = thread_artifacts(thread_id(config))
     SESSIONS.discard(thread_id(config))
-    EPISODE_THREADS.delete_thread(episode_thread(config))
     return {"task": task.model_dump(mode="json"), "task_id": task.id,
             "images": [artifacts.put(image.read_bytes()) for image in task.images],
             "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "turns": [], "question": None, "reply": None}
 
 
-def episode_thread(config: RunnableConfig) -> str:
-    """The category graph's thread of a Studio thread's task."""
-    return f"studio:{thread_id(config)}"
-
-
 def episode_graph(resources: RunResources, category: str) -> CompiledStateGraph[Any, EpisodeContext, Any, Any]:
-    """The category graph around the context's strategy, checkpointed in :data:`EPISODE_THREADS`."""
+    """The category graph around the context's strategy, as a subgraph keeping its conversation in the
+    task graph's thread (``checkpointer=True``: one history per thread, whichever ``episode`` step runs it)."""
     key = (resources.strategy.name, category)
     if key not in _GRAPHS:
-        _GRAPHS[key] = build_category_graph(category, resources.strategy, checkpointer=EPISODE_THREADS)
+        _GRAPHS[key] = build_category_graph(category, resources.strategy, checkpointer=True)
     return _GRAPHS[key]
 
 
 def episode(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
-    """Run the task's turns through the episode driver until the last is answered or one asks the
-    user; after a question, continue with the reply from the turn after it."""
+    """Run the task's next turn through the episode driver, as a subgraph of this run (so Studio
+    streams its steps and LangSmith nests its trace); after a question, open it with the reply."""
     ctx = context_of(runtime.context)
     resources = resources_for(ctx, chat=False)
     task = stored_task(state, config)
     graph = episode_graph(resources, task.category)
-    inner = episode_config(task, ctx.model, ctx.strategy_spec, ctx.episode, thread_id=episode_thread(config))
-    # the node's callbacks (the run's tracer and stream handlers): the episode is traced inside this step
-    # and its model tokens and messages reach the run's `messages` stream
-    inner["callbacks"] = config.get("callbacks")
-    reply = state.get("reply")
-    if state.get("turns") and reply is None:
+    limits = episode_config(task, ctx.model, ctx.strategy_spec, ctx.episode)
+    inner = {**config, **{key: value for key, value in limits.items() if key != "configurable"}}
+    turns = [TurnRecord.model_validate(t) for t in state.get("turns", [])]
+    asked, reply = bool(turns) and turns[-1].status == "asked_user", state.get("reply")
+    if asked and reply is None:
         raise RuntimeError(f"task {task.id!r}: the episode paused on a question and has no reply to continue with")
-    if state.get("turns") and not graph.get_state(cast(RunnableConfig, inner)).values:
-        raise RuntimeError(f"task {task.id!r}: this Studio server no longer holds the thread's conversation (it "
-                           "restarted since the question): run the task again on the thread")
     with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(state["messages"])) as session:
-        record = Episode(task_id=task.id, model=ctx.model,
-                         turns=[TurnRecord.model_validate(t) for t in state.get("turns", [])],
+        record = Episode(task_id=task.id, model=ctx.model, turns=turns,
                          settings=record_settings(ctx.strategy_spec, ctx.episode,
                                                   tools=[t.name for t in resources.tools],
                                                   resumer=resources.resumer.name if resources.resumer else ctx.resumer,
                                                   sandbox=session.sandbox, graph="task"))
-        question = drive_turns(task, graph, inner, live_context(ctx, resources, session, task), record, None, reply)
-    messages = graph.get_state(cast(RunnableConfig, inner)).values["messages"]
+        context = live_context(ctx, resources, session, task)
+        step = turn_input(task, len(turns), state["messages"], ctx.episode.history, context, reply, asked=asked)
+        messages, question = drive_turn(graph, inner, context, record, step)
     update: dict[str, Any] = {"messages": messages, "turns": [t.model_dump(mode="json") for t in record.turns],
                               "question": question, "reply": None}
-    if question is None:  # the conversation is in the task graph's state now: the process keeps no copy
-        EPISODE_THREADS.delete_thread(episode_thread(config))
+    if question is None and len(record.turns) == len(task.turns):
         update |= {"episode": record.model_dump(mode="json"), "answers": [t.answer for t in record.turns]}
     return update
 
 
 def after_episode(state: TaskState) -> str:
-    """Ask the user, or grade the finished episode."""
-    return "ask" if state.get("question") else "grading"
+    """Ask the user, answer the next turn, or grade the finished episode."""
+    if state.get("question"):
+        return "ask"
+    return "episode" if len(state["turns"]) < len(state["task"]["turns"]) else "grading"
 
 
 def ask(state: TaskState, runtime: Runtime[RunConfig]) -> dict[str, Any]:
@@ -195,7 +184,7 @@ def build_task_graph() -> CompiledStateGraph[TaskState, RunConfig, TaskInput, Ta
     builder.add_node("grading", build_studio_grading_graph())
     builder.add_edge(START, "load")
     builder.add_edge("load", "episode")
-    builder.add_conditional_edges("episode", after_episode, ["ask", "grading"])
+    builder.add_conditional_edges("episode", after_episode, ["ask", "episode", "grading"])
     builder.add_edge("ask", "episode")
     builder.add_edge("grading", END)
     return builder.compile(name="task")
