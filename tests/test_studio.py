@@ -15,6 +15,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 from PIL import Image
 
+from vtb_agents.api import load_tasks
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.config import RunConfig
 from vtb_agents.sandbox import SandboxError
@@ -185,6 +186,13 @@ def test_task_graph_runs_the_driver_in_process_and_keeps_the_conversation_in_its
     state = graph.invoke(Command(resume=""), first, context=context)
     assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
     assert state["grade"]["passed"] is True
+    # the same task again on the thread (inline this time): its conversation starts afresh
+    task = load_tasks("sample", task_id="fu-medical-labs")[0]
+    inline = task.model_dump(mode="json")
+    for image, original in zip(inline["images"], task.images):
+        image["data"] = "data:image/png;base64," + base64.b64encode(original.read_bytes()).decode()
+    again = graph.invoke({"task": inline}, first, context=context)
+    assert [m.type for m in again["messages"]] == ["human", "ai"] and again["messages"][0].id == "turn-0"
 
 
 def test_task_graph_traces_the_episode_inside_its_episode_node(tmp_path, monkeypatch):
