@@ -100,3 +100,33 @@ def test_load_resumer_errors():
         load_resumer("simulated")
     with pytest.raises(ValueError, match="unknown resumer 'robot'"):
         load_resumer("robot")
+
+
+def test_the_driver_steps_one_turn_at_a_time_and_a_reply_continues_after_the_question(follow_up_task, artifacts):
+    """The turn steps Studio's task graph runs: a turn returns the question, the reply opens the next turn."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from vtb_agents.config import EpisodeSettings
+    from vtb_agents.episodes.driver import drive_turn, episode_config, episode_context, record_settings, turn_input
+    from vtb_agents.graphs.categories import build_category_graph
+    from vtb_agents.results import Episode
+    from vtb_agents.strategies.react import react
+
+    model = ScriptedChatModel(replies=[AIMessage(QUESTION), AIMessage("The pears cost 42.")])
+    settings = EpisodeSettings()
+    graph = build_category_graph(follow_up_task.category, react, checkpointer=InMemorySaver())
+    config = episode_config(follow_up_task, "m", react.name, settings)
+    with open_sandbox("local") as sandbox:
+        context = episode_context(model, select_tools(), sandbox, artifacts, settings)
+        episode = Episode(task_id=follow_up_task.id, model="m", settings=record_settings(
+            react.name, settings, tools=[], resumer="human", sandbox=sandbox, graph=graph.name))
+        first = turn_input(follow_up_task, 0, [], settings.history, context)
+        messages, question = drive_turn(graph, config, context, episode, first)
+        assert question == QUESTION
+        assert [t.status for t in episode.turns] == ["asked_user"] and len(model.calls) == 1
+        reply = turn_input(follow_up_task, 1, messages, settings.history, context, "The pears, please.", asked=True)
+        assert drive_turn(graph, config, context, episode, reply)[1] is None
+    assert [(t.status, t.answer) for t in episode.turns] == [("asked_user", QUESTION),
+                                                             ("answered", "The pears cost 42.")]
+    assert last_human_text(model.calls[1]) == "The pears, please."
+    assert [m.content for m in model.calls[1] if isinstance(m, AIMessage)] == [QUESTION]  # golden history

@@ -15,6 +15,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph.state import CompiledStateGraph
 from PIL import Image
 
+from vtb_agents.api import load_tasks
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.config import RunConfig
 from vtb_agents.sandbox import SandboxError
@@ -48,7 +49,7 @@ def test_entry_point_loads_draws_and_has_a_json_context(name):
     assert isinstance(graph, CompiledStateGraph) and graph.name == name
     drawing = graph.get_graph(xray=True)
     nodes = {node.split(":")[-1] for node in drawing.nodes}
-    expected = {"grading": {"judge_rubric", "aggregate"}, "task": {"load", "open_turn", "turn", "ask", "judge_rubric"}}
+    expected = {"grading": {"judge_rubric", "aggregate"}, "task": {"load", "episode", "ask", "judge_rubric"}}
     assert expected.get(name, {"ingest", "model", "vision_tools", "observe"}) <= nodes
     assert ("clarify" in nodes) == (name == "follow_up")  # the follow-up category graph, drawn inside
     drawing.draw_mermaid()
@@ -162,3 +163,68 @@ def test_a_thread_keeps_its_sandbox_and_a_lost_one_comes_back_with_the_thread_im
     registry.close_all()
     with pytest.raises(SandboxError, match="closed"):
         fourth.run("print(1)")
+
+
+def test_task_graph_runs_the_driver_in_process_and_keeps_the_conversation_in_its_thread(tmp_path, monkeypatch):
+    """The task graph pauses at the driver's question and continues with the reply; the category graph's
+    conversation is a subgraph's state in the task graph's own thread."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from vtb_agents.studio.task import build_task_graph
+
+    monkeypatch.setenv("VTB_STUDIO_DIR", str(tmp_path))
+    graph = build_task_graph().copy(update={"checkpointer": InMemorySaver()})
+    context = RunConfig(model="replay")
+    first = {"configurable": {"thread_id": "in-process"}}
+    graph.invoke({"task_id": "fu-medical-labs"}, first, context=context)
+    [pending] = graph.get_state(first).interrupts
+    assert pending.value["turn"] == 0 and pending.value["next_prompt"]
+    saved = graph.checkpointer.get_tuple({"configurable": {"thread_id": "in-process", "checkpoint_ns": "episode"}})
+    inner = saved.checkpoint["channel_values"]["messages"]  # the category graph's, kept by the task graph's thread
+    assert inner[-1].text == pending.value["question"] and inner[0].id == "turn-0"
+    state = graph.invoke(Command(resume=""), first, context=context)
+    assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
+    assert state["grade"]["passed"] is True
+    # the same task again on the thread (inline this time): its conversation starts afresh
+    task = load_tasks("sample", task_id="fu-medical-labs")[0]
+    inline = task.model_dump(mode="json")
+    for image, original in zip(inline["images"], task.images):
+        image["data"] = "data:image/png;base64," + base64.b64encode(original.read_bytes()).decode()
+    again = graph.invoke({"task": inline}, first, context=context)
+    assert [m.type for m in again["messages"]] == ["human", "ai"] and again["messages"][0].id == "turn-0"
+
+
+def test_task_graph_traces_the_episode_inside_its_episode_node(tmp_path, monkeypatch):
+    """LangSmith nests the category graph's model calls under the task graph's ``episode`` step."""
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from vtb_agents.studio.task import build_task_graph
+
+    class Runs(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.parents: dict[object, tuple[str, object]] = {}
+
+        def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
+            self.parents[run_id] = (kwargs.get("name") or "", parent_run_id)
+
+        def on_chat_model_start(self, serialized, messages, *, run_id, parent_run_id=None, **kwargs):
+            self.parents[run_id] = ("chat model", parent_run_id)
+
+        def ancestry(self, run_id: object) -> list[str]:
+            names = []
+            while run_id is not None:
+                name, run_id = self.parents[run_id]
+                names.append(name)
+            return names
+
+    monkeypatch.setenv("VTB_STUDIO_DIR", str(tmp_path))
+    runs = Runs()
+    graph = build_task_graph().copy(update={"checkpointer": InMemorySaver()})
+    graph.invoke({"task_id": "fu-medical-labs"}, {"configurable": {"thread_id": "traced"}, "callbacks": [runs]},
+                 context=RunConfig(model="replay"))
+    calls = [runs.ancestry(run) for run, (name, _) in runs.parents.items() if name == "chat model"]
+    assert len(calls) == 1  # the first turn asks, so the run pauses after one model call
+    # the model node of the category graph's run (named after the task), inside the task graph's episode node
+    assert "model" in calls[0] and calls[0][-3:] == ["vtb:fu-medical-labs", "episode", "task"], calls[0]

@@ -260,3 +260,38 @@ def test_bad_inputs_fail_the_run_with_a_clear_error(client: Any) -> None:
         assert client.runs.get(thread, run["run_id"])["status"] == "error"
         error = client.threads.get(thread)["error"]
         assert error["error"] in ("ValueError", "ValidationError") and expected in error["message"], error
+
+
+
+def stream_task(client: Any, thread: str, **run: Any) -> list[Any]:
+    return list(client.runs.stream(thread, "task", stream_mode=["messages", "updates"], stream_subgraphs=True, **run))
+
+
+def test_task_graph_streams_the_model_and_tool_messages_of_its_episode(client: Any) -> None:
+    """Studio shows the episode's model tokens and tool results while the task graph's driver runs them."""
+    thread = client.threads.create()["thread_id"]
+    parts = stream_task(client, thread, input={"task": inline_follow_up_task()})
+    parts += stream_task(client, thread, command={"resume": ""})
+    nodes: dict[str, str] = {}
+    final: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        if part.event == "messages/metadata":
+            nodes |= {key: value["metadata"]["langgraph_node"] for key, value in part.data.items()}
+        elif part.event in ("messages/partial", "messages/complete"):
+            final |= {message["id"]: message for message in part.data}
+    streamed = [(nodes[key], message["type"], message["content"] if isinstance(message["content"], str) else "",
+                 [call["name"] for call in message.get("tool_calls", [])]) for key, message in final.items()]
+    model = [(kind, text, calls) for node, kind, text, calls in streamed if node == "model"]
+    assert model == [("ai", QUESTION, []), ("ai", "", ["python_image_processing"]), ("ai", "Final answer: 42.", [])]
+    tools = [text for node, kind, text, _ in streamed if kind == "tool"]
+    assert len(tools) == 1 and '"ok": true' in tools[0] and "transformed_image_" in tools[0]
+    assert any(p.event.startswith("updates|grading:") for p in parts)  # the grading graph's steps, as a subgraph
+
+
+def test_task_graph_streams_the_category_graph_updates_of_its_episode(client: Any) -> None:
+    """The category graph is a subgraph of the task graph's run: Studio shows its model and tool steps."""
+    thread = client.threads.create()["thread_id"]
+    parts = stream_task(client, thread, input={"task": inline_follow_up_task()})
+    parts += stream_task(client, thread, command={"resume": ""})
+    inner = [p.data for p in parts if p.event.split("|")[:2] == ["updates", "episode"]]
+    assert {"model", "vision_tools"} <= {node for update in inner for node in update}

@@ -14,10 +14,12 @@ from __future__ import annotations
 from typing import Any, Sequence, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphInterrupt
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Durability
 
@@ -126,6 +128,20 @@ def record_settings(strategy: str, settings: EpisodeSettings, *, tools: Sequence
                                  resumer=resumer, **sandbox_settings(sandbox), graph=graph)
 
 
+def episode_config(task: Task, model_name: str, strategy: str, settings: EpisodeSettings,
+                   thread_id: str | None = None) -> dict[str, Any]:
+    """The LangGraph config of one episode: its thread (default: the task's id), limits, run name, tags and metadata."""
+    return {
+        "configurable": {"thread_id": thread_id or task.id},
+        "recursion_limit": recursion_limit(settings.max_tool_rounds),
+        "run_name": f"vtb:{task.id}",
+        "tags": [task.category, task.domain, model_name, f"strategy:{strategy}", f"prompt:{settings.prompt_level}",
+                 f"history:{settings.history}", *settings.tags],
+        "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name,
+                     "strategy": strategy},
+    }
+
+
 def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
                 checkpointer: Any = None, resumer: Resumer | None = None, strategy: Strategy = react,
@@ -141,51 +157,67 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
     resumer = resumer or ScriptedResumer()
     graph = graph or build_category_graph(task.category, strategy, checkpointer=checkpointer or InMemorySaver())
     context = episode_context(model, tools, sandbox, artifacts, settings)
-    config: dict[str, Any] = {
-        "configurable": {"thread_id": task.id},
-        "recursion_limit": recursion_limit(settings.max_tool_rounds),
-        "run_name": f"vtb:{task.id}",
-        "tags": [task.category, task.domain, model_name, f"strategy:{strategy.name}", f"prompt:{settings.prompt_level}",
-                 f"history:{settings.history}", *settings.tags],
-        "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name,
-                     "strategy": strategy.name},
-    }
+    config = episode_config(task, model_name, strategy.name, settings)
     episode = Episode(task_id=task.id, model=model_name, settings=record_settings(
         strategy.name, settings, tools=[t.name for t in tools], resumer=resumer.name, sandbox=sandbox,
         graph=graph.name))
     with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
-        return _drive(task, graph, limited, context, resumer, episode)
+        drive_turns(task, graph, limited, context, episode, resumer)
+        return episode
 
 
-def _drive(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, Any], config: dict[str, Any],
-           context: EpisodeContext, resumer: Resumer, episode: Episode) -> Episode:
-    """Feed the turns through ``graph`` until the last one is answered; fill ``episode``."""
-    sandbox, artifacts = context.sandbox, context.artifacts
-    history = episode.settings.history
-    turn, num_turns = 0, len(task.turns)
-    step: Any = {"messages": [turn_message(task, 0, sandbox, artifacts)], "turn": 0, "num_turns": num_turns,
-                 "tool_rounds": 0, "status": "running"}
-    while True:
-        # the turn in the run's metadata: token usage is summed per turn from it (models/usage.py)
-        turn_config = {**config, "metadata": {**config.get("metadata", {}), TURN_METADATA_KEY: turn}}
+def drive_turns(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, Any], config: dict[str, Any],
+                context: EpisodeContext, episode: Episode, resumer: Resumer) -> None:
+    """Feed the turns through ``graph`` until the last one is answered, filling ``episode``: the one
+    turn loop of the package; Studio's task graph steps through the same :func:`turn_input` and
+    :func:`drive_turn`, one turn per step. A clarifying question is answered by ``resumer``.
+    """
+    messages: list[AnyMessage] = []
+    question: str | None = None
+    while len(episode.turns) < len(task.turns):
+        turn = len(episode.turns)
+        reply = None if question is None else resumer.reply(task, turn, question)
+        step = turn_input(task, turn, messages, episode.settings.history, context, reply, asked=question is not None)
+        messages, question = drive_turn(graph, config, context, episode, step)
+
+
+def turn_input(task: Task, turn: int, messages: Sequence[AnyMessage], history: str | None, context: EpisodeContext,
+               reply: str | None = None, *, asked: bool = False) -> Any:
+    """What opens ``turn`` on the episode's thread, given the conversation so far (``messages``): its
+    user message (or ``reply``) with its images, which also go to the sandbox; after a clarifying
+    question (``asked``) it resumes the graph that asked. Turn 0 clears a thread's earlier conversation."""
+    opening = opening_messages(task, turn, messages[-1] if messages else None, history, context.sandbox,
+                               context.artifacts, reply)
+    if asked:
+        return Command(resume={"messages": opening})
+    clear: list[BaseMessage] = [RemoveMessage(id=REMOVE_ALL_MESSAGES)] if turn == 0 else []
+    return {"messages": [*clear, *opening], "turn": turn, "num_turns": len(task.turns), "tool_rounds": 0,
+            "status": "running"}
+
+
+def drive_turn(graph: CompiledStateGraph[Any, EpisodeContext, Any, Any], config: dict[str, Any],
+               context: EpisodeContext, episode: Episode, step: Any) -> tuple[list[AnyMessage], str | None]:
+    """Run one turn (``step``, from :func:`turn_input`) through ``graph`` and add its record to
+    ``episode``; return the conversation and the clarifying question the model asked (None: answered).
+
+    Run inside a node with the node's config (Studio's task graph), ``graph`` is a subgraph of that
+    run: it streams and checkpoints there, and raises its question as LangGraph's interrupt.
+    """
+    turn = len(episode.turns)
+    # the turn in the run's metadata: token usage is summed per turn from it (models/usage.py)
+    turn_config = cast(RunnableConfig, {**config, "metadata": {**config.get("metadata", {}), TURN_METADATA_KEY: turn}})
+    try:
         # checkpoint when the turn's graph run ends (answer or clarifying question), not after every
         # step: nothing reads intermediate steps (a task re-run after a crash starts afresh, and
         # results.jsonl is what is durable), and a write per step costs ~40% of the graph's CPU per round
-        state = graph.invoke(step, cast(RunnableConfig, turn_config), context=context,
-                             durability=CHECKPOINT_DURABILITY)
-        messages = state["messages"]
-        if state.get("__interrupt__"):  # the model asked a clarifying question
-            episode.turns.append(turn_record(messages, turn, "asked_user"))
-            question = state["__interrupt__"][0].value["question"]
-            reply = resumer.reply(task, turn + 1, question)
-            turn += 1
-            step = Command(resume={"messages": opening_messages(task, turn, messages[-1], history, sandbox, artifacts,
-                                                                reply)})
-            continue
-        status: TurnStatus = "tool_round_cap" if state.get("status") == "tool_round_cap" else "answered"
-        episode.turns.append(turn_record(messages, turn, status))
-        turn += 1
-        if turn >= num_turns:
-            return episode
-        step = {"messages": opening_messages(task, turn, messages[-1], history, sandbox, artifacts), "turn": turn,
-                "num_turns": num_turns, "tool_rounds": 0, "status": "running"}
+        state = graph.invoke(step, turn_config, context=context, durability=CHECKPOINT_DURABILITY)
+        interrupts = state.get("__interrupt__")
+    except GraphInterrupt as raised:  # a subgraph raises its interrupt for the run it is part of
+        state, interrupts = graph.get_state(turn_config).values, raised.args[0]
+    messages: list[AnyMessage] = state["messages"]
+    if interrupts:  # the model asked a clarifying question
+        episode.turns.append(turn_record(messages, turn, "asked_user"))
+        return messages, interrupts[0].value["question"]
+    status: TurnStatus = "tool_round_cap" if state.get("status") == "tool_round_cap" else "answered"
+    episode.turns.append(turn_record(messages, turn, status))
+    return messages, None

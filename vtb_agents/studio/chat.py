@@ -103,7 +103,7 @@ def build_chat_graph(category: str) -> CompiledStateGraph[ChatState, RunConfig, 
         raise ValueError(f"unknown category {category!r}: choose one of {', '.join(CATEGORIES)}")
     builder = StateGraph(ChatState, context_schema=RunConfig, input_schema=ChatInput, output_schema=ChatOutput)
     builder.add_node("ingest", as_node(ingest))
-    builder.add_node("turn", make_turn_node(category, chat=True))
+    builder.add_node("turn", make_turn_node(category))
     builder.add_edge(START, "ingest")
     builder.add_edge("ingest", "turn")
     if category in CLARIFYING:

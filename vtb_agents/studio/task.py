@@ -1,18 +1,22 @@
-"""The task graph for Studio: one whole task, turn by turn as ``vtb run`` plays it, then its grade.
+"""The task graph for Studio: one whole task through the episode driver of ``vtb run``, then its grade.
 
 ```
-START -> load -> open_turn -> turn (category graph) -> close_turn --more turns--> open_turn
-                     ^                                       |--question--> ask (interrupt)
-                     '---------------------------------------'  \\--last turn--> finish -> grading -> END
+START -> load -> episode (one turn) --next turn--> episode
+                                    --question--> ask (interrupt) -> episode
+                                    --every turn answered--> grading -> END
 ```
 Input ``{"task_id": "..."}`` (a task of the context's ``tasks`` suite, default the bundled sample)
-or ``{"task": <task.json object>}`` with its images inline as base64 (``images[i].data``). The turns
-use the episode driver's own pieces: each turn's message and images (``turn_message``), the golden
-history rewrite (``golden_rewrite``) and the turn records (``turn_record``). When a follow-up task's
+or ``{"task": <task.json object>}`` with its images inline as base64 (``images[i].data``). Each
+``episode`` step runs one turn with the driver's :func:`~vtb_agents.episodes.driver.turn_input`
+and :func:`~vtb_agents.episodes.driver.drive_turn` (the steps of ``vtb run``'s turn loop) on the
+thread's sandbox, invoking the category graph with the step's config: it is a subgraph of the run,
+so Studio streams its model and tool steps, LangSmith nests its trace under the step, and its
+conversation is kept in the thread's checkpoints (``checkpointer=True``). When a follow-up task's
 answer asks the user something, the thread pauses in ``ask`` with ``{"question", "turn",
 "next_prompt"}``: resume with an empty string to let the context's resumer reply (``scripted``: the
-task's next prompt; LangGraph does not deliver a null resume), or with your own reply. The grading
-graph then gives per-rubric verdicts and the score.
+task's next prompt; LangGraph does not deliver a null resume), or with your own reply, and the
+next ``episode`` step opens the next turn with it. The grading graph then gives per-rubric verdicts
+and the score.
 """
 
 from __future__ import annotations
@@ -29,18 +33,20 @@ from langgraph.types import interrupt
 from typing_extensions import TypedDict
 
 from vtb_agents.api import load_tasks
-from vtb_agents.episodes.driver import opening_messages, record_settings, turn_record
-from vtb_agents.graphs.categories import CLARIFYING
-from vtb_agents.graphs.clarify import wants_clarification
-from vtb_agents.results import Episode, TurnRecord, TurnStatus
-from vtb_agents.strategies.base import TurnOutcome, as_node
+from vtb_agents.episodes.driver import drive_turn, episode_config, record_settings, turn_input
+from vtb_agents.graphs.categories import build_category_graph
+from vtb_agents.results import Episode, TurnRecord
+from vtb_agents.runner.resources import RunResources
+from vtb_agents.strategies.base import EpisodeContext, as_node
 from vtb_agents.config import RunConfig
 from vtb_agents.studio.context import context_of, resources_for
 from vtb_agents.studio.grading import build_studio_grading_graph
 from vtb_agents.studio.inputs import task_from_json, thread_images
 from vtb_agents.studio.sessions import SESSIONS, thread_artifacts
-from vtb_agents.studio.turns import make_turn_node, reply_message, thread_id
+from vtb_agents.studio.turns import live_context, reply_message, thread_id
 from vtb_agents.tasks.model import Task
+
+_GRAPHS: dict[tuple[str, str], CompiledStateGraph[Any, EpisodeContext, Any, Any]] = {}
 
 
 class TaskInput(TypedDict, total=False):
@@ -66,9 +72,6 @@ class TaskState(TypedDict, total=False):
     task: dict[str, Any]
     images: list[str]
     messages: Annotated[list[AnyMessage], add_messages]
-    turn: int
-    num_turns: int
-    status: TurnOutcome
     question: str | None
     reply: str | None
     turns: list[dict[str, Any]]
@@ -107,43 +110,57 @@ def load(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) 
     SESSIONS.discard(thread_id(config))
     return {"task": task.model_dump(mode="json"), "task_id": task.id,
             "images": [artifacts.put(image.read_bytes()) for image in task.images],
-            "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "turn": 0, "num_turns": len(task.turns),
-            "turns": [], "question": None, "reply": None}
+            "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "turns": [], "question": None, "reply": None}
 
 
-def open_turn(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
-    """The turn's user message (prompt or the reply to a question) with its images in the sandbox;
-    under golden history the previous answer becomes the golden one first."""
+def episode_graph(resources: RunResources, category: str) -> CompiledStateGraph[Any, EpisodeContext, Any, Any]:
+    """The category graph around the context's strategy, as a subgraph keeping its conversation in the
+    task graph's thread (``checkpointer=True``: one history per thread, whichever ``episode`` step runs it)."""
+    key = (resources.strategy.name, category)
+    if key not in _GRAPHS:
+        _GRAPHS[key] = build_category_graph(category, resources.strategy, checkpointer=True)
+    return _GRAPHS[key]
+
+
+def episode(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
+    """Run the task's next turn through the episode driver, as a subgraph of this run (so Studio
+    streams its steps and LangSmith nests its trace); after a question, open it with the reply."""
     ctx = context_of(runtime.context)
-    task, turn, messages = stored_task(state, config), state["turn"], state["messages"]
-    with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(messages)) as session:
-        opening = opening_messages(task, turn, messages[-1] if messages else None, ctx.episode.history,
-                                   session.sandbox, session.artifacts, state.get("reply"))
-    return {"messages": opening, "reply": None, "status": "running"}
+    resources = resources_for(ctx, chat=False)
+    task = stored_task(state, config)
+    graph = episode_graph(resources, task.category)
+    limits = episode_config(task, ctx.model, ctx.strategy_spec, ctx.episode)
+    inner = {**config, **{key: value for key, value in limits.items() if key != "configurable"}}
+    turns = [TurnRecord.model_validate(t) for t in state.get("turns", [])]
+    asked, reply = bool(turns) and turns[-1].status == "asked_user", state.get("reply")
+    if asked and reply is None:
+        raise RuntimeError(f"task {task.id!r}: the episode paused on a question and has no reply to continue with")
+    with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(state["messages"])) as session:
+        record = Episode(task_id=task.id, model=ctx.model, turns=turns,
+                         settings=record_settings(ctx.strategy_spec, ctx.episode,
+                                                  tools=[t.name for t in resources.tools],
+                                                  resumer=resources.resumer.name if resources.resumer else ctx.resumer,
+                                                  sandbox=session.sandbox, graph="task"))
+        context = live_context(ctx, resources, session, task)
+        step = turn_input(task, len(turns), state["messages"], ctx.episode.history, context, reply, asked=asked)
+        messages, question = drive_turn(graph, inner, context, record, step)
+    update: dict[str, Any] = {"messages": messages, "turns": [t.model_dump(mode="json") for t in record.turns],
+                              "question": question, "reply": None}
+    if question is None and len(record.turns) == len(task.turns):
+        update |= {"episode": record.model_dump(mode="json"), "answers": [t.answer for t in record.turns]}
+    return update
 
 
-def close_turn(state: TaskState) -> dict[str, Any]:
-    """Record the turn; note the question if a follow-up answer asks one and a next turn can answer."""
-    turn, task = state["turn"], state["task"]
-    asked = task["category"] in CLARIFYING and wants_clarification(state)
-    capped = state.get("status") == "tool_round_cap"
-    status: TurnStatus = "asked_user" if asked else "tool_round_cap" if capped else "answered"
-    record = turn_record(state["messages"], turn, status)
-    last = turn + 1 >= state["num_turns"]
-    return {"turns": [*state.get("turns", []), record.model_dump(mode="json")], "turn": turn if last else turn + 1,
-            "question": record.answer if asked else None}
-
-
-def after_turn(state: TaskState) -> str:
-    """Ask the user, open the next turn, or finish."""
+def after_episode(state: TaskState) -> str:
+    """Ask the user, answer the next turn, or grade the finished episode."""
     if state.get("question"):
         return "ask"
-    return "finish" if len(state.get("turns", [])) >= state["num_turns"] else "open_turn"
+    return "episode" if len(state["turns"]) < len(state["task"]["turns"]) else "grading"
 
 
 def ask(state: TaskState, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     """Pause with the question; on resume the reply (or the resumer's, for null) opens the next turn."""
-    turn, question = state["turn"], state["question"] or ""
+    turn, question = len(state["turns"]), state["question"] or ""
     task = Task.model_validate(state["task"])
     reply = interrupt({"question": question, "turn": turn - 1, "next_prompt": task.turns[turn].prompt,
                        "resume": "an empty string lets the resumer reply (scripted: next_prompt); "
@@ -158,36 +175,16 @@ def ask(state: TaskState, runtime: Runtime[RunConfig]) -> dict[str, Any]:
     return {"reply": text, "question": None}
 
 
-def finish(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
-    """The episode of the task, its settings recorded as ``vtb run`` records them, and the answers
-    the grading graph judges."""
-    ctx = context_of(runtime.context)
-    resources = resources_for(ctx, chat=False)
-    turns = [TurnRecord.model_validate(t) for t in state["turns"]]
-    with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(state["messages"])) as session:
-        settings = record_settings(ctx.strategy_spec, ctx.episode, tools=[t.name for t in resources.tools],
-                                   resumer=resources.resumer.name if resources.resumer else ctx.resumer,
-                                   sandbox=session.sandbox, graph="task")
-    episode = Episode(task_id=state["task"]["id"], model=ctx.model, turns=turns, settings=settings)
-    return {"episode": episode.model_dump(mode="json"), "answers": [t.answer for t in turns]}
-
-
 def build_task_graph() -> CompiledStateGraph[TaskState, RunConfig, TaskInput, TaskOutput]:
     """Compile the Studio task graph (any category: the task says which category graph answers)."""
     builder = StateGraph(TaskState, context_schema=RunConfig, input_schema=TaskInput, output_schema=TaskOutput)
     builder.add_node("load", as_node(load))
-    builder.add_node("open_turn", as_node(open_turn))
-    builder.add_node("turn", make_turn_node(None, chat=False))
-    builder.add_node("close_turn", close_turn)
+    builder.add_node("episode", as_node(episode))
     builder.add_node("ask", ask)
-    builder.add_node("finish", as_node(finish))
     builder.add_node("grading", build_studio_grading_graph())
     builder.add_edge(START, "load")
-    builder.add_edge("load", "open_turn")
-    builder.add_edge("open_turn", "turn")
-    builder.add_edge("turn", "close_turn")
-    builder.add_conditional_edges("close_turn", after_turn, ["ask", "open_turn", "finish"])
-    builder.add_edge("ask", "open_turn")
-    builder.add_edge("finish", "grading")
+    builder.add_edge("load", "episode")
+    builder.add_conditional_edges("episode", after_episode, ["ask", "episode", "grading"])
+    builder.add_edge("ask", "episode")
     builder.add_edge("grading", END)
     return builder.compile(name="task")

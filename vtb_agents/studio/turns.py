@@ -1,12 +1,13 @@
-"""The node every Studio graph answers a turn with: the category graph of ``vtb run``, as a subgraph.
+"""The node Studio's chat graphs answer a turn with: the category graph of ``vtb run``, as a subgraph.
 
 The node resolves the run's :class:`~vtb_agents.config.RunConfig` context into the live
 :class:`~vtb_agents.strategies.base.EpisodeContext` (model, the thread's sandbox and artifacts,
 tools bound to them, system prompt, limits) and invokes the category graph around the context's
 strategy with it, passing the run's config so that Studio streams and checkpoints it as a subgraph.
 The category graph is told the turn is its last, so it answers and never interrupts itself: a
-Studio graph asks the user in its own ``ask`` node, whose reply is plain text (see
-:mod:`vtb_agents.studio.chat` and :mod:`vtb_agents.studio.task`).
+chat graph asks the user in its own ``ask`` node, whose reply is plain text (see
+:mod:`vtb_agents.studio.chat`). The task graph runs the episode driver instead
+(:mod:`vtb_agents.studio.task`), using :func:`live_context` and :func:`thread_id` from here.
 """
 
 from __future__ import annotations
@@ -59,27 +60,25 @@ def reply_message(reply: Any, what: str) -> HumanMessage:
     raise ValueError(f"{what}: resume with your reply as text, a user message or a list of content blocks")
 
 
-def make_turn_node(category: str | None, *, chat: bool) -> Callable[..., dict[str, Any]]:
-    """The ``turn`` node: one turn through the category graph (``category``, or the task's).
+def make_turn_node(category: str) -> Callable[..., dict[str, Any]]:
+    """The chat graph's ``turn`` node: one turn through the category graph of ``category``.
 
-    With a fixed ``category`` the graph around the default strategy is compiled here, so Studio
-    draws it inside the node; another strategy's graph is compiled once per run context.
+    The graph around the default strategy is compiled here, so Studio draws it inside the node;
+    another strategy's graph is compiled once per run context.
     """
-    drawn = build_category_graph(category) if category is not None else None
+    drawn = build_category_graph(category)
 
     def turn(state: dict[str, Any], config: RunnableConfig, runtime: Runtime[RunConfig]) -> dict[str, Any]:
         ctx = context_of(runtime.context)
-        resources = resources_for(ctx, chat=chat)
-        task = Task.model_validate(state["task"]) if "task" in state and state["task"] else None
-        name = category or (task.category if task is not None else "region_switch")
-        graph = drawn if drawn is not None and resources.strategy is react else resources.graph(name)
+        resources = resources_for(ctx, chat=True)
+        graph = drawn if resources.strategy is react else resources.graph(category)
         messages: list[AnyMessage] = state["messages"]
         with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(messages)) as session:
             out = graph.invoke(
                 {"messages": messages, "turn": state.get("turn", 0), "num_turns": state.get("turn", 0) + 1,
                  "tool_rounds": 0, "status": "running"},
                 config | {"recursion_limit": recursion_limit(ctx.episode.max_tool_rounds)},
-                context=live_context(ctx, resources, session, task),
+                context=live_context(ctx, resources, session, None),
             )
         return {"messages": out["messages"], "status": out.get("status", "answered")}
 
