@@ -11,7 +11,7 @@ from vtb_agents.rundir import layout
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.config import RunConfig, run_config
 from vtb_agents.defaults import strategy_name
-from vtb_agents.rundir.read import ReportError, load_run, open_finished_run, read_meta, read_summary
+from vtb_agents.rundir.read import ReportError, load_run, open_finished_run, read_meta
 from vtb_agents.rundir.records import RunRecord, RunSummary, ToolMetrics
 
 from vtb_agents.runner.run import run_suite
@@ -32,7 +32,7 @@ def test_a_run_writes_the_layout_and_typed_records(finished_run):
     assert not (finished_run / "results.sqlite").exists()
     record = RunRecord.model_validate_json((finished_run / layout.RUN_FILE).read_text())
     assert record.config.episode.max_tool_rounds == 5 and record.model and record.started_at
-    summary = read_summary(finished_run)
+    summary = read_meta(finished_run).summary
     assert ApiRunSummary is RunSummary
     assert summary.tasks == 1 and summary.run_dir == finished_run and summary.by_category["region_switch"].n == 1
 

@@ -170,8 +170,3 @@ def load_run(run_dir: Path | str, tasks: Sequence[Task] | str | Path | None = No
         data.tasks_note = (f"{len(missing)} task(s) of the run are not in the task source "
                            f"(e.g. {missing[0]!r}): their prompts and golden answers are not shown")
     return data
-
-
-def read_summary(run_dir: Path | str) -> RunSummary:
-    """``summary.json`` of a finished run as a typed :class:`RunSummary` (with its ``run_dir``)."""
-    return read_meta(run_dir).summary
