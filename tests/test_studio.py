@@ -193,6 +193,9 @@ def test_task_graph_runs_the_driver_in_process_and_keeps_the_conversation_in_its
         image["data"] = "data:image/png;base64," + base64.b64encode(original.read_bytes()).decode()
     again = graph.invoke({"task": inline}, first, context=context)
     assert [m.type for m in again["messages"]] == ["human", "ai"] and again["messages"][0].id == "turn-0"
+    # then another task of the suite by id on the same thread: that task, not the one stored before
+    other = graph.invoke({"task_id": "rs-finance-invoice"}, first, context=context)
+    assert other["episode"]["task_id"] == "rs-finance-invoice" and other["grade"]["passed"] is True
 
 
 def test_task_graph_traces_the_episode_inside_its_episode_node(tmp_path, monkeypatch):

@@ -81,11 +81,14 @@ class TaskState(TypedDict, total=False):
 
 
 def resolve_task(state: TaskState, ctx: RunConfig) -> Task:
-    """The task the input names: ``task`` inline, else ``task_id`` in the context's suite."""
-    if state.get("task"):
-        return task_from_json(state["task"])
+    """The task the input names: ``task_id`` in the context's suite, else ``task`` inline. ``load``
+    consumes ``task_id`` (sets it to None) and keeps the loaded task, without its image bytes, in
+    ``task``: on a thread that ran a task before, an input naming a ``task_id`` is that suite task,
+    and one giving only ``task`` is that inline task."""
     task_id = state.get("task_id")
     if not task_id:
+        if state.get("task"):
+            return task_from_json(state["task"])
         raise ValueError("input: give 'task_id' (a task of the suite) or 'task' (a task.json object)")
     found = load_tasks(ctx.tasks, task_id=task_id)
     if not found:
@@ -108,7 +111,7 @@ def load(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) 
     task = resolve_task(state, context_of(runtime.context))
     artifacts = thread_artifacts(thread_id(config))
     SESSIONS.discard(thread_id(config))
-    return {"task": task.model_dump(mode="json"), "task_id": task.id,
+    return {"task": task.model_dump(mode="json"), "task_id": None,
             "images": [artifacts.put(image.read_bytes()) for image in task.images],
             "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "turns": [], "question": None, "reply": None}
 
