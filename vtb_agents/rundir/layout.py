@@ -52,7 +52,7 @@ def task_file_stem(task_id: str, epoch: int = 1) -> str:
     Any character outside ``[A-Za-z0-9-_]`` becomes ``_`` (no path can escape its folder); a short
     hash of the exact id keeps two ids that read alike apart. Epoch 1 carries no suffix.
     """
-    readable = "".join(c if c.isalnum() or c in "-_" else "_" for c in task_id)[:80] or "task"
+    readable = "".join(c if (c.isascii() and c.isalnum()) or c in "-_" else "_" for c in task_id)[:80] or "task"
     digest = hashlib.sha256(task_id.encode("utf-8")).hexdigest()[:10]
     return f"{readable}-{digest}" + ("" if epoch == 1 else f".e{epoch}")
 
