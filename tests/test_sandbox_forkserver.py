@@ -17,7 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import AIMessage, BaseMessage
 
+import vtb_agents
+from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.sandbox import LocalSandbox, SandboxError
 from vtb_agents.sandbox import forkserver
 from vtb_agents.sandbox.forkserver import ForkServer, wanted
@@ -195,3 +198,31 @@ def test_a_forked_host_process_gets_its_own_fork_server_and_leaves_none_behind(t
     while running(int(child_server)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not running(int(child_server))
+
+
+def test_a_task_whose_fork_server_dies_ends_as_sandbox_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through a real run: the zygote dies between two code calls of one task."""
+    monkeypatch.setenv("VTB_SANDBOX_ISOLATION", "bwrap")
+
+    def code_call(code: str, n: int) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "python_image_processing", "args": {"code": code}, "id": f"c{n}"}])
+
+    def script(messages: list[BaseMessage]) -> AIMessage:
+        calls = sum(isinstance(m, AIMessage) for m in messages)
+        if calls == 0:
+            return code_call("x = 1", 0)
+        if calls == 1:  # the first call ran in a forked worker: now its zygote dies
+            server = the_server()
+            os.kill(zygote_pid(server), signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while server.alive() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return code_call("print(x)", 1)
+        return AIMessage("Final answer: 42.")
+
+    task = vtb_agents.load_tasks("sample", task_id="rs-finance-invoice")
+    summary = vtb_agents.evaluate(model=ScriptedChatModel(script=script), tasks=task,
+                                  out=tmp_path / "run", judge="rule")
+    assert summary.outcomes == {"sandbox_error": 1}
+    error = summary.results[0].episode.error
+    assert error is not None and error.startswith("SandboxError:") and "fork server ended" in error, error
