@@ -82,8 +82,8 @@ def wanted(level: str) -> bool:
 
 
 class ForkedProcess:
-    """The host's handle on a forked worker: its first process (C1), which leads the task's
-    process group and reports the worker's end on the status socket."""
+    """The host's handle on a forked worker: the task's pid 1 (``zygote.py``'s C2), which leads
+    the task's process group and reports the worker's end on the status socket."""
 
     def __init__(self, pid: int, status: socket.socket, server: ForkServer) -> None:
         self.pid, self.server, self._status = pid, server, status
@@ -91,15 +91,15 @@ class ForkedProcess:
         self._code: int | None = None
 
     def exit_status(self, wait_s: float) -> int | None:
-        """The worker's exit status once it ended (signal n: 128 + n, minus n when its first
-        process was killed), else None after ``wait_s``."""
+        """The worker's exit status once it ended (signal n: 128 + n, minus n when the task's
+        pid 1 was killed), else None after ``wait_s``."""
         if self._code is None and select.select([self._status], [], [], max(wait_s, 0))[0]:
             data = self._status.recv(STATUS.size)
             self._code = STATUS.unpack(data)[0] if len(data) == STATUS.size else -signal.SIGKILL
         return self._code
 
     def wait(self) -> None:
-        """Until the first process has ended and the zygote has reaped it."""
+        """Until the task's pid 1 has ended and been reaped (by bwrap's pid 1, which adopted it)."""
         self.exit_status(30.0)
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
@@ -210,11 +210,11 @@ class ForkServer:
             if not reply.get("ok"):
                 raise OSError(f"the fork server could not fork a worker: {reply.get('error')}")
             theirs.close()
-            pid = self._hello(ours, deadline)
+            first = self._hello(ours, deadline)
             if cgroup is not None:
-                cgroup.add(pid)
+                cgroup.add(first)
             ours.sendall(GO)
-            return ForkedProcess(pid, ours, self)
+            return ForkedProcess(self._hello(ours, deadline), ours, self)  # the task's pid 1
         except BaseException:
             ours.close()
             raise
@@ -225,14 +225,14 @@ class ForkServer:
 
     @staticmethod
     def _hello(status: socket.socket, deadline: float) -> int:
-        """The host pid of the task's first process, from the credentials of its hello."""
+        """The host pid of the task's process that said hello, from the socket's credentials."""
         status.settimeout(max(deadline - time.monotonic(), 0.001))
         data, ancillary, _flags, _ = status.recvmsg(16, socket.CMSG_SPACE(12))
         status.settimeout(None)
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and data == HELLO:
                 return int(array.array("i", payload[:4])[0])
-        raise OSError("the worker's first process did not say hello (it could not confine itself; "
+        raise OSError("the worker's process did not say hello (it could not confine itself; "
                       "see its stderr)")
 
     def close(self) -> None:

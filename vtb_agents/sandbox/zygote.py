@@ -16,15 +16,16 @@ its user namespace (ns uid/gid 0 and 65534 to the same ids outside, as bwrap's h
 worker it starts) and replies ``{"ok": true}`` or ``{"ok": false, "error": ...}``; it keeps none
 of the fds. Then, with no further help from the zygote:
 
-- C1 (outside the task's pid namespace) has its own user namespace; says hello on the status
-  socket (the host learns its pid from the socket's credentials and moves it into the task's
-  memory cgroup), waits for the go, unshares mount, pid, network, ipc, uts and cgroup namespaces,
-  makes every mount private, mounts a fresh size-capped ``/tmp`` and ``/dev/shm`` and moves the
-  task's folder onto ``/sandbox``, brings the loopback up, forks C2 and, when C2 ends, sends its
-  status (4 bytes, big-endian, signal n as 128 + n) on the status socket.
-- C2 is pid 1 of the task's pid namespace: mounts that namespace's ``/proc`` over the zygote's
-  (code sees no other task's processes), forks C3, reaps, and exits with C3's status; when it dies
-  the kernel kills every process of the task.
+- C1 has its own user namespace; says hello on the status socket (the host learns its pid from
+  the socket's credentials and moves it into the task's memory cgroup), waits for the go,
+  unshares mount, pid, network, ipc, uts and cgroup namespaces, makes every mount private, mounts
+  a fresh size-capped ``/tmp`` and ``/dev/shm``, moves the task's folder onto ``/sandbox``, brings
+  the loopback up, forks C2 and exits (one process less per waiting task).
+- C2 is pid 1 of the task's pid namespace (adopted by bwrap's pid 1, which reaps it): leads the
+  task's session and process group, says hello in turn (the host's handle on the task is this
+  pid), mounts that namespace's ``/proc`` over the zygote's (code sees no other task's
+  processes), forks C3, reaps, and sends C3's end on the status socket (4 bytes, big-endian,
+  signal n as 128 + n); when it dies the kernel kills every process of the task.
 - C3 is the worker proper: ``worker.serve`` sets the rlimits, drops to uid 65534 (no capabilities
   left), enters ``/sandbox``, installs the seccomp filter and starts the kernel that runs cells.
 
@@ -97,7 +98,7 @@ def _preload(modules: list[str]) -> list[str]:
 
 
 def _reap(*_: object) -> None:
-    """SIGCHLD: reap every task's C1 that ended (their statuses went to the host already)."""
+    """SIGCHLD: reap every task's C1 that ended (after forking its C2)."""
     while True:
         try:
             pid, _status = os.waitpid(-1, os.WNOHANG)
@@ -124,19 +125,25 @@ def _read_byte(fd: int, timeout: float) -> bytes:
     return os.read(fd, 1)
 
 
-def _task_pid1(fds: list[int], setup: dict[str, Any], limits: dict[str, int]) -> None:
-    """C2: pid 1 of the task's pid namespace; forks the worker proper (C3) and mirrors its end."""
-    ctl_in, ctl_out, out_w, err_w = fds[:4]
-    _call("prctl", 1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: dies with C1
+def _task_pid1(fds: list[int], status: socket.socket, setup: dict[str, Any], limits: dict[str, int]) -> None:
+    """C2: pid 1 of the task's pid namespace; forks the worker proper (C3), reaps, and sends C3's
+    end on the status socket (code, as uid 65534, can neither signal nor open the fds of this
+    process, which is ns root)."""
+    ctl_in, ctl_out, out_w, err_w = fds
+    os.setsid()  # leads the task's process group: the host ends the task with killpg
+    status.sendall(HELLO)  # the host's handle: this process's pid, from the credentials
     _call("mount", b"proc", b"/proc", b"proc", isolation._NOSUID | isolation._NODEV | isolation._NOEXEC, None)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     if child := os.fork():
         for fd in (ctl_in, ctl_out, out_w, err_w):
             os.close(fd)
+        gc.disable()
         while True:
-            pid, status = os.wait()
+            pid, code = os.wait()
             if pid == child:
-                os._exit(_exit_status(status))
+                status.sendall(STATUS.pack(_exit_status(code)))
+                os._exit(0)
+    status.close()
     null = os.open("/dev/null", os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(out_w, 1)
@@ -155,12 +162,11 @@ def _task_pid1(fds: list[int], setup: dict[str, Any], limits: dict[str, int]) ->
 
 
 def _task(request: dict[str, Any], fds: list[int], handshake: tuple[int, int]) -> None:
-    """C1: the task's namespaces and mounts, then C2; sends C2's end on the status socket."""
+    """C1: the task's namespaces and mounts, then C2 (pid 1 of its pid namespace); then C1 exits."""
     ctl_in, ctl_out, out_w, err_w, tree, status_fd = fds
     ready_w, go_r = handshake
     os.dup2(err_w, 2)  # a failure to confine is the worker's start error, shown by the host
     _call("prctl", 1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: dies with the zygote
-    os.setsid()
     _call("unshare", isolation._NEWUSER)
     _send_all(ready_w, b"u")  # the zygote writes our uid and gid maps
     if _read_byte(go_r, _HANDSHAKE_S) != b"m":
@@ -186,14 +192,9 @@ def _task(request: dict[str, Any], fds: list[int], handshake: tuple[int, int]) -
     os.close(tree)
     isolation._loopback_up()
     socket.sethostname("sandbox")
-    if child := os.fork():
-        for fd in (ctl_in, ctl_out, out_w, err_w):
-            os.close(fd)
-        _, code = os.waitpid(child, 0)
-        status.sendall(STATUS.pack(_exit_status(code)))
-        os._exit(0)
-    status.close()
-    _task_pid1([ctl_in, ctl_out, out_w, err_w], request["setup"], request["limits"])
+    if os.fork() == 0:  # C2 outlives this process: the zygote's pid 1 (bwrap's) adopts and reaps it
+        _task_pid1([ctl_in, ctl_out, out_w, err_w], status, request["setup"], request["limits"])
+    os._exit(0)
 
 
 def _fork_task(host: socket.socket, request: dict[str, Any], fds: list[int]) -> None:
