@@ -89,6 +89,7 @@ def test_sibling_tasks_see_none_of_each_others_files_processes_or_sockets(tmp_pa
             "tcp = socket.socket(); tcp.bind(('127.0.0.1', 0)); tcp.listen()\n"
             "unix = socket.socket(socket.AF_UNIX); unix.bind('\\0vtb-b'); unix.listen()\n"
             "threading.Thread(target=tcp.accept, daemon=True).start()\n"
+            "import pty\nterminal = pty.openpty()\n"
             "print(tcp.getsockname()[1])")
         assert setup.ok, setup.stderr
         port = int(setup.stdout)
@@ -109,6 +110,7 @@ def test_sibling_tasks_see_none_of_each_others_files_processes_or_sockets(tmp_pa
             "    except OSError as exc:\n        seen[name] = type(exc).__name__\n"
             "seen['proc'] = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n"
             "seen['sandbox'] = sorted(os.listdir('/sandbox'))\n"
+            "seen['pts'] = sorted(os.listdir('/dev/pts'))\n"
             "print(repr(seen))")
         result = a.run(code)
         assert result.ok, result.stderr
@@ -116,7 +118,8 @@ def test_sibling_tasks_see_none_of_each_others_files_processes_or_sockets(tmp_pa
         assert {pid: seen.pop(pid) for pid in b_pids} == {pid: "ProcessLookupError" for pid in b_pids}
         assert seen == {str(b.workdir / "secret.txt"): "FileNotFoundError", "/tmp/b-tmp.txt": "FileNotFoundError",
                         "/dev/shm/b-shm.txt": "FileNotFoundError", "tcp": "ConnectionRefusedError",
-                        "unix": "ConnectionRefusedError", "proc": [1, 2, 3], "sandbox": []}
+                        "unix": "ConnectionRefusedError", "proc": [1, 2, 3], "sandbox": [],
+                        "pts": ["ptmx"]}
         still = b.run("print(open('secret.txt').read(), len(os.listdir('/tmp')))")
         assert still.ok and still.stdout == "B's secret 1\n" and not still.state_lost, still
 

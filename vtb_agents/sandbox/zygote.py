@@ -19,8 +19,9 @@ of the fds. Then, with no further help from the zygote:
 - C1 has its own user namespace; says hello on the status socket (the host learns its pid from
   the socket's credentials and moves it into the task's memory cgroup), waits for the go,
   unshares mount, pid, network, ipc, uts and cgroup namespaces, makes every mount private, mounts
-  a fresh size-capped ``/tmp`` and ``/dev/shm``, moves the task's folder onto ``/sandbox``, brings
-  the loopback up, forks C2 and exits (one process less per waiting task).
+  a fresh size-capped ``/tmp`` and ``/dev/shm`` and its own ``/dev/pts`` instance, moves the
+  task's folder onto ``/sandbox``, brings the loopback up, forks C2 and exits (one process less
+  per waiting task).
 - C2 is pid 1 of the task's pid namespace (adopted by bwrap's pid 1, which reaps it): leads the
   task's session and process group, says hello in turn (the host's handle on the task is this
   pid), mounts that namespace's ``/proc`` over the zygote's (code sees no other task's
@@ -30,9 +31,10 @@ of the fds. Then, with no further help from the zygote:
   left), enters ``/sandbox``, installs the seccomp filter and starts the kernel that runs cells.
 
 Sibling tasks share nothing writable: each has its own user, mount, pid, network (so its loopback
-and abstract sockets), ipc and uts namespaces, its own ``/tmp``, ``/dev/shm`` and ``/proc``, and
-the zygote's mounts below them are locked in each task's user namespace (they can be covered, not
-removed); RLIMIT_NPROC counts per task (its own user namespace).
+and abstract sockets), ipc and uts namespaces, its own ``/tmp``, ``/dev/shm``, ``/dev/pts`` and
+``/proc`` (the root and all else are root's, read-only to uid 65534), and the zygote's mounts
+below them are locked in each task's user namespace (they can be covered, not removed);
+RLIMIT_NPROC counts per task (its own user namespace).
 """
 
 from __future__ import annotations
@@ -185,6 +187,8 @@ def _task(request: dict[str, Any], fds: list[int], handshake: tuple[int, int]) -
     for tmp in ("/tmp", "/dev/shm"):
         options = f"mode=1777,size={request['tmp_bytes']}".encode()
         _call("mount", b"tmpfs", tmp.encode(), b"tmpfs", isolation._NOSUID | isolation._NODEV, options)
+    _call("mount", b"devpts", b"/dev/pts", b"devpts", isolation._NOSUID | isolation._NOEXEC,
+          b"newinstance,ptmxmode=0666,mode=620")  # ptys of its own: /dev/ptmx is bwrap's pts/ptmx link
     number = _SYS_MOVE_MOUNT[os.uname().machine]
     if _libc.syscall(number, tree, b"", _AT_FDCWD, INSIDE_WORKDIR.encode(), _MOVE_MOUNT_F_EMPTY_PATH) != 0:
         err = ctypes.get_errno()
