@@ -123,7 +123,8 @@ class ForkServer:
         self.python = python
         self._lock = threading.Lock()
         self._socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._log: IO[bytes] = tempfile.TemporaryFile(prefix="vtb-zygote-")
+        # the zygote's stderr, read if it fails to start; open as long as the server (closed by close())
+        self._log: IO[bytes] = tempfile.TemporaryFile(prefix="vtb-zygote-")  # noqa: SIM115
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
         files = {f"{INSIDE_DIR}/{name}": str(_HERE / name) for name in _FILES}
@@ -192,6 +193,8 @@ class ForkServer:
         """Fork a worker for ``workdir`` with ``fds`` (ctl in, ctl out, stdout, stderr: the
         child's ends, which the caller closes); its first process joins ``cgroup`` before any
         other starts. Raises SandboxError when the zygote is gone, OSError when the fork fails."""
+        if len(fds) != FDS - 2:
+            raise ValueError(f"a worker needs {FDS - 2} fds (ctl in, ctl out, stdout, stderr), not {len(fds)}")
         tree = detached_tree(workdir)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
