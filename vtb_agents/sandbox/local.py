@@ -6,7 +6,10 @@ How the worker is isolated depends on the level (``isolation.py`` says what each
 ``isolation="auto"`` (default, or ``$VTB_SANDBOX_ISOLATION``) takes the best level that works here,
 probed once per process; ``strict=True`` refuses anything but bwrap. The worker starts at the first
 ``run`` call: writing, listing and reading files needs only the working directory, so an episode
-that never runs code costs no process. In every level the worker keeps
+that never runs code costs no process. At the "bwrap" level, as root, the worker is forked by the
+process's fork server (``forkserver.py``: one zygote that imported PIL, NumPy and OpenCV once;
+each worker still gets its own namespaces, working directory, cgroup, uid and filter) unless
+``fork_server=False``; elsewhere it is started as a program. In every level the worker keeps
 its Python state across calls (from any thread: workers are started by one process-wide thread,
 ``spawner.py``, so that they die with the host and not with the caller's thread), a call that
 overruns its timeout kills and restarts it, and stdout/stderr are capped.
@@ -329,7 +332,9 @@ class LocalSandbox:
 
     ``isolation``: "auto" (default; ``None`` reads ``$VTB_SANDBOX_ISOLATION``), "bwrap", "fallback"
     or "process"; afterwards the attribute holds the level actually achieved. ``strict=True``
-    raises SandboxError unless that level is "bwrap". ``memory_cap`` says how the memory of all
+    raises SandboxError unless that level is "bwrap". ``fork_server`` (default: where
+    ``forkserver.wanted`` says so) forks the worker from the process's fork server instead of
+    starting it as a program; the attribute says which. ``memory_cap`` says how the memory of all
     the worker's processes together is capped (``cgroup v1, 4096 MiB``) or why it is not;
     ``syscall_filter`` which seccomp filter the worker runs under (``seccomp.py``). The level is
     chosen (and refused under ``strict``) here; the worker starts at the first :meth:`run`, and a
