@@ -230,3 +230,18 @@ def test_a_task_whose_fork_server_dies_ends_as_sandbox_error(tmp_path: Path, mon
     assert summary.outcomes == {"sandbox_error": 1}
     error = summary.results[0].episode.error
     assert error is not None and error.startswith("SandboxError:") and "fork server ended" in error, error
+
+
+def test_where_no_fork_server_starts_workers_start_as_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(forkserver, "_unavailable", None)  # restored after the test
+    monkeypatch.setattr(forkserver, "_HERE", tmp_path / "missing")  # bwrap cannot bind zygote.py
+    with LocalSandbox(tmp_path / "default", isolation="bwrap") as sandbox:
+        assert sandbox.fork_server is True  # chosen by default, before any start was tried
+        result = sandbox.run("print(6 * 7)")
+        assert result.ok and result.stdout == "42\n" and sandbox.fork_server is False
+    assert "no fork server" in caplog.text and "zygote.py" in (forkserver.unavailable() or "")
+    assert not wanted("bwrap")
+    with LocalSandbox(tmp_path / "asked", isolation="bwrap", fork_server=True) as asked, \
+            pytest.raises(SandboxError, match="fork server cannot start here"):
+        asked.run("pass")

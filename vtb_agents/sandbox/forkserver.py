@@ -76,9 +76,9 @@ def detached_tree(path: Path) -> int:
 
 
 def wanted(level: str) -> bool:
-    """Whether sandboxes at ``level`` start their workers through a fork server here."""
+    """Whether sandboxes at ``level`` start their workers through a fork server here (by default)."""
     return (level == "bwrap" and iso.drops_uid() and os.environ.get(ENV_VAR, "1") != "0"
-            and os.uname().machine in ("x86_64", "aarch64"))
+            and os.uname().machine in ("x86_64", "aarch64") and _unavailable is None)
 
 
 class ForkedProcess:
@@ -122,6 +122,8 @@ class ForkServer:
             raise SandboxError("bubblewrap (bwrap) is not installed")
         self.python = python
         self._lock = threading.Lock()
+        self._broken: str | None = None
+        os.close(detached_tree(Path(tempfile.gettempdir())))  # the kernel and our rights allow it
         self._socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # the zygote's stderr, read if it fails to start; open as long as the server (closed by close())
         self._log: IO[bytes] = tempfile.TemporaryFile(prefix="vtb-zygote-")  # noqa: SIM115
@@ -154,10 +156,9 @@ class ForkServer:
             self._socket.settimeout(start_timeout)
             ready = self._receive()
         except (OSError, RuntimeError, ValueError) as exc:
-            self.close()
-            self._log_text = self._stderr()
+            self._end()
             raise SandboxError(f"the sandbox's fork server did not start: {exc}; its stderr: "
-                               f"{self._log_text}") from exc
+                               f"{self._stderr()}") from exc
         finally:
             os.close(info_r)
             os.close(block_w)
@@ -173,20 +174,20 @@ class ForkServer:
         return reply
 
     def _stderr(self) -> str:
-        """The end of what the zygote (and bwrap) wrote to stderr; the log is kept until then."""
+        """The end of what the zygote (and bwrap) wrote to stderr (once it has ended); closes the log."""
         self._log.seek(0)
         text = self._log.read()[-4000:].decode("utf-8", "replace")
         self._log.close()
         return text
 
     def alive(self) -> bool:
-        """Whether the zygote is still running."""
-        return self.proc.poll() is None
+        """Whether the zygote is still running and its socket in step (no request left unanswered)."""
+        return self._broken is None and self.proc.poll() is None
 
     def death(self) -> str:
-        """How the zygote ended, for messages."""
+        """How the zygote ended, or why it is no longer used, for messages."""
         code = self.proc.poll()
-        return "still running" if code is None else f"exit status {code}"
+        return self._broken or ("still running" if code is None else f"exit status {code}")
 
     def fork(self, workdir: Path, fds: list[int], limits: Limits, setup: dict[str, Any],
              cgroup: MemoryCgroup | None, deadline: float) -> ForkedProcess:
@@ -208,7 +209,8 @@ class ForkServer:
                 try:
                     socket.send_fds(self._socket, [request], [*fds, tree, theirs.fileno()])
                     reply = self._receive()
-                except (OSError, RuntimeError) as exc:
+                except (OSError, RuntimeError, ValueError) as exc:  # a late answer would answer the next
+                    self._broken = f"it did not answer a request: {type(exc).__name__}: {exc}"
                     raise SandboxError(f"the sandbox's fork server did not answer: {exc}") from exc
             if not reply.get("ok"):
                 raise OSError(f"the fork server could not fork a worker: {reply.get('error')}")
@@ -240,27 +242,45 @@ class ForkServer:
 
     def close(self) -> None:
         """End the zygote (closing its socket; then SIGKILL) and wait for it; idempotent."""
+        self._end()
+        if not self._log.closed:
+            self._log.close()
+
+    def _end(self) -> None:
+        """Close the socket (the zygote exits at its end) and wait for bwrap; SIGKILL after 5 s."""
         self._socket.close()
         try:
             self.proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        if not self._log.closed:
-            self._log.close()
 
 
 _servers: dict[str, ForkServer] = {}
 _servers_lock = threading.Lock()
+_unavailable: str | None = None
 
 
 def fork_server(python: str, site: dict[str, Any] | None, env: dict[str, str]) -> ForkServer:
-    """This process's fork server for ``python``: started on first use, and again after one died."""
+    """This process's fork server for ``python``: started on first use, and again after one died
+    (the old one stays until this process ends: workers it forked may still be running). Raises
+    SandboxError when none can start here; :func:`unavailable` then says why."""
+    global _unavailable
     with _servers_lock:
         server = _servers.get(python)
         if server is None or not server.alive():
-            server = _servers[python] = ForkServer(python, site, env)
+            try:
+                server = _servers[python] = ForkServer(python, site, env)
+            except (SandboxError, OSError) as exc:
+                _unavailable = f"{type(exc).__name__}: {exc}"
+                raise SandboxError(f"the sandbox's fork server cannot start here: {exc}") from exc
         return server
+
+
+def unavailable() -> str | None:
+    """Why a fork server could not start in this process (then sandboxes start their workers as
+    programs, unless they asked for one), or None."""
+    return _unavailable
 
 
 @atexit.register

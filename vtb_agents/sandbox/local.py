@@ -264,6 +264,11 @@ class _Worker(WorkerPipes):
 
 
 @functools.cache
+def _warn_once_without_fork_server(reason: str) -> None:
+    _log.warning("sandbox workers start as programs (no fork server): %s", reason)
+
+
+@functools.cache
 def _warn_once_without_cgroup(reason: str) -> None:
     _log.warning("sandbox memory is capped per process only (no cgroup for the sandbox): %s", reason)
 
@@ -355,6 +360,7 @@ class LocalSandbox:
         if fork_server and self.isolation != "bwrap":
             raise SandboxError(f"the fork server needs isolation 'bwrap', not {self.isolation!r}")
         self.fork_server = forkserver.wanted(self.isolation) if fork_server is None else fork_server
+        self._fork_chosen = fork_server is not None  # asked for: its failure is the sandbox's
         self._owns_workdir = workdir is None
         root = owned_tempdir("vtb-sandbox-") if workdir is None else Path(workdir)
         root.mkdir(parents=True, exist_ok=True)
@@ -407,12 +413,24 @@ class LocalSandbox:
                                f"this sandbox's worker; {STATE_RESET}")
         self._started = True
         try:
-            server = (forkserver.fork_server(self._python, site_setup(self._python), worker_env(iso.INSIDE_WORKDIR))
-                      if self.fork_server else None)
             return _Worker(self.isolation, self._python, self.workdir, self.limits, self._start_timeout,
-                           self._cgroup, self._seccomp, server)
+                           self._cgroup, self._seccomp, self._fork_server())
         except OSError as exc:  # the sandbox's failure, not the code's: SandboxError ends the episode
             raise SandboxError(f"the sandbox worker could not start: {exc}") from exc
+
+    def _fork_server(self) -> ForkServer | None:
+        """The fork server to fork the worker from, or None to start it as a program (also when
+        none can start here and this sandbox did not ask for one: said once, in a warning)."""
+        if not self.fork_server:
+            return None
+        try:
+            return forkserver.fork_server(self._python, site_setup(self._python), worker_env(iso.INSIDE_WORKDIR))
+        except SandboxError as exc:
+            if self._fork_chosen:
+                raise
+            _warn_once_without_fork_server(str(exc))
+            self.fork_server = False
+            return None
 
     def _kill(self, worker: _Worker, out: CappedText | None = None,
               err: CappedText | None = None) -> None:
