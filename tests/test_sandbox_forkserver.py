@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
+from proctree import tree
 
 import vtb_agents
 from vtb_agents.models.scripted import ScriptedChatModel
-from vtb_agents.sandbox import LocalSandbox, SandboxError
+from vtb_agents.sandbox import Limits, LocalSandbox, SandboxError
 from vtb_agents.sandbox import forkserver
 from vtb_agents.sandbox.forkserver import ForkServer, wanted
 from vtb_agents.sandbox.local import choose_level
@@ -45,18 +46,6 @@ def fork_server_or_skip() -> Iterator[None]:
         pytest.skip(message)
     yield
     forkserver.close_all()
-
-
-def tree(root: int) -> list[int]:
-    """``root`` and every process below it, parents first (``/proc/PID/task/TID/children``)."""
-    found = [root]
-    for pid in found:
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                found += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-        except FileNotFoundError:
-            continue
-    return found
 
 
 def running(pid: int) -> bool:
@@ -245,3 +234,19 @@ def test_where_no_fork_server_starts_workers_start_as_programs(tmp_path: Path, m
     with LocalSandbox(tmp_path / "asked", isolation="bwrap", fork_server=True) as asked, \
             pytest.raises(SandboxError, match="fork server cannot start here"):
         asked.run("pass")
+
+
+def test_a_siblings_fork_flood_leaves_a_task_its_own_process_budget(tmp_path: Path) -> None:
+    """RLIMIT_NPROC counts per task (each has its own user namespace), as with spawned workers."""
+    limits = Limits(processes=32)
+    with LocalSandbox(tmp_path / "a", isolation="bwrap", limits=limits) as a, \
+            LocalSandbox(tmp_path / "b", isolation="bwrap", limits=limits) as b:
+        flood = a.run("import os, time\nkids = []\ntry:\n    while len(kids) < 500:\n"
+                      "        pid = os.fork()\n        if pid == 0:\n            time.sleep(60)\n"
+                      "            os._exit(0)\n        kids.append(pid)\n"
+                      "except OSError as exc:\n    print(len(kids), type(exc).__name__)", timeout=60)
+        assert flood.ok and flood.stdout.split()[1] == "BlockingIOError", flood
+        assert int(flood.stdout.split()[0]) < limits.processes
+        sibling = b.run("import subprocess\nprint(subprocess.run(['echo', 'mine'], capture_output=True, "
+                        "text=True).stdout.strip())")
+        assert sibling.ok and sibling.stdout == "mine\n", sibling
