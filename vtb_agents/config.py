@@ -18,7 +18,7 @@ from typing import Any, Callable, Literal, Optional, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from vtb_agents.defaults import (DEFAULT_CODE_TIMEOUT_S, DEFAULT_CRITICAL_RULE, DEFAULT_HISTORY,
+from vtb_agents.defaults import (DEFAULT_CODE_TIMEOUT_S, DEFAULT_CRITICAL_RULE, DEFAULT_EPOCHS, DEFAULT_HISTORY,
                                  DEFAULT_JUDGE, DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS,
                                  DEFAULT_NATIVE_TOOL_IMAGES, DEFAULT_PROMPT_LEVEL, DEFAULT_REQUEST_TIMEOUT_S,
                                  DEFAULT_RESUMER, DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE, strategy_name)
@@ -108,6 +108,9 @@ class RunConfig(BaseModel):
         "Seconds a model or judge HTTP request may take (never past the task's --task-timeout)."))
     model_kwargs: Optional[dict[str, Any]] = Field(default=None, description=(
         "JSON object of extra chat-model settings, e.g. '{\"reasoning_effort\": \"low\"}' or a base_url."))
+    epochs: int = Field(default=DEFAULT_EPOCHS, ge=1, description=(
+        "Run each task this many times, as independent episodes (own thread, own sandbox); summary.json then "
+        "has pass_at_k and pass_hat_k (README \"Epochs and intervals\")."))
     extra_tools: tuple[str, ...] = Field(default=(), description=(
         "A tool to add to the agent's set: 'module:attr' naming a LangChain BaseTool, or an installed "
         "tool's name (`vtb tools`); repeatable."))
