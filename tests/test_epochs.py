@@ -28,7 +28,7 @@ from vtb_agents.analysis.uncertainty import t_quantile
 from vtb_agents.judges.cache import JudgeCache
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TurnRecord
 from vtb_agents.rundir.records import RunSummary
-from vtb_agents.rundir.store import ResultsStore, latest_results
+from vtb_agents.rundir.store import latest_results
 from vtb_agents.tasks import load_tasks
 
 T_975 = {2: 4.302653, 3: 3.182446, 5: 2.570582}

@@ -9,8 +9,9 @@ the affected task simply runs again. A line is one episode: a task id and its
 result can be superseded: ``vtb run --resume --retry-errors`` appends a new line for an episode an
 infrastructure failure left ungraded, and that later line replaces it (:func:`latest_results`), so
 the file stays append-only. Any other second line for an episode (what two writers on one directory
-would leave) is ignored, and loading says so: the first record of each (task id, epoch) is kept. The JSON lines are the only record (no index beside them:
-a run's readers load the whole file, see :mod:`vtb_agents.rundir.read`).
+would leave) is ignored, and loading says so: the first record of each (task id, epoch) is kept.
+The JSON lines are the only record (no index beside them: a run's readers load the whole file, see
+:mod:`vtb_agents.rundir.read`).
 """
 
 from __future__ import annotations

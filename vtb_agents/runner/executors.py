@@ -1,8 +1,9 @@
 """Executors: how a run's tasks are spread over workers. Results come back to one writer.
 
 Every executor implements one protocol, :class:`Executor`: it is given the episodes to run (each a
-:class:`TaskEpoch`: a task and its epoch, ``vtb run --epochs``) and the :class:`RunJob` (the in-process ``work`` and what workers elsewhere rebuild it from) and says
-whether it runs in this process (``in_process``), which is what lets Python objects reach it.
+:class:`TaskEpoch`: a task and its epoch, ``vtb run --epochs``) and the :class:`RunJob` (the
+in-process ``work`` and what workers elsewhere rebuild it from) and says whether it runs in this
+process (``in_process``), which is what lets Python objects reach it.
 ``LocalExecutor`` runs tasks in a thread pool driven by asyncio with bounded concurrency (model
 calls are network-bound, sandboxes are separate processes). Setting ``stop`` (Ctrl-C) stops
 scheduling: running tasks finish and are written, the rest wait for ``--resume``.
