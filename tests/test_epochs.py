@@ -20,13 +20,19 @@ from pathlib import Path
 import pytest
 from conftest import checkout_env, write_task
 from openai_server import OpenAIServer
+from typer.testing import CliRunner
 
 import vtb_agents
 from vtb_agents.report import write_report
+from vtb_agents.analysis.alignment import alignment_report
+from vtb_agents.analysis.difficulty import open_runs
 from vtb_agents.analysis.metrics import summarize
+from vtb_agents.annotate.server import AnnotationSession
+from vtb_agents.cli import app
 from vtb_agents.analysis.uncertainty import t_quantile
 from vtb_agents.judges.cache import JudgeCache
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TurnRecord
+from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.records import RunSummary
 from vtb_agents.rundir.store import latest_results
 from vtb_agents.tasks import load_tasks
@@ -251,3 +257,23 @@ def test_a_kill_mid_epoch_and_resume_run_every_task_and_epoch_once(tmp_path):
     assert "APR 95% CI" in finished.stdout and "pass^k" in finished.stdout
     assert "100.0–100.0" in finished.stdout  # the overall row's interval
     assert os.path.exists(out / "report.html")
+
+
+def test_commands_that_read_one_result_per_task_refuse_a_run_with_epochs(task_root, tmp_path):
+    run = vtb_agents.evaluate("react", tasks=load_tasks(task_root), model="replay", out=tmp_path / "run", epochs=2)
+    assert [(r.task_id, r.epoch, r.grade.passed) for r in run.results] == [("t-corner", 1, True), ("t-corner", 2, True)]
+    message = f"{tmp_path / 'run'}: {{}} reads one result per task, and this run has 2 epochs per task"
+    with pytest.raises(RunError) as refused:
+        open_runs([tmp_path / "run"])
+    assert str(refused.value).startswith(message.format("the difficulty filter"))
+    (tmp_path / "labels.jsonl").write_text("")
+    with pytest.raises(RunError) as refused:
+        alignment_report(tmp_path / "run", tmp_path / "labels.jsonl")
+    assert str(refused.value).startswith(message.format("judge alignment"))
+    with pytest.raises(RunError) as refused:
+        AnnotationSession.open(tmp_path / "run", tmp_path / "labels.jsonl")
+    assert str(refused.value).startswith(message.format("vtb annotate"))
+    done = CliRunner().invoke(app, ["run", "--tasks", str(task_root), "--epochs", "2", "--langsmith-experiment", "x",
+                                    "--out", str(tmp_path / "ls")])
+    assert done.exit_code == 2  # a usage error, before anything runs
+    assert "--epochs runs in the run directory only" in done.output
