@@ -37,6 +37,7 @@ from vtb_agents.rundir.records import RunSummary
 from vtb_agents.rundir.store import latest_results
 from vtb_agents.tasks import load_tasks
 
+CHROMIUM = Path("/usr/bin/chromium")
 T_975 = {2: 4.302653, 3: 3.182446, 5: 2.570582}
 """Student's t quantile t(0.975, df), as printed in any t table (to six decimals)."""
 
@@ -122,10 +123,10 @@ VERDICTS = {  # the critical rubric's verdict in epoch 1 and epoch 2, per task
 }
 
 
-@pytest.fixture
-def judged_tasks(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def judged_tasks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Six tasks whose rubrics an LLM judge decides: r1 critical (weight 5), r2 minor (weight 1)."""
-    root = tmp_path / "tasks"
+    root = tmp_path_factory.mktemp("judged") / "tasks"
     for task_id in VERDICTS:
         folder = write_task(root, task_id)
         task = json.loads((folder / "task.json").read_text())
@@ -154,12 +155,25 @@ class EpochJudge:
         return json.dumps({"verdict": VERDICTS[task_id][epoch], "justification": f"epoch {epoch + 1}"})
 
 
-def test_two_epochs_with_verdicts_that_differ_give_the_hand_computed_intervals(judged_tasks, tmp_path, monkeypatch):
-    with OpenAIServer(EpochJudge()) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        run = vtb_agents.evaluate("react", tasks=load_tasks(judged_tasks), model="replay", judge="openai:judge-1",
-                                  out=tmp_path / "run", epochs=2)
+def judged_run(tasks: Path, out: Path, **options: object) -> tuple[vtb_agents.Evaluation, OpenAIServer]:
+    """A replay run of ``tasks`` judged by an :class:`EpochJudge` server, and the server."""
+    with OpenAIServer(EpochJudge()) as server, pytest.MonkeyPatch.context() as env:
+        env.setenv("OPENAI_BASE_URL", server.base_url)
+        env.setenv("OPENAI_API_KEY", "test-key")
+        run = vtb_agents.evaluate("react", tasks=load_tasks(tasks), model="replay", judge="openai:judge-1", out=out,
+                                  **options)
+    return run, server
+
+
+@pytest.fixture(scope="module")
+def two_epochs(judged_tasks: Path,
+               tmp_path_factory: pytest.TempPathFactory) -> tuple[vtb_agents.Evaluation, OpenAIServer]:
+    """The judged tasks run for two epochs."""
+    return judged_run(judged_tasks, tmp_path_factory.mktemp("epochs") / "run", epochs=2)
+
+
+def test_two_epochs_with_verdicts_that_differ_give_the_hand_computed_intervals(two_epochs):
+    run, server = two_epochs
     assert len(server.requests) == 6 * 2 * 2  # every rubric of every epoch judged: epochs share no verdict
     assert sorted((r.task_id, r.epoch) for r in run.results) == [(t, e) for t in VERDICTS for e in (1, 2)]
     passes = {(r.task_id, r.epoch): r.grade.passed for r in run.results}
@@ -177,12 +191,40 @@ def test_two_epochs_with_verdicts_that_differ_give_the_hand_computed_intervals(j
     group = run.by_category["region_switch"]  # every task is in it: the same figures
     assert (group.n, group.apr_stderr, group.apr_ci95, group.ars_ci95, group.pass_hat_k) == (
         6, 0.182574, [0.030678, 0.969322], [0.192232, 0.974435], 0.333333)
-    with sqlite3.connect(tmp_path / "run" / "checkpoints.sqlite") as db:
+    assert run.run_dir is not None
+    with sqlite3.connect(run.run_dir / "checkpoints.sqlite") as db:
         threads = {row[0] for row in db.execute("SELECT DISTINCT thread_id FROM checkpoints")}
     assert threads == {*VERDICTS, *(f"{t}#epoch2" for t in VERDICTS)}  # an own thread per episode
-    report = write_report(tmp_path / "run").read_text()
-    assert "50.0%" in report and "3.1–96.9" in report and "pass^k" in report  # APR's interval in the table
-    assert report.count('class="errorbar"') == 1  # the one category's bar
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
+def test_the_report_shows_the_intervals_and_an_error_bar_in_chromium(two_epochs):
+    run, _ = two_epochs
+    assert run.run_dir is not None
+    page_file = write_report(run.run_dir)
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(page_file.as_uri())
+            overall = page.locator("table", has=page.locator("th", has_text="APR 95% CI")).first
+            header = overall.locator("th").all_inner_texts()
+            assert header == ["", "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", "pass@k", "pass^k"]
+            assert overall.locator("tbody tr").first.locator("td").all_inner_texts() == [
+                "overall", "6", "6", "50.0%", "3.1–96.9", "58.3%", "19.2–97.4", "66.7%", "33.3%"]
+            bar, whisker = page.locator("svg rect.bar").first, page.locator("svg path.errorbar")
+            assert whisker.count() == 1 and whisker.is_visible()
+            # the y axis spans 0..118 % over 200 px: the bar (50 %) is 84.7 px high and the whisker runs
+            # from 3.07 % to 96.93 % (the geometry as Chromium lays it out, strokes left out)
+            box = "e => { const b = e.getBBox(); return [b.y, b.height]; }"
+            (bar_y, bar_height), (whisker_y, whisker_height) = bar.evaluate(box), whisker.evaluate(box)
+            axis = bar_y + bar_height
+            assert bar_height == pytest.approx(50 / 118 * 200, abs=0.05)
+            assert whisker_height == pytest.approx((96.9322 - 3.0678) / 118 * 200, abs=0.05)
+            assert axis - (whisker_y + whisker_height) == pytest.approx(3.0678 / 118 * 200, abs=0.05)
+        finally:
+            browser.close()
 
 
 PAPER_KEYS = {"tasks", "graded", "ungraded", "apr", "ars", "complete", "missing", "infrastructure_errors", "outcomes",
@@ -192,12 +234,8 @@ PAPER_KEYS = {"tasks", "graded", "ungraded", "apr", "ars", "complete", "missing"
 NEW_KEYS = {"epochs", "apr_stderr", "apr_ci95", "ars_stderr", "ars_ci95"}
 
 
-def test_one_epoch_keeps_the_summary_and_threads_and_adds_only_the_intervals(judged_tasks, tmp_path, monkeypatch):
-    with OpenAIServer(EpochJudge()) as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        run = vtb_agents.evaluate("react", tasks=load_tasks(judged_tasks), model="replay", judge="openai:judge-1",
-                                  out=tmp_path / "run")
+def test_one_epoch_keeps_the_summary_and_threads_and_adds_only_the_intervals(judged_tasks, tmp_path):
+    run, _ = judged_run(judged_tasks, tmp_path / "run")
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert set(summary) == PAPER_KEYS | NEW_KEYS
     assert set(summary["by_category"]["region_switch"]) == {"n", "graded", "apr", "ars"} | NEW_KEYS - {"epochs"}
