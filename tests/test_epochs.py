@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -35,6 +36,7 @@ from vtb_agents.results import Episode, TaskGrade, TaskResult, TurnRecord
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.records import RunSummary
 from vtb_agents.rundir.store import latest_results
+from vtb_agents.runner.regrade import regrade_run
 from vtb_agents.tasks import load_tasks
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -195,6 +197,20 @@ def test_two_epochs_with_verdicts_that_differ_give_the_hand_computed_intervals(t
     with sqlite3.connect(run.run_dir / "checkpoints.sqlite") as db:
         threads = {row[0] for row in db.execute("SELECT DISTINCT thread_id FROM checkpoints")}
     assert threads == {*VERDICTS, *(f"{t}#epoch2" for t in VERDICTS)}  # an own thread per episode
+
+
+def test_a_regrade_takes_each_epochs_own_cached_verdicts(two_epochs, judged_tasks, tmp_path):
+    run, _ = two_epochs
+    assert run.run_dir is not None
+    copy = tmp_path / "run"
+    shutil.copytree(run.run_dir, copy)
+    with OpenAIServer(lambda request: 500) as server, pytest.MonkeyPatch.context() as env:
+        env.setenv("OPENAI_BASE_URL", server.base_url)
+        env.setenv("OPENAI_API_KEY", "test-key")
+        summary = regrade_run(copy, tasks=load_tasks(judged_tasks))
+    assert server.requests == []  # all 24 verdicts from the cache, each epoch its own
+    assert (summary["judge"]["cache_hits"], summary["judge"]["calls"]) == (24, 0)
+    assert (summary["apr"], summary["apr_ci95"], summary["pass_hat_k"]) == (0.5, [0.030678, 0.969322], 0.333333)
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
