@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import warnings
 
 from PIL import Image
@@ -27,6 +28,8 @@ def parse_region(text: object) -> ImageRegion | None:
         data = json.loads(text)
         width, height = (int(v) for v in data["image_size"])
         x0, y0, x1, y1 = (float(v) for v in data["box"])
+        if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):
+            return None
         box = (round(max(0.0, x0), 3), round(max(0.0, y0), 3), round(min(width, x1), 3), round(min(height, y1), 3))
         return ImageRegion(image=data["image"], box=box, image_size=(width, height))
     except (ValueError, TypeError, KeyError, ValidationError):
