@@ -167,7 +167,7 @@ class _Loader:
         _patch(module)
 
 
-class _Finder:
+class RegionFinder:
     """A ``sys.meta_path`` finder that hands ``PIL.Image`` to :class:`_Loader`."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
@@ -187,7 +187,7 @@ def install() -> None:
     if "PIL.Image" in sys.modules:
         _patch(sys.modules["PIL.Image"])
     else:
-        sys.meta_path.insert(0, _Finder())
+        sys.meta_path.insert(0, RegionFinder())
 
 
 if __name__ == "__vtb_region_tracker__":  # run by the worker's kernel (worker.py)
