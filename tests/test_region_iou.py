@@ -77,10 +77,14 @@ def test_the_sandbox_records_where_each_saved_image_was_cut_from(tmp_path):
             "img.resize((200, 100)).save('transformed_image_2.png')\n"
             "c.save('transformed_image_3.jpg')\n")
         assert result.ok, result.error
-        # a later call crops a saved crop: its region comes from the file; thumbnail rescales it
-        assert sandbox.run("e = Image.open('transformed_image_1.png'); e.thumbnail((50, 50))\n"
-                           "e.crop((25, 0, 50, 25)).save('transformed_image_4.png')").ok
+        # a later call crops a saved crop: its region comes from the file; thumbnail rescales it. The
+        # code's own PNG text chunks stay beside the region
+        assert sandbox.run("from PIL.PngImagePlugin import PngInfo\n"
+                           "e = Image.open('transformed_image_1.png'); e.thumbnail((50, 50))\n"
+                           "mine = PngInfo(); mine.add_text('note', 'kept')\n"
+                           "e.crop((25, 0, 50, 25)).save('transformed_image_4.png', pnginfo=mine)").ok
         found = {n: read_region(sandbox.get_file(n)) for n in sorted(sandbox.list_files()) if n != "image_0.png"}
+        assert Image.open(io.BytesIO(sandbox.get_file("transformed_image_4.png"))).info["note"] == "kept"
     assert found == {
         "transformed_image_0.png": region((100, 50, 300, 150)),
         "transformed_image_1.png": region((200, 100, 300, 150)),

@@ -21,7 +21,7 @@ import json
 import threading
 from contextlib import AbstractContextManager
 from pathlib import PurePosixPath
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
@@ -46,12 +46,9 @@ def shown_regions(window: Sequence[AnyMessage], calls: Sequence[ToolCallRecord])
     for message in window[1:]:
         if isinstance(message, HumanMessage) and isinstance(message.content, list):
             regions += [ImageRegion.model_validate(block[REGION_FIELD]) for block in message.content
-                        if _is_region_block(block)]
+                        if isinstance(block, dict) and block.get("type") == IMAGE_REF_TYPE
+                        and block.get(REGION_FIELD) is not None]
     return _crops(regions)
-
-
-def _is_region_block(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") == IMAGE_REF_TYPE and block.get(REGION_FIELD) is not None
 
 
 def has_reference_code(task: Task) -> bool:

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from vtb_agents.config import RunConfig, complete_record
 from vtb_agents.results import TaskResult, TokenUsage
 
-__all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RegionIoU", "RegionScore",
-           "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics"]
+__all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RegionIoU",
+           "RegionScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics"]
 
 
 class ModelRecord(BaseModel):

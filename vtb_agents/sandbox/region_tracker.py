@@ -139,8 +139,8 @@ def _patch(module: Any) -> None:
                                          or (format is None and name.lower().endswith(".png"))):
             from PIL.PngImagePlugin import PngInfo
 
-            given, info = params.get("pnginfo"), PngInfo()
-            info.chunks = [c for c in getattr(given, "chunks", []) if c[1][:len(REGION_KEY) + 1] != REGION_KEY.encode() + b"\0"]
+            given, info, ours = params.get("pnginfo"), PngInfo(), REGION_KEY.encode() + b"\0"
+            info.chunks = [c for c in getattr(given, "chunks", []) if not c[1].startswith(ours)]  # the user's chunks
             info.add_text(REGION_KEY, text)
             params["pnginfo"] = info
         return save(self, fp, format, **params)
@@ -177,7 +177,7 @@ class RegionFinder:
             if finder is not self and hasattr(finder, "find_spec"):
                 spec = finder.find_spec(name, path, target)
                 if spec is not None and spec.loader is not None:
-                    spec.loader = _Loader(spec.loader)
+                    spec.loader = _Loader(spec.loader)  # type: ignore[assignment]  # a Loader by duck typing
                     return spec
         return None
 
