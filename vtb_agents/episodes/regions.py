@@ -87,6 +87,11 @@ class ReferenceRegionCache:
         self._lock = threading.Lock()
         self._found: dict[str, list[list[ImageRegion]]] = {}
 
+    def clear(self) -> None:
+        """Forget every task's reference crops (a benchmark measuring their cost)."""
+        with self._lock:
+            self._found.clear()
+
     @staticmethod
     def key(task: Task, sandbox_kind: str) -> str:
         """sha256 of the sandbox kind, the task id, each turn's images and code steps, and the image bytes."""
