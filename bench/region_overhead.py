@@ -6,7 +6,7 @@ fresh sandbox (the process's cache of reference crops emptied before every run, 
 it, as a single ``vtb run`` does), and (b) with the measurement switched off. The region tracking in
 the sandbox itself runs in both (it is part of every worker). Medians of the rounds' wall times.
 
-    .venv/bin/python bench/region_overhead.py            # writes the section in BENCHMARKS.md
+    .venv/bin/python bench/region_overhead.py             # writes the section in BENCHMARKS.md
     .venv/bin/python bench/region_overhead.py --no-write --rounds 1
 """
 
@@ -69,7 +69,11 @@ def main() -> None:
             f"{on / off:.2f} |\n| measurement off | {off:.2f} s | 1.00 |\n\n"
             f"Load average when it ended: {', '.join(f'{v:.1f}' for v in os.getloadavg())} (a shared 2-core "
             "machine; compare the rows, measured side by side).\n\n"
-            "Reproduce: `.venv/bin/python bench/region_overhead.py --write`.\n")
+            "The replay model answers without latency, so this is the worst case: the reference run costs about "
+            "what the replay episode's own code costs (the same code, plus a sandbox start). With a real model "
+            "the same seconds sit next to episodes of many model calls; a process runs each task's reference "
+            "once (epochs, repeated runs reuse it).\n\n"
+            "Reproduce: `.venv/bin/python bench/region_overhead.py`.\n")
     print(text)
     if not args.no_write:
         path = ROOT / "BENCHMARKS.md"
