@@ -193,3 +193,14 @@ def test_zoom_views_count_by_their_boxes(tmp_path):
     assert turn.tool_calls == [] and [r.box for r in turn.regions] == [(0, 0, 450, 168)]
     assert turn.best_crop_iou == pytest.approx(40800 / 75600)
     assert evaluation.region_iou.share_iou_ge_0_5 == 1.0 and evaluation.region_iou.pass_rate_when_looked == 1.0
+
+
+def test_a_sandbox_without_region_tracking_leaves_turns_unmeasured(tmp_path):
+    # any kind but "local" (here the local class named as your own backend): no reference sandbox is
+    # started, and the turn says "not measured" (None), not "looked nowhere" (0.0)
+    task = SAMPLE["rs-finance-invoice"]
+    evaluation = evaluate(tasks=[task], model=ScriptedChatModel(script=plan_script), out=tmp_path / "run",
+                          sandbox="vtb_agents.sandbox.local:LocalSandbox")
+    turn = evaluation.results[0].episode.turns[0]
+    assert (turn.reference_regions, turn.best_crop_iou) == (None, None)
+    assert evaluation.region_iou.turns == 0 and evaluation.region_iou.share_iou_ge_0_5 is None

@@ -102,11 +102,13 @@ def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: 
     """Record on each turn the reference's crops and ``best_crop_iou`` (README "Looked at the right
     place"): the reference code runs once per task and process in a fresh sandbox (episodes/regions.py).
 
-    Skipped for an episode an infrastructure failure ended and for a task whose reference runs no
-    code; a sandbox that cannot run the reference leaves the turns unmeasured (logged), never the
-    task failed: the metric is an addition, the episode and its grade stand without it.
+    Skipped for an episode an infrastructure failure ended, for a task whose reference runs no code,
+    and for sandboxes other than ``local``, the one whose worker tracks regions (an E2B sandbox would
+    be started and paid for nothing); a sandbox that cannot run the reference leaves the turns
+    unmeasured (logged), never the task failed: the metric is an addition, the episode and its grade
+    stand without it.
     """
-    if is_infrastructure(episode.ended) or not has_reference_code(task):
+    if config.sandbox != "local" or is_infrastructure(episode.ended) or not has_reference_code(task):
         return
     try:
         reference = REFERENCE_REGIONS.get(task, config.sandbox, resources.open_sandbox, config.episode.code_timeout_s)
