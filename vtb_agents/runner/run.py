@@ -20,7 +20,7 @@ from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.analysis.regions import score_regions
 from vtb_agents.episodes.driver import episode_thread_id, run_episode
-from vtb_agents.episodes.regions import REFERENCE_REGIONS, has_reference_code
+from vtb_agents.episodes.regions import has_reference_code
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges import judge_record
 from vtb_agents.judges.cache import judge_for_epoch
@@ -107,7 +107,7 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
 
 def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: RunResources) -> None:
     """Record on each turn the reference's crops and ``best_crop_iou`` (README "Looked at the right
-    place"): the reference code runs once per task and process in a fresh sandbox (episodes/regions.py).
+    place"): the reference code runs once per task content and run in a fresh sandbox (episodes/regions.py).
 
     Skipped for an episode an infrastructure failure ended, for a task whose reference runs no code,
     and for sandboxes other than ``local``, the one whose worker tracks regions (an E2B sandbox would
@@ -118,7 +118,8 @@ def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: 
     if config.sandbox != "local" or is_infrastructure(episode.ended) or not has_reference_code(task):
         return
     try:
-        reference = REFERENCE_REGIONS.get(task, config.sandbox, resources.open_sandbox, config.episode.code_timeout_s)
+        reference = resources.reference_regions.get(task, config.sandbox, resources.open_sandbox,
+                                                    config.episode.code_timeout_s)
     except SandboxError as exc:
         _log.warning("task %s: the reference trajectory's crops were not measured: %s", task.id, exc)
         return
