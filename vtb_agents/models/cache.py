@@ -31,7 +31,6 @@ import ast
 import json
 import threading
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -41,10 +40,11 @@ from typing import Any
 
 from langchain_core.caches import RETURN_VAL_TYPE, BaseCache
 from langchain_core.globals import get_llm_cache, set_llm_cache
-from langchain_core.load import dumps, loads
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, messages_from_dict
-from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, Generation
+from langchain_core.load import dumps
+from langchain_core.messages import BaseMessage, messages_from_dict
+from langchain_core.outputs import ChatGeneration, Generation
 from langchain_core.runnables import ensure_config
+from pydantic import BaseModel
 
 from vtb_agents.models.usage import CACHE_HIT_METADATA_KEY, TURN_METADATA_KEY
 from vtb_agents.models.wire import request_key, wire_request
@@ -59,11 +59,9 @@ TRANSPORT_SETTINGS = frozenset({
     "azure_ad_token", "rate_limiter", "callbacks", "verbose", "tags", "metadata", "cache", "name",
 })
 """Chat-model settings that say where and how a request is sent, not what is asked: not in the key."""
-_RESPONSE_TYPES = [ChatGeneration, ChatGenerationChunk, Generation, AIMessage, AIMessageChunk]
+_WIRE_FIELDS = frozenset({"type", "content", "name", "tool_calls", "tool_call_id"})
 _SCHEMA = ["CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
            "response TEXT NOT NULL, stored_at TEXT NOT NULL)"]
-# langchain_core.load.loads is marked beta; it is LangChain's own reader of what dumps wrote
-warnings.filterwarnings("ignore", message=r"The function `loads` is in beta")
 
 
 def _literal(text: str) -> dict[str, Any]:
@@ -101,10 +99,51 @@ def model_and_params(llm_string: str) -> tuple[str, dict[str, Any], list[Any]]:
     return f"{kind}:{name}", params, list(tools)
 
 
+def revive_message(serialized: dict[str, Any], keep: frozenset[str] | None = None) -> BaseMessage:
+    """A message from LangChain's ``dumps`` form, rebuilt from its fields (those in ``keep``, default
+    all); no class is imported by name, unlike ``langchain_core.load.loads``: a cache file is data."""
+    fields = {k: v for k, v in serialized["kwargs"].items() if keep is None or k in keep}
+    return messages_from_dict([{"type": fields["type"], "data": fields}])[0]
+
+
 def prompt_messages(prompt: str) -> list[BaseMessage]:
-    """The messages LangChain's cache prompt holds (``dumps`` of the request's messages)."""
-    items = json.loads(prompt)
-    return messages_from_dict([{"type": item["kwargs"]["type"], "data": item["kwargs"]} for item in items])
+    """The messages LangChain's cache prompt holds (``dumps`` of the request's messages), with the
+    fields the wire form reads (metadata is left out: a replayed reply's differs from the original's)."""
+    return [revive_message(item, _WIRE_FIELDS) for item in json.loads(prompt)]
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with pydantic objects as their JSON data (a structured reply's ``parsed``, which
+    LangChain's parser takes back as a dict)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def response_text(response: RETURN_VAL_TYPE) -> str:
+    """A response as stored: LangChain's ``dumps`` of its generations, pydantic values as data."""
+    stored = [ChatGeneration(message=g.message.model_copy(update={
+                  "additional_kwargs": _plain(g.message.additional_kwargs),
+                  "response_metadata": _plain(g.message.response_metadata)}), generation_info=g.generation_info)
+              if isinstance(g, ChatGeneration) else g for g in response]
+    return dumps(stored)
+
+
+def revive_response(text: str) -> list[Generation]:
+    """The generations :func:`response_text` stored."""
+    generations: list[Generation] = []
+    for item in json.loads(text):
+        fields = item["kwargs"]
+        if isinstance(fields.get("message"), dict):
+            generations.append(ChatGeneration(message=revive_message(fields["message"]),
+                                              generation_info=fields.get("generation_info")))
+        else:
+            generations.append(Generation(text=fields.get("text", ""), generation_info=fields.get("generation_info")))
+    return generations
 
 
 def cache_key(prompt: str, llm_string: str) -> tuple[str, str]:
@@ -155,15 +194,12 @@ class ModelCache:
     def get(self, key: str) -> list[Generation] | None:
         """The stored response to the request ``key``, revived (None if there is none)."""
         row = self._db.one("SELECT response FROM responses WHERE key = ?", (key,))
-        if row is None:
-            return None
-        generations: list[Generation] = loads(row[0], allowed_objects=_RESPONSE_TYPES)
-        return generations
+        return revive_response(row[0]) if row is not None else None
 
     def put(self, key: str, model: str, response: RETURN_VAL_TYPE) -> None:
         """Store ``response`` to the request ``key`` (the first stored for a key stays)."""
         self._db.write("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)",
-                       (key, model, dumps(list(response)), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+                       (key, model, response_text(response), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
 
     def close(self) -> None:
         """Close the file."""

@@ -42,9 +42,10 @@ _active: ContextVar[UsageTracker | None] = ContextVar("vtb_usage_tracker", defau
 
 
 def usage_of(message: AIMessage) -> TokenUsage | None:
-    """The usage a reply reports (None when its ``usage_metadata`` is missing)."""
+    """The usage a reply reports (None when its ``usage_metadata`` is missing, or holds no token
+    counts: LangChain adds ``total_cost: 0`` to a cached reply that had none)."""
     meta = message.usage_metadata
-    if not meta:
+    if not meta or "input_tokens" not in meta:
         return None
     inputs, outputs = meta.get("input_token_details") or {}, meta.get("output_token_details") or {}
     return TokenUsage(calls=1, input_tokens=meta.get("input_tokens", 0), output_tokens=meta.get("output_tokens", 0),
