@@ -243,9 +243,10 @@ def test_the_key_is_the_request_model_parameters_messages_images_and_tools(tmp_p
 
 def test_a_cache_only_miss_raises_and_is_kept(tmp_path):
     cache = ModelCache(tmp_path / "cache.sqlite", only=True)
-    with OpenAIServer(refuse) as server, task_model_calls(cache, "t9") as calls:
-        with pytest.raises(ModelCacheMiss, match=r"^model cache miss: task t9, no turn, step \(outside a graph\): "):
-            ChatOpenAI(model="m", base_url=server.base_url, api_key="k", max_retries=0).invoke("hello")
+    outside = r"^model cache miss: task t9, no turn, step \(outside a graph\): "
+    with OpenAIServer(refuse) as server, task_model_calls(cache, "t9") as calls, \
+            pytest.raises(ModelCacheMiss, match=outside):
+        ChatOpenAI(model="m", base_url=server.base_url, api_key="k", max_retries=0).invoke("hello")
     assert server.requests == [] and calls is not None and calls.miss is not None
     with pytest.raises(ModelCacheMiss):
         calls.raise_miss()

@@ -52,9 +52,10 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
     """Run and grade one task; its ``outcome`` says how it ended (README "Outcomes").
 
     A failure is recorded, never raised, except a miss of a cache-only model cache
-    (:class:`~vtb_agents.models.cache.ModelCacheMiss`), which stops the run. The model's own (task timeout, step limit) keeps the
-    turns finished before it and is graded, unanswered turns failing their rubrics; an
-    infrastructure failure (provider, sandbox, storage, harness) leaves the task ungraded.
+    (:class:`~vtb_agents.models.cache.ModelCacheMiss`), which stops the run. The model's own
+    (task timeout, step limit) keeps the turns finished before it and is graded, unanswered turns
+    failing their rubrics; an infrastructure failure (provider, sandbox, storage, harness) leaves
+    the task ungraded.
     """
     started = time.perf_counter()
     with task_model_calls(resources.model_cache, task.id) as calls:
