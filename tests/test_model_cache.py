@@ -296,3 +296,17 @@ def test_the_llm_judge_is_answered_from_the_cache(tmp_path):
         replayed = judge.judge(task=task, turn=turn, rubric=rubric, answer="INV-20931")
     assert len(server.requests) == 1 and sentinel.requests == [] and calls is not None and calls.hits == 1
     assert replayed == live and live.status == "met"
+
+
+def test_each_epoch_of_a_task_has_its_own_answers(tmp_path):
+    cache = ModelCache(tmp_path / "cache.sqlite")
+    replies = iter(["first sample", "second sample"])
+    with OpenAIServer(lambda body: next(replies)) as server:
+        model = ChatOpenAI(model="m", base_url=server.base_url, api_key="k", temperature=1)
+        answers = []
+        for epoch in (1, 2, 1, 2):
+            with task_model_calls(cache, "t1", epoch):
+                answers.append(model.invoke("Pick a number.").text)
+    assert answers == ["first sample", "second sample", "first sample", "second sample"]
+    assert len(server.requests) == 2
+    cache.close()

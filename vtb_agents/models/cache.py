@@ -146,9 +146,13 @@ def revive_response(text: str) -> list[Generation]:
     return generations
 
 
-def cache_key(prompt: str, llm_string: str) -> tuple[str, str]:
-    """The request key (:func:`~vtb_agents.models.wire.request_key`) of a LangChain cache lookup, and its model."""
+def cache_key(prompt: str, llm_string: str, epoch: int = 1) -> tuple[str, str]:
+    """The request key (:func:`~vtb_agents.models.wire.request_key`) of a LangChain cache lookup, and its
+    model. Epoch ``k`` > 1 of a task (a repeat meant as an independent sample) has keys of its own
+    (``vtb_epoch`` among the parameters), so that each epoch records and replays its own answers."""
     model, params, tools = model_and_params(llm_string)
+    if epoch > 1:
+        params = {**params, "vtb_epoch": epoch}
     return request_key(model, params, wire_request(prompt_messages(prompt)), tools), model
 
 
@@ -213,6 +217,7 @@ class TaskCalls:
 
     cache: ModelCache
     task_id: str
+    epoch: int = 1
     hits: int = 0
     miss: ModelCacheMiss | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -220,7 +225,7 @@ class TaskCalls:
     def lookup(self, prompt: str, llm_string: str) -> list[Generation] | None:
         """The stored response (each message marked with its key, ``CACHE_HIT_METADATA_KEY``), or None
         to call the model; in a cache-only run a miss raises :class:`ModelCacheMiss`."""
-        key, _ = cache_key(prompt, llm_string)
+        key, _ = cache_key(prompt, llm_string, self.epoch)
         found = self.cache.get(key)
         if found is not None:
             for generation in found:
@@ -244,7 +249,7 @@ class TaskCalls:
 
     def update(self, prompt: str, llm_string: str, response: RETURN_VAL_TYPE) -> None:
         """Store the response the model gave."""
-        key, model = cache_key(prompt, llm_string)
+        key, model = cache_key(prompt, llm_string, self.epoch)
         self.cache.put(key, model, response)
 
 
@@ -302,14 +307,15 @@ def _install() -> None:
 
 
 @contextmanager
-def task_model_calls(cache: ModelCache | None, task_id: str) -> Iterator[TaskCalls | None]:
+def task_model_calls(cache: ModelCache | None, task_id: str, epoch: int = 1) -> Iterator[TaskCalls | None]:
     """Within the block, chat-model calls (in this thread and those started from it) go through
-    ``cache`` as ``task_id``'s; yields the task's :class:`TaskCalls` (None without a cache)."""
+    ``cache`` as those of ``task_id`` (in its ``epoch``, 1-based); yields the task's :class:`TaskCalls`
+    (None without a cache)."""
     if cache is None:
         yield None
         return
     _install()
-    calls = TaskCalls(cache, task_id)
+    calls = TaskCalls(cache, task_id, epoch)
     token = _task_calls.set(calls)
     try:
         yield calls
