@@ -61,6 +61,20 @@ def answers_and_verdicts(run_dir: Path) -> dict[str, tuple]:
             for r in results}
 
 
+def comparable(run_dir: Path) -> dict[str, dict]:
+    """The result lines of ``run_dir`` without what a replay changes (README "Model-call cache"):
+    timings and the usage the cache answered."""
+    lines = {}
+    for text in (run_dir / "results.jsonl").read_text().splitlines():
+        line = json.loads(text)
+        del line["duration_s"], line["usage"]["model_from_cache"], line["usage"]["judge_from_cache"]
+        for turn in line["episode"]["turns"]:
+            for call in turn["tool_calls"]:
+                del call["duration_s"]
+        lines[line["task_id"]] = line
+    return lines
+
+
 def test_a_run_replays_from_its_cache_offline_with_the_same_results(tmp_path, monkeypatch):
     cache = tmp_path / "model_cache.sqlite"
     config = RunConfig(model="openai:vision-test", tasks="sample", model_cache=str(cache))
@@ -77,7 +91,8 @@ def test_a_run_replays_from_its_cache_offline_with_the_same_results(tmp_path, mo
         monkeypatch.setenv("OPENAI_BASE_URL", sentinel.base_url)  # another endpoint: not part of the key
         replayed = run_suite(tasks, config.model_copy(update={"model_cache_only": True}), tmp_path / "replayed")
     assert sentinel.requests == []
-    assert answers_and_verdicts(tmp_path / "replayed") == answers_and_verdicts(tmp_path / "recorded")
+    assert comparable(tmp_path / "replayed") == comparable(tmp_path / "recorded")  # answers, verdicts, tool calls
+    assert len(answers_and_verdicts(tmp_path / "replayed")) == len(tasks)
     assert replayed["usage"]["cache_hits"] == calls  # every model call answered by the cache
     assert replayed["usage"]["model"] == recorded["usage"]["model"]  # tokens as the provider reported them
     assert replayed["cost"]["model"] == replayed["cost"]["judge"] == 0.0  # a cached answer costs nothing
@@ -310,3 +325,21 @@ def test_each_epoch_of_a_task_has_its_own_answers(tmp_path):
     assert answers == ["first sample", "second sample", "first sample", "second sample"]
     assert len(server.requests) == 2
     cache.close()
+
+
+def test_cached_calls_keep_their_tokens_and_cost_nothing():
+    from test_metrics import result
+
+    from vtb_agents.analysis.metrics import summarize
+    from vtb_agents.results import TaskUsage, TokenUsage
+
+    line = result("A", "c", "d", "single", score=1.0, passed=True, outcome="answered")
+    line.usage = TaskUsage(model=TokenUsage(calls=2, input_tokens=1_000_000, output_tokens=100_000),
+                           model_from_cache=TokenUsage(calls=1, input_tokens=400_000, output_tokens=40_000),
+                           judge=TokenUsage(calls=1, input_tokens=100_000, output_tokens=10_000),
+                           judge_from_cache=TokenUsage(calls=1, input_tokens=100_000, output_tokens=10_000))
+    summary = summarize([line], judge_name="o4-mini", extra={"model": "gpt-4o"})
+    assert summary["usage"]["model"]["input_tokens"] == 1_000_000 and summary["usage"]["cache_hits"] == 2
+    # gpt-4o at 2.50 / 10.00 per million, for the call sent: 600,000 x 2.5 + 60,000 x 10 = 2.1 USD;
+    # the judge's one call came from the cache: 0
+    assert (summary["cost"]["model"], summary["cost"]["judge"], summary["cost"]["total"]) == (2.1, 0.0, 2.1)
