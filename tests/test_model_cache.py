@@ -242,6 +242,8 @@ def test_the_key_is_the_request_model_parameters_messages_images_and_tools(tmp_p
         hit = ask(other, message_id="some-id")
         assert hit.text == first.text and len(server.requests) == 1
         assert len(hit.response_metadata[CACHE_HIT_METADATA_KEY]) == 64
+        streamed = ask(ChatOpenAI(model="m", base_url=server.base_url, api_key="k", temperature=0, streaming=True))
+        assert streamed.text == first.text and len(server.requests) == 1  # delivered otherwise, asked the same
         # each of model, parameter, image bytes, text and tools makes another request
         ask(ChatOpenAI(model="m2", base_url=server.base_url, api_key="k", temperature=0))
         ask(ChatOpenAI(model="m", base_url=server.base_url, api_key="k", temperature=0.5))
@@ -251,8 +253,8 @@ def test_the_key_is_the_request_model_parameters_messages_images_and_tools(tmp_p
         ask(base, tools=(add, multiply))
         ask(base, tools=(add,))  # the same tools again: a hit
         assert len(server.requests) == 7
-    assert calls is not None and calls.hits == 2 and calls.miss is None
-    assert usage.total.calls == 9 and usage.from_cache.calls == 2 and usage.from_cache.input_tokens == 20
+    assert calls is not None and calls.hits == 3 and calls.miss is None
+    assert usage.total.calls == 10 and usage.from_cache.calls == 3 and usage.from_cache.input_tokens == 30
     cache.close()
 
 

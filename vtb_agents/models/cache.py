@@ -57,8 +57,10 @@ TRANSPORT_SETTINGS = frozenset({
     "openai_proxy", "request_timeout", "timeout", "max_retries", "default_headers", "default_query",
     "http_client", "http_async_client", "anthropic_api_url", "anthropic_api_key", "azure_endpoint",
     "azure_ad_token", "rate_limiter", "callbacks", "verbose", "tags", "metadata", "cache", "name",
+    "streaming", "stream_usage", "disable_streaming",
 })
-"""Chat-model settings that say where and how a request is sent, not what is asked: not in the key."""
+"""Chat-model settings that say where and how a request is sent or its answer delivered (streamed or
+not), not what is asked: not in the key."""
 _WIRE_FIELDS = frozenset({"type", "content", "name", "tool_calls", "tool_call_id"})
 _SCHEMA = ["CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
            "response TEXT NOT NULL, stored_at TEXT NOT NULL)"]
