@@ -170,7 +170,8 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
     Specs (strategy, model, judge, resumer, user model) are resolved now: a bad one raises
     ValueError before any file is touched. On entering, the artifact store at ``artifacts``, the
     checkpointer at ``checkpoints`` and the verdict cache at ``judge_cache`` open (each only if
-    given), and the config's model cache. ``objects`` from Python stand in for the specs of ``config`` that name them.
+    given), and the config's model cache. ``objects`` from Python stand in for the specs of
+    ``config`` that name them.
     """
     if AgentSpec.parse(config.model) is not None and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
