@@ -11,29 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
-import threading
 from dataclasses import replace
 from pathlib import Path
 
 from vtb_agents.judges.base import Judgement, RubricJudge
 from vtb_agents.judges.prompt import PROMPT_VERSION, judge_prompt
+from vtb_agents.sharedsqlite import SharedSqlite
 from vtb_agents.tasks.model import Rubric, Task
 
 
 class JudgeCache:
-    """Thread-safe verdict store in one SQLite file."""
+    """Verdict store in one SQLite file, shared by threads and processes (:class:`SharedSqlite`)."""
 
     def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        # Several threads or processes (Ray workers) may share the file: wait for a writer, not fail.
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
-        with self._lock, self._db:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, judge TEXT NOT NULL, "
-                             "status TEXT NOT NULL, justification TEXT NOT NULL)")
+        self._db = SharedSqlite(self.path, ["CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, "
+                                            "judge TEXT NOT NULL, status TEXT NOT NULL, justification TEXT NOT NULL)"],
+                                busy_timeout_s)
 
     @staticmethod
     def key(judge: str, prompt: str, epoch: int = 1) -> str:
@@ -43,22 +37,19 @@ class JudgeCache:
 
     def get(self, key: str) -> Judgement | None:
         """The cached judgement for ``key``, if any."""
-        with self._lock:
-            row = self._db.execute("SELECT status, justification FROM verdicts WHERE key = ?", (key,)).fetchone()
+        row = self._db.one("SELECT status, justification FROM verdicts WHERE key = ?", (key,))
         return Judgement(row[0], row[1]) if row else None
 
     def put(self, key: str, judge: str, judgement: Judgement) -> None:
         """Store a met / not_met judgement (anything else is ignored)."""
         if judgement.status not in ("met", "not_met"):
             return
-        with self._lock, self._db:
-            self._db.execute("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)",
-                             (key, judge, judgement.status, judgement.justification))
+        self._db.write("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)",
+                       (key, judge, judgement.status, judgement.justification))
 
     def close(self) -> None:
         """Close the database."""
-        with self._lock:
-            self._db.close()
+        self._db.close()
 
 
 class CachedJudge:

@@ -131,12 +131,14 @@ class EpisodeCounts(BaseModel):
 
 
 class RunUsage(BaseModel):
-    """Tokens of the model and of the judge over a run, and how many results had no usage."""
+    """Tokens of the model and of the judge over a run, how many results had no usage, and how many
+    calls the model cache answered (``cache_hits``; their tokens are counted as originally reported)."""
 
     model_config = ConfigDict(extra="allow")
     model: TokenUsage = Field(default_factory=TokenUsage)
     judge: TokenUsage = Field(default_factory=TokenUsage)
     tasks_without_usage: int = 0
+    cache_hits: int = 0
 
 
 class RunCost(BaseModel):

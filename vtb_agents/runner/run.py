@@ -25,6 +25,7 @@ from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges import judge_record
 from vtb_agents.judges.cache import judge_for_epoch
 from vtb_agents.models.spec import model_record
+from vtb_agents.models.cache import ModelCacheMiss, task_model_calls
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, is_infrastructure, task_outcome
 from vtb_agents.rundir.create import prepare_run_dir as create_run_dir
@@ -58,35 +59,43 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
     """Run and grade one episode of ``task`` (its ``epoch``-th run); its ``outcome`` says how it ended
     (README "Outcomes").
 
-    A failure is recorded, never raised: the model's own (task timeout, step limit) keeps the
-    turns finished before it and is graded, unanswered turns failing their rubrics; an
-    infrastructure failure (provider, sandbox, storage, harness) leaves the task ungraded.
+    A failure is recorded, never raised, except a miss of a cache-only model cache
+    (:class:`~vtb_agents.models.cache.ModelCacheMiss`), which stops the run. The model's own
+    (task timeout, step limit) keeps the turns finished before it and is graded, unanswered turns
+    failing their rubrics; an infrastructure failure (provider, sandbox, storage, harness) leaves
+    the task ungraded.
     """
     started = time.perf_counter()
-    with track_usage() as model_usage:
-        try:
-            with resources.open_sandbox() as sandbox:
-                episode = episode_for_task(task, config, resources, sandbox, epoch=epoch)
-            episode.outcome = episode.ended
-        except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
-            if storage_cause(exc) is not None:
-                raise  # a full disk is the run's problem, not the task's: the run stops (runner/saving.py)
-            episode = failed_episode(task.id, config.model, exc)
-    measure_regions(task, episode, config, resources)
-    with track_usage() as judge_usage:
-        try:
-            grade = grade_episode(task, episode, judge_for_epoch(resources.judge, epoch), config.critical_rule)
-        except Exception as exc:  # a grading failure is this task's, never the run's
-            if storage_cause(exc) is not None:
-                raise
-            grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}",
-                              critical_rule=config.critical_rule)
+    with task_model_calls(resources.model_cache, task.id, epoch) as calls:
+        with track_usage() as model_usage:
+            try:
+                with resources.open_sandbox() as sandbox:
+                    episode = episode_for_task(task, config, resources, sandbox, epoch=epoch)
+                episode.outcome = episode.ended
+            except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
+                if storage_cause(exc) is not None:
+                    raise  # a full disk is the run's problem, not the task's: the run stops (runner/saving.py)
+                episode = failed_episode(task.id, config.model, exc)
+        if calls is not None:
+            calls.raise_miss()  # a cache-only run that missed stops: the task is not written
+        measure_regions(task, episode, config, resources)
+        with track_usage() as judge_usage:
+            try:
+                grade = grade_episode(task, episode, judge_for_epoch(resources.judge, epoch), config.critical_rule)
+            except Exception as exc:  # a grading failure is this task's, never the run's
+                if storage_cause(exc) is not None:
+                    raise
+                grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}",
+                                  critical_rule=config.critical_rule)
+        if calls is not None:
+            calls.raise_miss()
     return TaskResult(
         task_id=task.id, epoch=epoch, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, strategy=config.strategy_spec,
         episode=episode, grade=grade, duration_s=round(time.perf_counter() - started, 4),
         outcome=task_outcome(episode, grade),
-        usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total),
+        usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total,
+                        model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache),
     )
 
 
@@ -191,6 +200,9 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
                 job = RunJob(sink.guard(lambda item: run_task(item.task, config, resources, epoch=item.epoch)),
                              config, out, cache)
                 executor.run(todo, job, sink, stop)  # workers in other processes open their own resources
+        except ModelCacheMiss as miss:  # results written so far stay; a resume continues
+            raise RunError(f"{miss}; the run stopped with {sink.saved} new result(s) saved in {out}; resume without "
+                           "--model-cache-only to call the model for what the cache lacks") from miss
         except Exception as exc:
             if (cause := storage_cause(exc)) is None:
                 raise
