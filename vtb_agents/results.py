@@ -184,6 +184,8 @@ class TaskResult(BaseModel):
     """One line of ``results.jsonl``."""
 
     task_id: str
+    epoch: int = 1
+    """Which of the run's independent repeats of the task this is (1..K with ``--epochs K``)."""
     category: str
     category_raw: str
     domain: str
