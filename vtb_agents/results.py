@@ -181,11 +181,11 @@ class TaskUsage(BaseModel):
 
 
 class TaskResult(BaseModel):
-    """One line of ``results.jsonl``."""
+    """One line of ``results.jsonl``: one episode of a task (``epoch`` 1..K of ``vtb run --epochs K``)."""
 
     task_id: str
-    epoch: int = 1
-    """Which of the run's independent repeats of the task this is (1..K with ``--epochs K``)."""
+    epoch: int = Field(default=1, ge=1)
+    """Which of the task's independent runs this is (1..K, ``vtb run --epochs K``)."""
     category: str
     category_raw: str
     domain: str
