@@ -169,7 +169,7 @@ def test_real_runs_give_the_known_flips_and_exact_p(runs):
     assert ab.mcnemar_p == pytest.approx(2 * (1 + 6) / 2**6)
     assert ab.delta_apr == round((5 - 1) / 9, 6)
     lo, hi = ab.delta_apr_ci
-    assert lo < ab.delta_apr < hi and -1 <= lo and hi <= 1
+    assert -1 <= lo < ab.delta_apr < hi <= 1
     lines = {}
     for name in ("A", "B"):
         rows = [json.loads(line) for line in (runs[name][0] / "results.jsonl").read_text().splitlines()]
