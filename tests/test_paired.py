@@ -223,6 +223,7 @@ def test_compare_page_links_flips_to_both_task_pages_and_marks_the_pareto_front(
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
         page = browser.new_page()
+        page.set_default_timeout(10_000)
         page.goto(out.as_uri())
         section = page.locator("section.pair").first
         assert section.locator("h3").text_content() == "B vs A"
@@ -232,7 +233,9 @@ def test_compare_page_links_flips_to_both_task_pages_and_marks_the_pareto_front(
         for i in range(6):
             task_id = flips.nth(i).get_attribute("data-task")
             for side, run in (("a", "A"), ("b", "B")):
-                href = flips.nth(i).locator(f"a.page-{side}").get_attribute("href")
+                link = flips.nth(i).locator(f"a.page-{side}")
+                assert link.count() == 1, f"{task_id}: no link to run {run}'s task page (did write_report write it?)"
+                href = link.get_attribute("href")
                 assert href is not None and not href.startswith("file:")  # relative: runs and page share a folder
                 target = Path(unquote(urlparse(urljoin(out.as_uri(), href)).path))
                 assert target.is_file() and target.parent == runs[run][0] / "tasks"

@@ -36,9 +36,7 @@ from itertools import combinations
 from statistics import fmean
 from typing import Sequence
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
-from scipy import stats
 
 from vtb_agents.analysis.cost import cost_summary
 from vtb_agents.results import TaskResult
@@ -152,14 +150,12 @@ def tally_tasks(results: Sequence[TaskResult]) -> RunTally:
 def mcnemar_exact_p(to_pass: int, to_fail: int) -> float:
     """Exact two-sided McNemar p-value from the discordant counts: the binomial test of ``to_pass``
     successes in ``to_pass + to_fail`` trials at 1/2; 1.0 when there is no discordant pair."""
+    from scipy import stats  # here: the report of every run imports this module, and needs no scipy
+
     discordant = to_pass + to_fail
     if discordant == 0:
         return 1.0
     return float(stats.binomtest(to_pass, discordant, 0.5, alternative="two-sided").pvalue)
-
-
-def _mean_difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(b, axis=axis) - np.mean(a, axis=axis)
 
 
 def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] | None:
@@ -169,7 +165,13 @@ def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, 
         raise ValueError(f"paired values differ in number: {len(a)} and {len(b)}")
     if len(a) < 2:
         return None
-    found = stats.bootstrap((np.asarray(a, dtype=float), np.asarray(b, dtype=float)), _mean_difference,
+    import numpy as np  # here, as scipy in mcnemar_exact_p
+    from scipy import stats
+
+    def mean_difference(first: np.ndarray, second: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.mean(second, axis=axis) - np.mean(first, axis=axis)
+
+    found = stats.bootstrap((np.asarray(a, dtype=float), np.asarray(b, dtype=float)), mean_difference,
                             paired=True, vectorized=True, method="percentile", confidence_level=CONFIDENCE,
                             n_resamples=BOOTSTRAP_RESAMPLES, batch=1000, rng=np.random.default_rng(BOOTSTRAP_SEED))
     interval = found.confidence_interval
