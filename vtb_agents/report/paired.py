@@ -71,9 +71,10 @@ def left_out(pair: PairedComparison) -> list[str]:
 def paired_rich(pairs: Sequence[PairedComparison]) -> Table:
     """The pairs for the terminal (fits 80 columns): B, A and the paired tasks in the first cell, flips,
     McNemar p, differences in percentage points with their intervals below them, cost difference."""
-    out = Table(title="Paired comparison (B minus A, over the tasks graded in both)", box=box.SIMPLE_HEAD)
-    out.add_column(HEADERS[0], ratio=1, min_width=12, overflow="fold")
-    for header in ("flips to\npass/fail", "McNemar\np", "ΔAPR (pts)\n95% CI", "ΔARS (pts)\n95% CI",
+    out = Table(title="Paired comparison: B minus A over the tasks graded in both\n(flips + to pass, − to fail)",
+                box=box.SIMPLE_HEAD)
+    out.add_column(HEADERS[0], ratio=1, min_width=10, overflow="fold")
+    for header in ("flips\n+ / −", "McNemar\np", "ΔAPR (pts)\n95% CI", "ΔARS (pts)\n95% CI",
                    "Δcost\n(USD)"):
         out.add_column(header, justify="right", no_wrap=True)
     for pair in pairs:
