@@ -213,6 +213,45 @@ def test_vtb_compare_json_end_to_end(runs, tmp_path):
     assert (tmp_path / "compare.html").is_file()
 
 
+class FirstCallWrong:
+    """A model for ``--epochs 2`` runs: the golden answer, except ``WRONG`` on the first call of each task
+    in ``once`` (so one of its two epochs fails) and on every call of each task in ``always``."""
+
+    def __init__(self, once: set[str], always: set[str], prompts: dict[str, tuple[str, str]]) -> None:
+        self.once, self.always, self.prompts, self.calls = once, always, prompts, Counter[str]()
+        self.lock = threading.Lock()
+
+    def __call__(self, body: dict) -> str:
+        user = [m for m in body["messages"] if m["role"] == "user"][-1]
+        text = " ".join(block.get("text", "") for block in user["content"] if block.get("type") == "text")
+        task_id, golden = next(found for prompt, found in self.prompts.items() if prompt in text)
+        with self.lock:
+            self.calls[task_id] += 1
+            first = self.calls[task_id] == 1
+        return WRONG if task_id in self.always or (task_id in self.once and first) else golden
+
+
+def test_runs_with_two_epochs_pool_each_task_before_pairing(tmp_path):
+    tasks = {t.id: t for t in load_tasks("sample") if t.id in SINGLE[:4]}
+    prompts = {turn.prompt: (t.id, turn.golden_answer) for t in tasks.values() for turn in t.turns}
+    t0, t1, t2, t3 = SINGLE[:4]
+    # A: t0 passes 1 of 2, t1 2 of 2, t2 0 of 2, t3 2 of 2; B: t0 2 of 2, t1 1 of 2, t2 1 of 2, t3 2 of 2
+    plans = {"A": FirstCallWrong({t0}, {t2}, prompts), "B": FirstCallWrong({t1, t2}, set(), prompts)}
+    for name, model in plans.items():
+        with OpenAIServer(model) as server, pytest.MonkeyPatch.context() as env:
+            env.setenv("OPENAI_BASE_URL", server.base_url)
+            env.setenv("OPENAI_API_KEY", "k")
+            evaluate(tasks=list(tasks.values()), model="gpt-4o", out=tmp_path / name, epochs=2)
+        assert sum(model.calls.values()) == 8  # four tasks, two epochs, one call each
+    [pair] = compare_runs([tmp_path / "A", tmp_path / "B"]).paired
+    # majorities (a tie of 1 of 2 is a fail): A F P F P, B P F F P
+    assert (pair.tasks, pair.flips_to_pass, pair.flips_to_fail, pair.both_pass, pair.both_fail) == (
+        4, [t0], [t1], 1, 1)
+    assert pair.mcnemar_p == 1.0  # 1 against 1: min(1, 2 * (1 + 2) / 2^2)
+    # pass rates A .5 1 0 1, B 1 .5 .5 1: mean difference (.5 - .5 + .5 + 0) / 4
+    assert pair.delta_apr == 0.125
+
+
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
 def test_compare_page_links_flips_to_both_task_pages_and_marks_the_pareto_front(runs, tmp_path):
     playwright_api = pytest.importorskip("playwright.sync_api")
