@@ -51,8 +51,9 @@ def main() -> None:
         page_bytes = sum(p.stat().st_size for p in pages)
         print(f"{TASKS} tasks ({len(load_tasks('sample'))} sample tasks copied), {len(pages)} task pages")
         print(f"write_report, images prepared: {prepared:.2f} s ({1000 * prepared / TASKS:.2f} ms per task)")
-        print(f"write_report, cold (images made): {min(cold, cold_again):.2f} s "
-              f"(first {cold:.2f} s, again {cold_again:.2f} s); cold / prepared {min(cold, cold_again) / prepared:.1f}x")
+        coldest = min(cold, cold_again)
+        print(f"write_report, cold (images made): {coldest:.2f} s "
+              f"(first {cold:.2f} s, again {cold_again:.2f} s); cold / prepared {coldest / prepared:.1f}x")
         print(f"report.html {report / 1e3:.0f} kB ({report / TASKS:.0f} bytes per task); "
               f"task pages {page_bytes / 1e6:.1f} MB ({page_bytes / len(pages) / 1e3:.1f} kB each)")
 

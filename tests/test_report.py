@@ -90,7 +90,8 @@ def test_report_shows_summary_numbers_and_every_task(run_dir, report):
         assert len(values) == 1 and f"{esc(values.pop())} (3 episodes)" in report
     links = re.findall(r'<td><a href="(tasks/[^"]+)">([^<]+)</a></td>', report)
     assert [name for _, name in links] == ["t-pass", "t-ungraded", "t-xss"]  # one row per task, by id, linked
-    assert [href for href, _ in links] == [task_page_file(Path(), t).as_posix() for t in ("t-pass", "t-ungraded", "t-xss")]
+    ids = ("t-pass", "t-ungraded", "t-xss")
+    assert [href for href, _ in links] == [task_page_file(Path(), task_id).as_posix() for task_id in ids]
     pages = task_pages(run_dir)
     assert sorted(pages) == sorted(Path(href).name for href, _ in links)
     prompt = "What number is printed in the bottom-right corner?"  # from the task source, on the task pages

@@ -34,7 +34,8 @@ def run_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("page-tasks")
     magenta_task(root, "t-pass")
     base = json.loads((root / "t-pass" / "task.json").read_text())["turns"][0]
-    failing = [{"tool": "python_image_processing", "args": {"code": "raise ValueError(\"boom from the model's code\")"}},
+    boom = "raise ValueError(\"boom from the model's code\")"
+    failing = [{"tool": "python_image_processing", "args": {"code": boom}},
                {"tool": "python_image_processing", "args": {"code": CROP}}]
     magenta_task(root, "t-fail", category="Hybrid Tool Reasoning", domain="medical", turns=[{
         **base, "trajectory": failing, "golden_answer": f"{XSS} It is 47, says the quokka."}])

@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
 
     from vtb_agents.config import RunConfig
     from vtb_agents.results import TaskResult
-    from vtb_agents.tasks.model import Task
 
 ProgressFn = Callable[["TaskResult", int, int], None]
 run_cli = cli_app()

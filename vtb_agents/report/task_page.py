@@ -65,9 +65,10 @@ class TaskPage:
         calls = episode.tool_calls
         failed = sum(not call.ok for call in calls)
         epoch = f" · epoch {self.epoch}" if self.epoch != 1 else ""
+        failures = f' <span class="badge err">{failed} failed</span>' if failed else ""
         facts = [("result", badge(label, kind)), ("outcome", esc(result.ended.replace("_", " "))),
                  ("score", esc(num(grade.score))), ("turns", esc(len(episode.turns))),
-                 ("tool calls", esc(len(calls)) + (f' <span class="badge err">{failed} failed</span>' if failed else "")),
+                 ("tool calls", esc(len(calls)) + failures),
                  ("time", esc(f"{result.duration_s:.1f} s")), ("cost", esc(usd(self.cost)))]
         parts = [f'<p class="back"><a href="{REPORT_LINK}">← report</a></p>',
                  f'<h1>Task <span class="tid">{esc(result.task_id)}</span></h1>',

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Sequence
 
 from vtb_agents.report.images import FILES_DIR
 from vtb_agents.report.markup import badge, esc, num
@@ -35,18 +36,18 @@ def _row(task_page: TaskPage) -> str:
     label, kind = result_label(result)
     ended = result.ended
     calls = len(result.episode.tool_calls)
-    score = result.grade.score
+    score, cost = result.grade.score, task_page.cost
     cells = [f'<td><a href="{esc(task_page.href())}">{esc(result.task_id)}</a></td>',
              f"<td>{esc(result.category)}</td>", f"<td>{esc(result.domain)}</td>",
              f"<td>{badge(label, kind)}</td>", f"<td>{esc(ended.replace('_', ' '))}</td>",
              f'<td class="n" data-v="{"" if score is None else score}">{esc(num(score))}</td>',
              f'<td class="n">{len(result.episode.turns)}</td>', f'<td class="n">{calls}</td>',
-             f'<td class="n" data-v="{"" if task_page.cost is None else task_page.cost}">{esc(usd(task_page.cost))}</td>']
+             f'<td class="n" data-v="{"" if cost is None else cost}">{esc(usd(cost))}</td>']
     return (f'<tr data-category="{esc(result.category)}" data-outcome="{esc(ended)}" data-result="{label}" '
             f'data-stem="{esc(task_page.stem)}">{"".join(cells)}</tr>')
 
 
-def _select(name: str, label: str, values: list[str]) -> str:
+def _select(name: str, label: str, values: Sequence[str]) -> str:
     options = "".join(f'<option value="{esc(v)}">{esc(v.replace("_", " "))}</option>' for v in values)
     return (f'<label>{esc(label)} <select id="f-{name}" data-filter="{name}"><option value="">all</option>'
             f"{options}</select></label>")
@@ -57,7 +58,7 @@ def task_table(pages: list[TaskPage]) -> str:
     categories = sorted({p.result.category for p in pages})
     outcomes = sorted({p.result.ended for p in pages})
     filters = (f'<div class="filters">{_select("category", "category", categories)}'
-               f'{_select("outcome", "outcome", outcomes)}{_select("result", "result", list(RESULTS))}'
+               f'{_select("outcome", "outcome", outcomes)}{_select("result", "result", RESULTS)}'
                '<label>search <input id="q" type="search" placeholder="task id, prompt or answer text" size="32">'
                '</label><span id="shown" class="note"></span></div>')
     head = "".join(f'<th data-sort="{kind}"{NUMERIC if kind == "num" else ""}>{esc(name)}</th>'
