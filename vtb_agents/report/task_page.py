@@ -11,16 +11,16 @@ network). Every value from the task, the model, the tools or the judge is escape
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
+from functools import cached_property
+from pathlib import Path, PurePosixPath
 
 from vtb_agents.report.images import ReportImages
 from vtb_agents.report.markup import badge, esc, num, page, pre
 from vtb_agents.report.transcript_html import transcript_section
 from vtb_agents.report.usage import usd
 from vtb_agents.results import TaskResult
-from vtb_agents.rundir.layout import TASK_PAGES_DIR, task_file_stem, task_page_file
+from vtb_agents.rundir.layout import TASK_PAGES_DIR, task_page_file
 from vtb_agents.tasks.model import Task
 
 REPORT_LINK = "../report.html"
@@ -44,18 +44,19 @@ class TaskPage:
     cost: float | None
     epoch: int = 1
 
-    def file(self, run_dir: Path) -> Path:
-        """Where the page is written."""
-        return task_page_file(run_dir, self.result.task_id, self.epoch)
+    @cached_property
+    def href(self) -> str:
+        """The page relative to the run directory, as ``report.html`` links it (``tasks/<stem>.html``)."""
+        return task_page_file(Path(), self.result.task_id, self.epoch).as_posix()
 
     @property
     def stem(self) -> str:
         """The page's file name without ``.html`` (unique per task and epoch)."""
-        return task_file_stem(self.result.task_id, self.epoch)
+        return PurePosixPath(self.href).stem
 
-    def href(self) -> str:
-        """The page relative to ``report.html`` (a link from the task table)."""
-        return self.file(Path()).as_posix()
+    def file(self, run_dir: Path) -> Path:
+        """Where the page is written."""
+        return Path(run_dir) / self.href
 
     def html(self, images: ReportImages) -> str:
         """The complete page."""
@@ -89,11 +90,10 @@ class TaskPage:
         return page(f"{result.task_id}: {label}", "".join(parts), script="task.js")
 
     def write(self, run_dir: Path, images: ReportImages) -> Path:
-        """Write the page (whole or not at all) and return its path."""
+        """Write the page and return its path (a page is derived data: every report rewrites it)."""
         out = self.file(run_dir)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(self.html(images), encoding="utf-8")
-        os.replace(tmp, out)
+        with open(out, "w", encoding="utf-8") as handle:
+            handle.write(self.html(images))
         return out
 
 

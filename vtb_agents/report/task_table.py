@@ -37,7 +37,7 @@ def _row(task_page: TaskPage) -> str:
     ended = result.ended
     calls = len(result.episode.tool_calls)
     score, cost = result.grade.score, task_page.cost
-    cells = [f'<td><a href="{esc(task_page.href())}">{esc(result.task_id)}</a></td>',
+    cells = [f'<td><a href="{esc(task_page.href)}">{esc(result.task_id)}</a></td>',
              f"<td>{esc(result.category)}</td>", f"<td>{esc(result.domain)}</td>",
              f"<td>{badge(label, kind)}</td>", f"<td>{esc(ended.replace('_', ' '))}</td>",
              f'<td class="n" data-v="{"" if score is None else score}">{esc(num(score))}</td>',
