@@ -14,6 +14,7 @@ import pytest
 from big_run import ANSWER_MARK, big_run
 from test_report import XSS, magenta_task
 
+import vtb_agents
 from vtb_agents.report import write_report
 from vtb_agents.rundir.layout import task_page_file
 from vtb_agents.runner.run import RunConfig, run_suite
@@ -175,3 +176,16 @@ def test_a_new_report_drops_pages_of_tasks_it_no_longer_has(run_dir, tmp_path):
     names = sorted(p.name for p in (tmp_path / "run" / "tasks").glob("*.html"))
     assert len(names) == 6 and stale.name not in names
     assert all(re.fullmatch(r"copy-0000\d-t-[a-z]+-[0-9a-f]{10}\.html", name) for name in names)
+
+
+def test_a_run_with_epochs_has_a_row_and_a_page_per_task_and_epoch(tmp_path):
+    root = tmp_path / "tasks"
+    magenta_task(root, "t-one")
+    run = vtb_agents.evaluate(tasks=load_tasks(root), out=tmp_path / "run", epochs=2)
+    report = run.report.read_text(encoding="utf-8")
+    header = re.search(r"<thead><tr>(.*?)</tr></thead>", report.split('id="task-table"')[1])
+    assert header is not None and re.findall(r">([^<]+)</th>", header.group(1))[:3] == ["task", "epoch", "category"]
+    links = re.findall(r'<td><a href="(tasks/[^"]+)">t-one</a></td><td class="n">(\d)</td>', report)
+    assert links == [(task_page_file(Path(), "t-one", epoch).as_posix(), str(epoch)) for epoch in (1, 2)]
+    second = task_page_file(run.run_dir, "t-one", 2).read_text(encoding="utf-8")
+    assert "strategy react · epoch 2</p>" in second

@@ -19,14 +19,14 @@ from vtb_agents.analysis.cost import task_cost
 from vtb_agents.models.presets import prices_for
 from vtb_agents.report.compare import Comparison, run_row, settings_text
 from vtb_agents.report.images import ReportImages
-from vtb_agents.report.markup import esc, num, page, pct, table
+from vtb_agents.report.markup import esc, interval, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
 from vtb_agents.report.task_page import TaskPage, write_task_pages
 from vtb_agents.report.task_table import task_table, write_search_index
 from vtb_agents.report.usage import settings_rows, usage_section
 from vtb_agents.rundir.lock import RunDirBusy, run_dir_lock
 from vtb_agents.rundir.read import ReportError, RunData, load_run
-from vtb_agents.rundir.records import GroupScore, RunSummary
+from vtb_agents.rundir.records import GroupScore, RunSummary, Uncertainty
 from vtb_agents.tasks.model import Task
 
 REPORT_FILE = "report.html"
@@ -113,20 +113,24 @@ def run_section(data: RunData) -> str:
     return "".join(parts)
 
 
-def _blocks(title: str, blocks: dict[str, GroupScore]) -> str:
-    rows = ([esc(name), esc(b.n), esc(b.graded), pct(b.apr), pct(b.ars)] for name, b in blocks.items())
-    return table([title, "n", "graded", "APR", "ARS"], rows)
+def _blocks(title: str, blocks: dict[str, GroupScore], epochs: int) -> str:
+    """A table of groups' APR and ARS with their 95% intervals (and pass@k, pass^k with epochs)."""
+    passes = ["pass@k", "pass^k"] if epochs > 1 else []
+    rows = ([esc(name), esc(b.n), esc(b.graded), pct(b.apr), interval(b.apr_ci95), pct(b.ars), interval(b.ars_ci95),
+             *([pct(b.pass_at_k), pct(b.pass_hat_k)] if passes else [])] for name, b in blocks.items())
+    return table([title, "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes], rows)
 
 
 def scores(data: RunData) -> str:
     """The paper-style row, APR/ARS breakdowns and the APR-by-category plot."""
     s = data.summary
-    overall = {"overall": GroupScore(n=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars)}
+    overall = {"overall": GroupScore(n=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars,
+                                     **s.model_dump(include=set(Uncertainty.model_fields)))}
     paper = Comparison([run_row(data, data.path.resolve().name)]).to_html(compact=True)
     plot = apr_by_category_svg(s)
     return ('<h2 id="scores">Scores</h2>' + paper + '<div class="grid">'
-            + _blocks("", overall) + _blocks("category", s.by_category)
-            + _blocks("domain", s.by_domain) + _blocks("turn case", s.by_turncase)
+            + _blocks("", overall, s.epochs) + _blocks("category", s.by_category, s.epochs)
+            + _blocks("domain", s.by_domain, s.epochs) + _blocks("turn case", s.by_turncase, s.epochs)
             + "</div>" + (f'<div class="plot">{plot}</div>' if plot else ""))
 
 
@@ -156,10 +160,11 @@ def judge_section(summary: RunSummary) -> str:
 
 
 def task_pages(data: RunData) -> list[TaskPage]:
-    """The page of every result of the run with its cost, by task id (the table's first order)."""
+    """The page of every result (task and epoch) of the run with its cost, by task id and epoch (the
+    table's first order)."""
     model_prices, judge_prices = prices_for(data.summary.model or data.settings.model), prices_for(data.settings.judge)
-    return [TaskPage(r, data.tasks.get(r.task_id), task_cost(r, model_prices, judge_prices))
-            for r in sorted(data.results, key=lambda r: r.task_id)]
+    return [TaskPage(r, data.tasks.get(r.task_id), task_cost(r, model_prices, judge_prices), epoch=r.epoch)
+            for r in sorted(data.results, key=lambda r: (r.task_id, r.epoch))]
 
 
 def write_report(run_dir: Path | str, *, tasks: Sequence[Task] | str | Path | None = None) -> Path:
@@ -183,8 +188,8 @@ def _write_report(data: RunData) -> Path:
     pages = task_pages(data)
     write_task_pages(data.path, pages, ReportImages(data.path))
     write_search_index(data.path, pages)
-    body = (title(data) + task_table(pages) + run_section(data) + scores(data) + tool_use(data.summary)
-            + judge_section(data.summary) + usage_section(data.summary))
+    body = (title(data) + task_table(pages, epochs=data.summary.epochs > 1) + run_section(data) + scores(data)
+            + tool_use(data.summary) + judge_section(data.summary) + usage_section(data.summary))
     out = data.path / REPORT_FILE
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(page(f"VTB report: {data.summary.model or data.settings.model}", body, script="table.js"),

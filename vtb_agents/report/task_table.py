@@ -27,17 +27,20 @@ RESULTS = ("pass", "fail", "ungraded")
 COLUMNS = (("task", "text"), ("category", "text"), ("domain", "text"), ("result", "text"), ("outcome", "text"),
            ("score", "num"), ("turns", "num"), ("tool calls", "num"), ("cost", "num"))
 """Header and sort kind of each column."""
+EPOCH_COLUMN = (("epoch", "num"),)
+"""The column after the task's of a run with several epochs."""
 NUMERIC = ' class="n"'
 """The attribute of a right-aligned (numeric) cell."""
 
 
-def _row(task_page: TaskPage) -> str:
+def _row(task_page: TaskPage, epochs: bool) -> str:
     result = task_page.result
     label, kind = result_label(result)
     ended = result.ended
     calls = len(result.episode.tool_calls)
     score, cost = result.grade.score, task_page.cost
     cells = [f'<td><a href="{esc(task_page.href)}">{esc(result.task_id)}</a></td>',
+             *([f'<td class="n">{task_page.epoch}</td>'] if epochs else []),
              f"<td>{esc(result.category)}</td>", f"<td>{esc(result.domain)}</td>",
              f"<td>{badge(label, kind)}</td>", f"<td>{esc(ended.replace('_', ' '))}</td>",
              f'<td class="n" data-v="{"" if score is None else score}">{esc(num(score))}</td>',
@@ -53,8 +56,9 @@ def _select(name: str, label: str, values: Sequence[str]) -> str:
             f"{options}</select></label>")
 
 
-def task_table(pages: list[TaskPage]) -> str:
-    """The report's first section: filters, search box and the table of every task."""
+def task_table(pages: list[TaskPage], *, epochs: bool = False) -> str:
+    """The report's first section: filters, search box and the table of every task (a row per task and
+    epoch, with an epoch column when ``epochs``)."""
     categories = sorted({p.result.category for p in pages})
     outcomes = sorted({p.result.ended for p in pages})
     filters = (f'<div class="filters">{_select("category", "category", categories)}'
@@ -62,8 +66,8 @@ def task_table(pages: list[TaskPage]) -> str:
                '<label>search <input id="q" type="search" placeholder="task id, prompt or answer text" size="32">'
                '</label><span id="shown" class="note"></span></div>')
     head = "".join(f'<th data-sort="{kind}"{NUMERIC if kind == "num" else ""}>{esc(name)}</th>'
-                   for name, kind in COLUMNS)
-    rows = "".join(_row(p) for p in pages)
+                   for name, kind in (COLUMNS[:1] + EPOCH_COLUMN + COLUMNS[1:] if epochs else COLUMNS))
+    rows = "".join(_row(p, epochs) for p in pages)
     return (f'<section id="tasks"><h2>Tasks ({len(pages)})</h2>{filters}'
             f'<table id="task-table" class="wide tasks" data-search="{esc(SEARCH_FILE)}">'
             f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
