@@ -30,7 +30,9 @@ def test_run_writes_results_and_summary(three_tasks, tmp_path):
     summary = run_suite(three_tasks, RunConfig(model="replay"), out)
     assert set(summary) >= SUMMARY_KEYS and summary == json.loads((out / "summary.json").read_text())
     assert summary["tasks"] == 3 and summary["apr"] == 1.0 and summary["ars"] == 1.0
-    assert summary["by_category"] == {"region_switch": {"n": 3, "graded": 3, "apr": 1.0, "ars": 1.0}}
+    assert summary["by_category"] == {"region_switch": {
+        "n": 3, "graded": 3, "apr": 1.0, "ars": 1.0,
+        "apr_stderr": 0.0, "apr_ci95": [1.0, 1.0], "ars_stderr": 0.0, "ars_ci95": [1.0, 1.0]}}
     assert summary["tool_metrics"]["by_tool"] == {"python_image_processing": 3}
     assert summary["tool_metrics"]["image_ops"]["cropping"] == 3
     assert summary["judge"] == {"model": "rule", "calls": 0, "checks": 3, "unjudged": 3, "errors": 0, "cache_hits": 0}
