@@ -6,6 +6,7 @@ compare.html in headless Chromium."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import Counter
 from pathlib import Path
@@ -20,10 +21,11 @@ from vtb_agents.analysis.paired import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Run
                                         mcnemar_exact_p, paired_bootstrap_ci, tally_tasks)
 from vtb_agents.analysis.pareto import CostPoint, pareto_front
 from vtb_agents.api import evaluate, load_tasks
-from vtb_agents.report import compare_runs, write_comparison_page, write_report
+from vtb_agents.report import compare_runs, write_comparison_page
 from vtb_agents.report.paired import page_href
 from vtb_agents.report.plots import pareto_svg
 from vtb_agents.results import Episode, TaskGrade, TaskResult
+from vtb_agents.rundir.layout import task_page_file
 
 CHROMIUM = Path("/usr/bin/chromium")
 WRONG = "I cannot tell."
@@ -250,13 +252,19 @@ def test_runs_with_two_epochs_pool_each_task_before_pairing(tmp_path):
     assert pair.mcnemar_p == 1.0  # 1 against 1: min(1, 2 * (1 + 2) / 2^2)
     # pass rates A .5 1 0 1, B 1 .5 .5 1: mean difference (.5 - .5 + .5 + 0) / 4
     assert pair.delta_apr == 0.125
+    html = write_comparison_page(compare_runs([tmp_path / "A", tmp_path / "B"]), tmp_path / "compare.html")
+    flip = re.search(rf'<li class="flip to-pass" data-task="{t0}">(.*?)</li>', html.read_text()).group(1)
+    links = re.findall(r'<a class="page-(a|b)" href="([^"]+)">([^<]+)</a>', flip)
+    assert [(side, text) for side, _, text in links] == [("a", "A epoch 1"), ("a", "A epoch 2"),
+                                                         ("b", "B epoch 1"), ("b", "B epoch 2")]
+    assert [tmp_path / href for _, href, _ in links] == [task_page_file(tmp_path / run, t0, epoch)
+                                                         for run in "AB" for epoch in (1, 2)]
+    assert all((tmp_path / href).is_file() for _, href, _ in links)
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
 def test_compare_page_links_flips_to_both_task_pages_and_marks_the_pareto_front(runs, tmp_path):
     playwright_api = pytest.importorskip("playwright.sync_api")
-    for name in ("A", "B", "C"):
-        write_report(runs[name][0])  # writes each run's task pages (RUN/tasks/)
     out = write_comparison_page(compare_runs([runs["A"][0], runs["B"][0], runs["C"][0]]),
                                 runs["A"][0].parent / "cmp" / "compare.html")
     with playwright_api.sync_playwright() as p:
@@ -273,7 +281,7 @@ def test_compare_page_links_flips_to_both_task_pages_and_marks_the_pareto_front(
             task_id = flips.nth(i).get_attribute("data-task")
             for side, run in (("a", "A"), ("b", "B")):
                 link = flips.nth(i).locator(f"a.page-{side}")
-                assert link.count() == 1, f"{task_id}: no link to run {run}'s task page (did write_report write it?)"
+                assert link.count() == 1, f"{task_id}: no link to run {run}'s task page (evaluate() writes them)"
                 href = link.get_attribute("href")
                 assert href is not None and not href.startswith("file:")  # relative: runs and page share a folder
                 target = Path(unquote(urlparse(urljoin(out.as_uri(), href)).path))

@@ -3,9 +3,10 @@ and for ``compare.html`` a section per pair with its figures and the flipped tas
 both runs' task pages.
 
 Links: a task page is ``RUN/tasks/<stem>.html`` (:func:`~vtb_agents.rundir.layout.task_page_file`,
-written by ``vtb report RUN``). The link is relative to the folder of ``compare.html`` when the run
-directory and that folder share a parent below the file-system root (a folder of runs with the page
-beside them moves as one), else an absolute ``file://`` URL. A page that does not exist when
+written with the run's report: ``vtb run``, ``evaluate()``, ``vtb report RUN``), one per epoch. The
+link is relative to the folder of ``compare.html`` when the run directory and that folder share a
+parent below the file-system root (a folder of runs with the page beside them moves as one), else an
+absolute ``file://`` URL. A page that does not exist when
 ``compare.html`` is written is not linked (the list says so) rather than linked broken.
 """
 
