@@ -25,6 +25,7 @@ from langgraph.types import Command, Durability
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
 from vtb_agents.config import EpisodeSettings
+from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import system_prompt
@@ -145,15 +146,19 @@ def episode_config(task: Task, model_name: str, strategy: str, settings: Episode
 def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
                 checkpointer: Any = None, resumer: Resumer | None = None, strategy: Strategy = react,
-                graph: CompiledStateGraph[Any, EpisodeContext, Any, Any] | None = None) -> Episode:
+                graph: CompiledStateGraph[Any, EpisodeContext, Any, Any] | None = None,
+                recorder: TranscriptRecorder | None = None) -> Episode:
     """Run every turn of ``task`` with ``strategy`` inside its category graph and return the episode.
 
     ``tools`` are the run's tools; their code tools are bound here to ``sandbox``. ``model`` is
     None for strategies that bring their own (a user's agent). ``graph`` is the category graph
     already compiled for ``strategy`` and ``checkpointer`` (a run compiles each category once); by
-    default it is compiled here. Errors raised by the model or graph propagate: the runner records
-    them per task.
+    default it is compiled here. ``recorder`` records the task's transcript (every model call,
+    tool call and strategy step, whatever the agent; the runner passes one and writes it), one of
+    the graph's callbacks; the episode's ``strategy_image_ops`` are counted from it. Errors raised
+    by the model or graph propagate: the runner records them per task.
     """
+    recorder = recorder or TranscriptRecorder(artifacts)
     resumer = resumer or ScriptedResumer()
     graph = graph or build_category_graph(task.category, strategy, checkpointer=checkpointer or InMemorySaver())
     context = episode_context(model, tools, sandbox, artifacts, settings)
@@ -162,7 +167,10 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
         strategy.name, settings, tools=[t.name for t in tools], resumer=resumer.name, sandbox=sandbox,
         graph=graph.name))
     with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
-        drive_turns(task, graph, limited, context, episode, resumer)
+        # last among the callbacks: a model call the time limit refuses is never sent, nor recorded
+        recorded = {**limited, "callbacks": [*limited.get("callbacks", []), recorder]}
+        drive_turns(task, graph, recorded, context, episode, resumer)
+        episode.strategy_image_ops = recorder.strategy_image_ops()
         return episode
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.episodes.driver import run_episode
+from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges import judge_record
 from vtb_agents.models.spec import model_record
@@ -28,6 +29,7 @@ from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.records import RunRecord
 from vtb_agents.rundir.store import ResultsStore, latest_results
+from vtb_agents.rundir.transcripts import write_transcript
 from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob
 from vtb_agents.runner.outcomes import failed_episode
@@ -47,18 +49,21 @@ EXIT_INCOMPLETE = 3
 ProgressFn = Callable[[TaskResult, int, int], None]
 
 
-def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResult:
+def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: int = 1) -> TaskResult:
     """Run and grade one task; its ``outcome`` says how it ended (README "Outcomes").
 
     A failure is recorded, never raised: the model's own (task timeout, step limit) keeps the
     turns finished before it and is graded, unanswered turns failing their rubrics; an
     infrastructure failure (provider, sandbox, storage, harness) leaves the task ungraded.
+    With a run directory (``resources.run_dir``) the task's transcript (of ``epoch``) is written
+    there before the result is returned, failed episodes included (README "Transcripts").
     """
     started = time.perf_counter()
+    recorder = TranscriptRecorder(resources.artifacts) if resources.artifacts is not None else None
     with track_usage() as model_usage:
         try:
             with resources.open_sandbox() as sandbox:
-                episode = episode_for_task(task, config, resources, sandbox)
+                episode = episode_for_task(task, config, resources, sandbox, recorder)
             episode.outcome = episode.ended
         except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
             if storage_cause(exc) is not None:
@@ -66,12 +71,15 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
             episode = failed_episode(task.id, config.model, exc)
     with track_usage() as judge_usage:
         try:
-            grade = grade_episode(task, episode, resources.judge, config.critical_rule)
+            grade = grade_episode(task, episode, resources.judge, config.critical_rule,
+                                  callbacks=[recorder] if recorder is not None else None)
         except Exception as exc:  # a grading failure is this task's, never the run's
             if storage_cause(exc) is not None:
                 raise
             grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}",
                               critical_rule=config.critical_rule)
+    if recorder is not None and resources.run_dir is not None:
+        write_transcript(resources.run_dir, recorder.transcript(task.id), epoch)
     return TaskResult(
         task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, strategy=config.strategy_spec,
@@ -81,8 +89,10 @@ def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResu
     )
 
 
-def episode_for_task(task: Task, config: RunConfig, resources: RunResources, sandbox: Sandbox) -> Episode:
-    """Run ``task``'s episode in ``sandbox`` with the run's strategy (errors propagate)."""
+def episode_for_task(task: Task, config: RunConfig, resources: RunResources, sandbox: Sandbox,
+                     recorder: TranscriptRecorder | None = None) -> Episode:
+    """Run ``task``'s episode in ``sandbox`` with the run's strategy, into ``recorder``'s transcript
+    (errors propagate)."""
     if resources.artifacts is None:
         raise RunError("run resources have no artifact store: open them with a run directory's artifacts")
     if resources.checkpointer is not None:
@@ -90,7 +100,8 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
     model = resources.models(task) if resources.models is not None else None
     return run_episode(task, model, resources.tools, sandbox=sandbox, graph=resources.graph(task.category),
                        artifacts=resources.artifacts, model_name=config.model, settings=config.episode,
-                       checkpointer=resources.checkpointer, resumer=resources.resumer, strategy=resources.strategy)
+                       checkpointer=resources.checkpointer, resumer=resources.resumer, strategy=resources.strategy,
+                       recorder=recorder)
 
 
 def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -> dict[str, Any]:
@@ -133,7 +144,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
     cache = judge_cache or out / JUDGE_CACHE_FILE
     opening = open_resources(config, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
-                             judge_cache=cache, objects=objects)  # bad specs fail here, before any file
+                             judge_cache=cache, objects=objects, run_dir=out)  # bad specs fail here, before any file
     out.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run
