@@ -92,6 +92,7 @@ class TranscriptRecorder(BaseCallbackHandler):
         self._tools: dict[UUID, tuple[ToolEvent, float]] = {}
         self._parents: dict[UUID, UUID | None] = {}
         self._stored: set[str] = set()
+        self._known: dict[str, WireImage] = {}  # images by their base64 text: each decoded and hashed once
 
     # -- the record -----------------------------------------------------------------------------
 
@@ -142,7 +143,8 @@ class TranscriptRecorder(BaseCallbackHandler):
                             run_id: UUID, parent_run_id: UUID | None = None,
                             metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Start a model event: the request as sent, its images stored once, its parameters."""
-        request = wire_request(messages[0] if messages else [])
+        with self._lock:
+            request = wire_request(messages[0] if messages else [], self._known)
         params = plain(kwargs.get("invocation_params") or {})
         meta = metadata or {}
         step = str(meta.get(STEP_METADATA_KEY) or meta.get("langgraph_node") or "model")
@@ -172,7 +174,7 @@ class TranscriptRecorder(BaseCallbackHandler):
             call, started = found
             call.latency_s = round(ended - started, 4)
             if isinstance(message, AIMessage):
-                content = wire_request([message])
+                content = wire_request([message], self._known)
                 call.response = ModelResponse(
                     text=message.text, content=plain(content.messages[0]["content"]), reasoning=reasoning_text(message),
                     tool_calls=plain(message.tool_calls), invalid_tool_calls=plain(message.invalid_tool_calls),
