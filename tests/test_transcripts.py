@@ -285,3 +285,37 @@ def test_vtb_transcript_names_what_is_missing(task_root, tmp_path):
     assert "task 't-corne' is not in run" in unknown.output and "did you mean 't-corner'?" in unknown.output
     other_epoch = transcript_cli(tmp_path / "run", "t-corner", "--epoch", "2")
     assert other_epoch.exit_code == 2 and "no transcript for epoch 2" in other_epoch.output
+
+
+def test_a_failed_tool_call_and_a_failed_model_call_carry_their_errors(task_root, artifacts):
+    from langchain_core.messages import AIMessage
+
+    from vtb_agents.episodes.driver import run_episode
+    from vtb_agents.episodes.recorder import TranscriptRecorder
+    from vtb_agents.models.scripted import ScriptedChatModel
+    from vtb_agents.sandbox import open_sandbox
+    from vtb_agents.tools import select_tools
+
+    task = load_tasks(task_root)[0]
+    replies = iter([AIMessage("", tool_calls=[{"name": "python_image_processing", "id": "c1",
+                                                "args": {"code": "raise ValueError('boom')"}}]),
+                    AIMessage("", tool_calls=[{"name": "calculator", "id": "c2", "args": {"expression": "1/0"}}])])
+
+    def script(messages):
+        reply = next(replies, None)
+        if reply is None:
+            raise RuntimeError("provider down")  # not retried: one attempt
+        return reply
+
+    recorder = TranscriptRecorder(artifacts)
+    with open_sandbox("local") as sandbox, pytest.raises(RuntimeError, match="provider down"):
+        run_episode(task, ScriptedChatModel(script=script), select_tools(), sandbox=sandbox, artifacts=artifacts,
+                    model_name="m", recorder=recorder)
+    events = recorder.transcript(task.id).events
+    assert [(e.kind, e.step) for e in events] == [("model", "model"), ("tool", "vision_tools"), ("model", "model"),
+                                                  ("tool", "general_tools"), ("model", "model")]
+    code, calc, failed = events[1], events[3], events[4]
+    assert isinstance(code, ToolEvent) and "ValueError: boom" in code.error and code.call_id == "c1"
+    assert isinstance(calc, ToolEvent) and calc.error is not None and "division" in calc.output.lower()
+    assert isinstance(failed, ModelEvent) and failed.response is None
+    assert failed.error == "RuntimeError: provider down"

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from vtb_agents.results import TokenUsage, VerdictStatus
 
@@ -125,7 +125,6 @@ class StepEvent(BaseModel):
     (``data``), the views or marked images it made (``images``; ``image_op`` says which operation
     made them, ``crop`` or ``mark``, counted as ``strategy_image_ops`` in the summary)."""
 
-    model_config = ConfigDict(extra="forbid")
     kind: Literal["step"] = "step"
     step: str
     turn: int | None = None

@@ -169,8 +169,10 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
     with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
         # last among the callbacks: a model call the time limit refuses is never sent, nor recorded
         recorded = {**limited, "callbacks": [*limited.get("callbacks", []), recorder]}
-        drive_turns(task, graph, recorded, context, episode, resumer)
-        episode.strategy_image_ops = recorder.strategy_image_ops()
+        try:
+            drive_turns(task, graph, recorded, context, episode, resumer)
+        finally:  # a partial episode (a timeout) keeps the count of what its strategy made too
+            episode.strategy_image_ops = recorder.strategy_image_ops()
         return episode
 
 

@@ -87,9 +87,8 @@ class TranscriptRecorder(BaseCallbackHandler):
         self._lock = threading.Lock()
         self._events: list[Event] = []
         self._judged: list[JudgeEvent] = []
-        self._calls: dict[UUID, tuple[ModelCall, float]] = {}
+        self._pending: dict[UUID, tuple[ModelCall | ToolEvent, float]] = {}  # started, not ended: since when
         self._judge_calls: dict[UUID, ModelCall] = {}
-        self._tools: dict[UUID, tuple[ToolEvent, float]] = {}
         self._parents: dict[UUID, UUID | None] = {}
         self._stored: set[str] = set()
         self._known: dict[str, WireImage] = {}  # images by their base64 text: each decoded and hashed once
@@ -116,6 +115,25 @@ class TranscriptRecorder(BaseCallbackHandler):
     def _run(self, run_id: UUID, parent_run_id: UUID | None) -> None:
         with self._lock:
             self._parents[run_id] = parent_run_id
+
+    def _finish(self, run_id: UUID) -> ModelCall | ToolEvent | None:
+        """The call ``run_id`` started, now ended, with how long it took (the caller holds the lock)."""
+        found = self._pending.pop(run_id, None)
+        if found is None:
+            return None
+        event, started = found
+        elapsed = round(time.perf_counter() - started, 4)
+        if isinstance(event, ToolEvent):
+            event.duration_s = elapsed
+        else:
+            event.latency_s = elapsed
+        return event
+
+    def _failed(self, run_id: UUID, error: BaseException) -> None:
+        with self._lock:
+            event = self._finish(run_id)
+            if event is not None:
+                event.error = error_line(error)
 
     def _ancestors(self, run_id: UUID | None) -> list[UUID]:
         chain: list[UUID] = []
@@ -160,20 +178,15 @@ class TranscriptRecorder(BaseCallbackHandler):
             else:
                 call = ModelEvent(step=step, turn=turn if isinstance(turn, int) else None, **fields)
                 self._events.append(call)
-            self._calls[run_id] = (call, time.perf_counter())
+            self._pending[run_id] = (call, time.perf_counter())
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         """Finish the model event: the reply (text, content, reasoning, tool calls), tokens, latency."""
         generation = response.generations[0][0] if response.generations and response.generations[0] else None
         message = generation.message if isinstance(generation, ChatGeneration) else None
-        ended = time.perf_counter()
         with self._lock:
-            found = self._calls.pop(run_id, None)
-            if found is None:
-                return
-            call, started = found
-            call.latency_s = round(ended - started, 4)
-            if isinstance(message, AIMessage):
+            call = self._finish(run_id)
+            if isinstance(call, ModelCall) and isinstance(message, AIMessage):
                 content = wire_request([message], self._known)
                 call.response = ModelResponse(
                     text=message.text, content=plain(content.messages[0]["content"]), reasoning=reasoning_text(message),
@@ -184,14 +197,7 @@ class TranscriptRecorder(BaseCallbackHandler):
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Finish the model event with the error (the attempt failed)."""
-        ended = time.perf_counter()
-        with self._lock:
-            found = self._calls.pop(run_id, None)
-            if found is None:
-                return
-            call, started = found
-            call.latency_s = round(ended - started, 4)
-            call.error = error_line(error)
+        self._failed(run_id, error)
 
     # -- tool calls -----------------------------------------------------------------------------
 
@@ -202,7 +208,8 @@ class TranscriptRecorder(BaseCallbackHandler):
         meta = metadata or {}
         with self._lock:
             self._parents[run_id] = parent_run_id
-            if any(a in self._tools for a in self._ancestors(parent_run_id)):
+            running_tools = {rid for rid, (event, _) in self._pending.items() if isinstance(event, ToolEvent)}
+            if running_tools.intersection(self._ancestors(parent_run_id)):
                 return
             if meta.get(STEP_METADATA_KEY) == JUDGING_STEP:
                 return
@@ -214,17 +221,14 @@ class TranscriptRecorder(BaseCallbackHandler):
                               call_id=call_id if isinstance(call_id, str) else None,
                               args=plain(inputs if inputs is not None else input_str))
             self._events.append(event)
-            self._tools[run_id] = (event, time.perf_counter())
+            self._pending[run_id] = (event, time.perf_counter())
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """Finish the tool event: its output, saved images, duration, and error status."""
-        ended = time.perf_counter()
         with self._lock:
-            found = self._tools.pop(run_id, None)
-            if found is None:
+            event = self._finish(run_id)
+            if not isinstance(event, ToolEvent):
                 return
-            event, started = found
-            event.duration_s = round(ended - started, 4)
             if isinstance(output, ToolMessage):
                 event.output = output.text
                 event.images = tool_images(output.artifact)
@@ -237,14 +241,7 @@ class TranscriptRecorder(BaseCallbackHandler):
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Finish the tool event with the error the tool raised."""
-        ended = time.perf_counter()
-        with self._lock:
-            found = self._tools.pop(run_id, None)
-            if found is None:
-                return
-            event, started = found
-            event.duration_s = round(ended - started, 4)
-            event.error = error_line(error)
+        self._failed(run_id, error)
 
     # -- strategy steps and verdicts ------------------------------------------------------------
 
