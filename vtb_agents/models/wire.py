@@ -63,15 +63,16 @@ class _Hasher:
         self.images: list[WireImage] = []
         self.known = known
 
-    def image(self, b64: str, mime_type: str) -> dict[str, str] | None:
-        image = self.known.get(b64) if self.known is not None else None
+    def image(self, text: str, mime_type: str, start: int = 0) -> dict[str, str] | None:
+        """``{"sha256"}`` of the base64 image ``text[start:]`` (``text`` may be a data URL)."""
+        image = self.known.get(text) if self.known is not None else None
         if image is None:
-            data = _decode(b64)
+            data = _decode(text[start:])
             if data is None:
                 return None
             image = WireImage(hashlib.sha256(data).hexdigest(), data, mime_type)
             if self.known is not None:
-                self.known[b64] = image
+                self.known[text] = image
         self.images.append(image)
         return {"sha256": image.sha256}
 
@@ -79,7 +80,7 @@ class _Hasher:
         if isinstance(value, str):
             match = _DATA_URL.match(value)
             if match:
-                return self.image(value[match.end():], match.group(1).lower()) or value
+                return self.image(value, match.group(1).lower(), match.end()) or value
             return value
         if isinstance(value, Mapping):
             return self.mapping(value)
