@@ -319,3 +319,16 @@ def test_a_failed_tool_call_and_a_failed_model_call_carry_their_errors(task_root
     assert isinstance(calc, ToolEvent) and calc.error is not None and "division" in calc.output.lower()
     assert isinstance(failed, ModelEvent) and failed.response is None
     assert failed.error == "RuntimeError: provider down"
+
+
+def test_a_call_that_never_ended_says_so(artifacts):
+    from uuid import uuid4
+
+    from langchain_core.messages import HumanMessage
+
+    from vtb_agents.episodes.recorder import UNFINISHED, TranscriptRecorder
+
+    recorder = TranscriptRecorder(artifacts)
+    recorder.on_chat_model_start({}, [[HumanMessage("hi")]], run_id=uuid4(), metadata={"vtb_turn": 0})
+    (event,) = recorder.transcript("t").events
+    assert isinstance(event, ModelEvent) and event.error == UNFINISHED and event.turn == 0 and event.step == "model"

@@ -167,7 +167,8 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
         strategy.name, settings, tools=[t.name for t in tools], resumer=resumer.name, sandbox=sandbox,
         graph=graph.name))
     with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
-        # last among the callbacks: a model call the time limit refuses is never sent, nor recorded
+        # one of the callbacks of every run of the episode; a call the time limit cuts off may stay
+        # open in it (LangChain does not promise the handlers' order), and the transcript says so
         recorded = {**limited, "callbacks": [*limited.get("callbacks", []), recorder]}
         try:
             drive_turns(task, graph, recorded, context, episode, resumer)

@@ -44,6 +44,10 @@ from vtb_agents.transcript import (JUDGE_EVENT, JUDGING_STEP, STEP_EVENT, STEP_M
 
 
 
+UNFINISHED = "unfinished: the episode ended before this call did (a time limit, or an error elsewhere)"
+"""The ``error`` of a call the transcript saw start and never end."""
+
+
 def plain(value: Any) -> Any:
     """``value`` as plain JSON data (what JSON cannot hold becomes its ``str``)."""
     return json.loads(json.dumps(value, default=str, ensure_ascii=False))
@@ -96,10 +100,14 @@ class TranscriptRecorder(BaseCallbackHandler):
     # -- the record -----------------------------------------------------------------------------
 
     def transcript(self, task_id: str) -> Transcript:
-        """The events so far: the episode's in order, then the rubric verdicts in rubric order."""
+        """The events so far: the episode's in order, then the rubric verdicts in rubric order. A
+        call still open (one whose end a time limit cut off) says so in its ``error``."""
         with self._lock:
             judged = sorted(self._judged, key=lambda event: event.index)
-            return Transcript(task_id=task_id, events=[*self._events, *judged])
+            open_calls = {id(event): event for event, _ in self._pending.values()}
+            events = [event.model_copy(update={"error": open_calls[id(event)].error or UNFINISHED})
+                      if id(event) in open_calls else event for event in self._events]
+            return Transcript(task_id=task_id, events=[*events, *judged])
 
     def strategy_image_ops(self) -> dict[str, int]:
         """Images the strategy's own steps made, by operation (``crop``, ``mark``)."""
