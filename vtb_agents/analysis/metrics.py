@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 from vtb_agents.analysis.cost import cost_summary, run_usage
 from vtb_agents.analysis.image_ops import count_image_ops
+from vtb_agents.analysis.regions import region_iou
 from vtb_agents.results import TaskResult, ToolCallRecord
 from vtb_agents.tasks.model import CRITICAL_WEIGHT
 from vtb_agents.tools.python_tools import VISION_TOOL_NAME
@@ -131,6 +132,7 @@ def summarize(results: list[TaskResult], *, judge_name: str, expected: int | Non
         "by_domain": breakdown(results, lambda r: r.domain),
         "by_turncase": breakdown(results, lambda r: r.turncase),
         "tool_metrics": tool_metrics(results),
+        "region_iou": region_iou(results),
         "judge": judge_counts(results, judge_name),
         "critical_disagreements": sum(
             (v.weight >= CRITICAL_WEIGHT) != v.critical_flag for r in results for v in r.grade.verdicts),

@@ -29,6 +29,7 @@ from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import system_prompt
+from vtb_agents.episodes.regions import shown_regions
 from vtb_agents.graphs.resumers import Resumer, ScriptedResumer
 from vtb_agents.models.deadline import task_time_limit
 from vtb_agents.models.replay import turn_message_id
@@ -77,7 +78,8 @@ def episode_context(model: BaseChatModel | None, tools: Sequence[BaseTool], sand
 
 
 def turn_record(messages: Sequence[AnyMessage], turn: int, status: TurnStatus) -> TurnRecord:
-    """Summarise one turn's messages (from its opening message to the next turn's) into a record."""
+    """Summarise one turn's messages (from its opening message to the next turn's) into a record,
+    with the crops of task images shown to the model (``episodes/regions.py``)."""
     start = next(i for i, m in enumerate(messages) if m.id == turn_message_id(turn))
     end = next((i for i, m in enumerate(messages) if m.id == turn_message_id(turn + 1)), len(messages))
     window = messages[start:end]
@@ -98,7 +100,8 @@ def turn_record(messages: Sequence[AnyMessage], turn: int, status: TurnStatus) -
                 images=artifact.get("images", []), duration_s=artifact.get("duration_s"),
             ))
         rounds += bool(message.tool_calls)
-    return TurnRecord(index=turn, answer=answer, status=status, tool_rounds=rounds, tool_calls=calls)
+    return TurnRecord(index=turn, answer=answer, status=status, tool_rounds=rounds, tool_calls=calls,
+                      regions=shown_regions(window, calls))
 
 
 def golden_rewrite(last: AnyMessage, golden_answer: str) -> list[AnyMessage]:

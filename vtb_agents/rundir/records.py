@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from vtb_agents.config import RunConfig, complete_record
 from vtb_agents.results import TaskResult, TokenUsage
 
-__all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RunCost",
-           "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics"]
+__all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RegionIoU",
+           "RegionScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics"]
 
 
 class ModelRecord(BaseModel):
@@ -76,6 +76,23 @@ class ToolMetrics(BaseModel):
     image_ops: dict[str, int] = Field(default_factory=dict)
     strategy_image_ops: dict[str, int] = Field(default_factory=dict)
     """Images the strategy's own steps made, by operation (``crop``, ``mark``): not tool calls."""
+
+
+class RegionScore(BaseModel):
+    """Looked at the right place over a group of turns (:func:`vtb_agents.analysis.regions.region_iou`):
+    turns measured, the share with ``best_crop_iou >= 0.5``, and the turn pass rate of each side."""
+
+    model_config = ConfigDict(extra="allow")
+    turns: int = 0
+    share_iou_ge_0_5: float | None = None
+    pass_rate_when_looked: float | None = None
+    pass_rate_when_not: float | None = None
+
+
+class RegionIoU(RegionScore):
+    """``summary.json``'s ``region_iou``: the figures over all measured turns, and per category."""
+
+    by_category: dict[str, RegionScore] = Field(default_factory=dict)
 
 
 class JudgeCounts(BaseModel):
@@ -138,6 +155,7 @@ class RunSummary(BaseModel):
     by_domain: dict[str, GroupScore] = Field(default_factory=dict)
     by_turncase: dict[str, GroupScore] = Field(default_factory=dict)
     tool_metrics: ToolMetrics = Field(default_factory=ToolMetrics)
+    region_iou: RegionIoU = Field(default_factory=RegionIoU)
     judge: JudgeCounts = Field(default_factory=JudgeCounts)
     critical_disagreements: int = 0
     episodes: EpisodeCounts = Field(default_factory=EpisodeCounts)

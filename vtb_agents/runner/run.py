@@ -7,6 +7,7 @@ ids it has, and refuses to mix settings or to overwrite another run.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -15,13 +16,15 @@ from typing import Any, Callable, Sequence
 
 from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
+from vtb_agents.analysis.regions import score_regions
 from vtb_agents.episodes.driver import run_episode
 from vtb_agents.episodes.recorder import TranscriptRecorder
+from vtb_agents.episodes.regions import has_reference_code
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges import judge_record
 from vtb_agents.models.spec import model_record
 from vtb_agents.models.usage import track_usage
-from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, task_outcome
+from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, is_infrastructure, task_outcome
 from vtb_agents.rundir.create import prepare_run_dir as create_run_dir
 from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.errors import RunError, StoppedRun
@@ -35,13 +38,14 @@ from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunResources, open_resources
 from vtb_agents.runner.saving import ResultSaver, storage_cause
-from vtb_agents.sandbox.base import Sandbox
+from vtb_agents.sandbox.base import Sandbox, SandboxError
 from vtb_agents.tasks.model import Task
 from vtb_agents.tracing import install_tracing_from_env
 
 __all__ = ["CHECKPOINT_FILE", "EXIT_INCOMPLETE", "JUDGE_CACHE_FILE", "RUN_FILE", "SUMMARY_FILE", "RunConfig",
            "RunError", "RunObjects", "RunResources", "episode_for_task", "prepare_run_dir", "run_suite", "run_task"]
 
+_log = logging.getLogger(__name__)
 EXIT_INCOMPLETE = 3
 """Exit status of ``vtb run`` / ``vtb grade`` while infrastructure failures leave tasks ungraded."""
 
@@ -69,6 +73,7 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
             if storage_cause(exc) is not None:
                 raise  # a full disk is the run's problem, not the task's: the run stops (runner/saving.py)
             episode = failed_episode(task.id, config.model, exc)
+    measure_regions(task, episode, config, resources)
     with track_usage() as judge_usage:
         try:
             grade = grade_episode(task, episode, resources.judge, config.critical_rule,
@@ -102,6 +107,27 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
                        artifacts=resources.artifacts, model_name=config.model, settings=config.episode,
                        checkpointer=resources.checkpointer, resumer=resources.resumer, strategy=resources.strategy,
                        recorder=recorder)
+
+
+def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: RunResources) -> None:
+    """Record on each turn the reference's crops and ``best_crop_iou`` (README "Looked at the right
+    place"): the reference code runs once per task content and run in a fresh sandbox (episodes/regions.py).
+
+    Skipped for an episode an infrastructure failure ended, for a task whose reference runs no code,
+    and for sandboxes other than ``local``, the one whose worker tracks regions (an E2B sandbox would
+    be started and paid for nothing); a sandbox that cannot run the reference leaves the turns
+    unmeasured (logged), never the task failed: the metric is an addition, the episode and its grade
+    stand without it.
+    """
+    if config.sandbox != "local" or is_infrastructure(episode.ended) or not has_reference_code(task):
+        return
+    try:
+        reference = resources.reference_regions.get(task, config.sandbox, resources.open_sandbox,
+                                                    config.episode.code_timeout_s)
+    except SandboxError as exc:
+        _log.warning("task %s: the reference trajectory's crops were not measured: %s", task.id, exc)
+        return
+    score_regions(episode, reference)
 
 
 def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -> dict[str, Any]:
