@@ -38,10 +38,9 @@ from typing import Any, Iterable
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, RUN_FILE, worker_checkpoints
 from vtb_agents.config import RunConfig
-from vtb_agents.runner.executors import RunJob, Sink
+from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
 from vtb_agents.runner.resources import RunResources, open_resources
 from vtb_agents.runner.run import RunError, run_task
-from vtb_agents.tasks.model import Task
 
 try:
     import ray
@@ -88,11 +87,11 @@ class TaskWorker:
         """(process id, start-up error or None)."""
         return os.getpid(), self.error
 
-    def run(self, task: Task) -> str:
-        """Run and grade ``task``; its ``results.jsonl`` line (validated again by the driver)."""
+    def run(self, item: TaskEpoch) -> str:
+        """Run and grade one episode; its ``results.jsonl`` line (validated again by the driver)."""
         if self.resources is None:
             raise RunError(f"worker {self.index} did not start: {self.error}")
-        return run_task(task, self.config, self.resources).model_dump_json()
+        return run_task(item.task, self.config, self.resources, epoch=item.epoch).model_dump_json()
 
     def close(self) -> None:
         """Close the worker's resources (checkpoint database, judge cache)."""
@@ -122,7 +121,7 @@ class RayExecutor:
         """Never: workers rebuild the run's resources from ``job.config`` in their own processes."""
         return False
 
-    def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
+    def run(self, tasks: Iterable[TaskEpoch], job: RunJob, sink: Sink, stop: threading.Event) -> None:
         """Run the tasks on Ray workers; results reach ``sink`` here, in the order they finish.
 
         Setting ``stop`` schedules nothing more: running tasks finish and are written. The first
@@ -170,7 +169,7 @@ class RayExecutor:
                                "the driver's working directory: see vtb_agents.runner.ray_executor)")
         return True
 
-    def _drive(self, pending: deque[Task], idle: list[Any], inflight: dict[Any, Any], sink: Sink,
+    def _drive(self, pending: deque[TaskEpoch], idle: list[Any], inflight: dict[Any, Any], sink: Sink,
                stop: threading.Event) -> None:
         errors: list[BaseException] = []
         while True:
