@@ -332,3 +332,15 @@ def test_a_call_that_never_ended_says_so(artifacts):
     recorder.on_chat_model_start({}, [[HumanMessage("hi")]], run_id=uuid4(), metadata={"vtb_turn": 0})
     (event,) = recorder.transcript("t").events
     assert isinstance(event, ModelEvent) and event.error == UNFINISHED and event.turn == 0 and event.step == "model"
+
+
+def test_each_epoch_has_its_own_transcript(task_root, tmp_path):
+    vtb_agents.evaluate("react", tasks=str(task_root), out=tmp_path / "run", epochs=2)
+    assert sorted(p.name for p in (tmp_path / "run" / TRANSCRIPTS_DIR).iterdir()) == sorted(
+        transcript_file(tmp_path / "run", "t-corner", epoch).name for epoch in (1, 2))
+    for epoch in ("1", "2"):
+        shown = transcript_cli(tmp_path / "run", "t-corner", "--json", "--epoch", epoch)
+        assert shown.exit_code == 0, shown.output
+        assert [e["kind"] for e in json.loads(shown.output)["events"]] == ["model", "tool", "model", "judge", "judge"]
+    third = transcript_cli(tmp_path / "run", "t-corner", "--epoch", "3")
+    assert third.exit_code == 2 and "no transcript for epoch 3" in third.output
