@@ -17,6 +17,7 @@ from vtb_agents.runner.executors import LocalExecutor  # noqa: E402
 from vtb_agents.runner.ray_executor import RayExecutor, TaskWorker  # noqa: E402
 from vtb_agents.runner.resources import open_judge  # noqa: E402
 from vtb_agents.runner.run import RunError, run_suite  # noqa: E402
+from vtb_agents.rundir.transcripts import read_transcript  # noqa: E402
 from vtb_agents.tasks import load_tasks  # noqa: E402
 
 PID_AGENT = '''
@@ -87,6 +88,11 @@ def test_ray_run_matches_a_local_run_and_workers_write_artifacts(tasks, tmp_path
     assert all((tmp_path / "ray" / "artifacts" / i.ref[:2] / f"{i.ref}.img").is_file() for i in images)
     assert sorted(p.name for p in (tmp_path / "ray").glob("checkpoints-*.sqlite")) == [
         "checkpoints-0.sqlite", "checkpoints-1.sqlite"]
+    for task_id in IDS:  # workers write each task's transcript into the shared run directory, as a local run does
+        on_ray, on_local = (read_transcript(tmp_path / where, task_id) for where in ("ray", "local"))
+        assert [(e.kind, e.step) for e in on_ray.events] == [(e.kind, e.step) for e in on_local.events]
+        assert [e.messages for e in on_ray.of_kind("model")] == [e.messages for e in on_local.of_kind("model")]
+        assert on_ray.of_kind("model") and on_ray.of_kind("tool")
 
 
 def test_stop_then_resume_on_ray_workers(tasks, pid_agent, tmp_path):

@@ -81,7 +81,7 @@ class TaskWorker:
                            "must be on storage every Ray worker shares")
         check_writable(out / ARTIFACTS_DIR)
         return open_resources(self.config, artifacts=out / ARTIFACTS_DIR, judge_cache=judge_cache,
-                              checkpoints=out / worker_checkpoints(self.index))
+                              checkpoints=out / worker_checkpoints(self.index), run_dir=out)
 
     def ready(self) -> tuple[int, str | None]:
         """(process id, start-up error or None)."""
