@@ -1,7 +1,7 @@
 """``vtb run``, ``vtb ablate`` and ``vtb grade``: commands on ``run_cli``, mounted by :mod:`vtb_agents.cli`.
 
-Long runs show a progress bar (ETA, pass rate so far) and stop cleanly on Ctrl-C: running tasks
-finish and are written, and ``--resume`` continues; a second Ctrl-C aborts at once.
+Long runs show a progress bar (ETA, pass rate so far) and stop cleanly on Ctrl-C or SIGTERM: running
+tasks finish and are written, and ``--resume`` continues; a second Ctrl-C (or SIGTERM) aborts at once.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ run_cli = cli_app()
 
 @contextmanager
 def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
-    """A progress callback and a stop event set by Ctrl-C (a second Ctrl-C aborts)."""
+    """A progress callback and a stop event set by Ctrl-C or SIGTERM (a second one aborts)."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
@@ -52,13 +52,16 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
         def on_interrupt(signum: int, frame: Any) -> None:
             stop.set()
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort)")
 
         previous = signal.signal(signal.SIGINT, on_interrupt)
+        previous_term = signal.signal(signal.SIGTERM, on_interrupt)
         try:
             yield on_result, stop
         finally:
             signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGTERM, previous_term)
 
 
 @contextmanager

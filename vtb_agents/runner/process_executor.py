@@ -1,0 +1,279 @@
+"""Process executor: a run's tasks in several local processes, each running its share in threads.
+
+Why: one process of threads spends a few milliseconds of CPU per model call (building requests,
+LangGraph steps, parsing replies) under one GIL, which caps it at a few hundred calls per second
+however fast the API is (BENCHMARKS.md, "CPU per model call"). ``--executor processes --workers K``
+runs K worker processes; each runs up to its share of ``--concurrency`` N tasks at once (N / K,
+the remainder spread one each) in threads, as the local executor does.
+
+How (the pieces are the Ray executor's, shared): each worker is a
+:class:`~vtb_agents.runner.worker.TaskWorker` with resources of its own (``checkpoints-{i}.sqlite``),
+started with the ``spawn`` method (a fresh interpreter: no fork of a process that has threads; it
+inherits this process's environment and ``sys.path``, as the thread executor's tasks see them).
+The driver loop of ``runner/dispatch.py`` hands tasks to free slots and sends each result line
+back to this process, whose ``sink`` alone writes ``results.jsonl``, in finish order.
+
+* ``stop`` (Ctrl-C, SIGTERM, a full disk): no task starts; running ones finish and are written.
+  Workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process group): the parent decides.
+* This process dies (even SIGKILL): each worker gets SIGKILL from the kernel
+  (``PR_SET_PDEATHSIG``), its sandboxes die with it; results written so far stay, ``--resume``
+  runs the rest.
+* A worker dies mid-run: its running tasks are not saved and not retried in this run (a task that
+  kills its worker would kill the next one too); the other workers go on with every task left,
+  then the run stops with :class:`~vtb_agents.runner.dispatch.WorkerLost` naming the worker, how it
+  died and its lost tasks, which ``--resume`` runs. A worker that cannot start fails the run at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from types import TracebackType
+from typing import Any
+
+from vtb_agents.config import RunConfig
+from vtb_agents.rundir.errors import RunError
+from vtb_agents.runner.dispatch import Finished, WorkerLost, drive
+from vtb_agents.runner.executors import RunJob, Sink
+from vtb_agents.runner.worker import TaskWorker, failure_record, task_failure
+from vtb_agents.tasks.model import Task
+
+TASKS_PER_WORKER = 16
+"""The default rule: one worker process per this many tasks run at once (``--concurrency``), up to
+the cores this process may use; at least one."""
+
+
+def default_workers(concurrency: int, cores: int | None = None) -> int:
+    """Worker processes for ``concurrency`` tasks at once when ``--workers`` is not given:
+    ``concurrency // TASKS_PER_WORKER``, at least 1, at most ``cores`` (default: the cores this
+    process may run on). Below that many tasks per process, a process of threads is not CPU-bound."""
+    cores = cores or len(os.sched_getaffinity(0))
+    return max(1, min(cores, concurrency // TASKS_PER_WORKER))
+
+
+def shares(concurrency: int, workers: int) -> list[int]:
+    """Tasks at once per worker: ``concurrency`` split over ``workers`` (the first ones take the remainder)."""
+    return [concurrency // workers + (i < concurrency % workers) for i in range(workers)]
+
+
+@dataclass(frozen=True)
+class ProcessExecutor:
+    """At most ``concurrency`` tasks at once over ``workers`` local processes (None:
+    :func:`default_workers`); no more processes than tasks at once or tasks to run."""
+
+    concurrency: int = 1
+    workers: int | None = None
+    start_timeout_s: float = 300.0
+    poll_s: float = field(default=0.5, repr=False)  # how often the driver wakes for Ctrl-C
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be at least 1, not {self.workers}")
+
+    @property
+    def in_process(self) -> bool:
+        """Never: workers rebuild the run's resources from ``job.config`` in their own processes."""
+        return False
+
+    def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
+        """Run the tasks in worker processes; results reach ``sink`` here, in the order they finish.
+
+        Setting ``stop`` schedules nothing more: running tasks finish and are written. The first
+        error (a task that raised, a worker that died) is raised once every running task has finished.
+        """
+        pending = list(tasks)
+        if not pending:  # nothing left (a resumed, finished run): no process to start
+            return
+        count = min(self.workers or default_workers(self.concurrency), self.concurrency, len(pending))
+        with WorkerProcesses(job, shares(self.concurrency, count)) as workers:
+            workers.wait_started(self.start_timeout_s)
+            slots = [i for i, share in enumerate(workers.shares) for _ in range(share)]
+            errors = drive(pending, slots, workers, sink, stop, self.poll_s)
+            workers.clean = True
+        if errors:  # every other task has finished and been written before this is raised
+            raise errors[0]
+
+
+class WorkerProcesses:
+    """The worker processes of one run (a :class:`~vtb_agents.runner.dispatch.Workers`; a slot is a
+    worker's index, once per task it may run at once). Leaving the block ends them: at a clean end
+    each finishes and closes its resources; otherwise (an abort) they are terminated."""
+
+    def __init__(self, job: RunJob, threads: list[int]) -> None:
+        self.job, self.shares = job, threads
+        self.processes: list[BaseProcess] = []
+        self.connections: list[Connection] = []
+        self.pids: list[int | None] = [None] * len(threads)
+        self.running: list[dict[int, str]] = [{} for _ in threads]  # per worker: sequence -> task id
+        self.gone: set[int] = set()
+        self.clean = False
+        self._numbers = itertools.count()
+
+    def __enter__(self) -> WorkerProcesses:
+        context = multiprocessing.get_context("spawn")
+        try:
+            for index, threads in enumerate(self.shares):
+                here, there = context.Pipe()
+                process = context.Process(
+                    target=serve, name=f"vtb-worker-{index}",
+                    args=(there, self.job.config, str(self.job.out.resolve()), str(self.job.judge_cache.resolve()),
+                          index, threads, os.getpid()))
+                process.start()
+                there.close()
+                self.processes.append(process)
+                self.connections.append(here)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        for connection in self.connections:  # a worker reads EOF: it finishes and exits
+            connection.close()
+        for process in self.processes:
+            if not self.clean:
+                process.terminate()
+            process.join(timeout=30 if self.clean else 5)
+            if process.exitcode is None:
+                process.kill()
+                process.join()
+
+    def wait_started(self, timeout: float) -> None:
+        """Return once every worker is up; a RunError naming the first that is not."""
+        waiting = set(range(len(self.processes)))
+        deadline = time.monotonic() + timeout
+        while waiting:
+            left = deadline - time.monotonic()
+            ready = wait([self.connections[i] for i in waiting], timeout=left) if left > 0 else []
+            if not ready:
+                raise RunError(f"{len(waiting)} worker process(es) did not start within {timeout:g} s")
+            for index in [i for i in waiting if self.connections[i] in ready]:
+                try:
+                    _, pid, error = self.connections[index].recv()
+                except EOFError:
+                    self.processes[index].join(timeout=5)
+                    raise RunError(f"worker process {index} {_death(self.processes[index])} while starting") from None
+                if error:
+                    raise RunError(f"worker process {index} could not start: {error}")
+                self.pids[index] = pid
+                waiting.discard(index)
+
+    def submit(self, slot: int, task: Task) -> bool:
+        """Send ``task`` to worker ``slot``; False if that worker is gone."""
+        if slot in self.gone:
+            return False
+        number = next(self._numbers)
+        try:
+            self.connections[slot].send(("run", number, task))
+        except OSError:  # the worker died; finished() reports its running tasks
+            return False
+        self.running[slot][number] = task.id
+        return True
+
+    def finished(self, timeout: float) -> list[Finished[int]]:
+        """The tasks that ended within ``timeout``: a result line, a task's error, or lost with its worker."""
+        live = [i for i in range(len(self.processes)) if i not in self.gone]
+        handles: dict[Any, int] = {}
+        for index in live:
+            handles[self.connections[index]] = index
+            handles[self.processes[index].sentinel] = index
+        ready = wait(list(handles), timeout=timeout)
+        done: list[Finished[int]] = []
+        for index in sorted({handles[handle] for handle in ready}):
+            done += self._receive(index)
+        return done
+
+    def _receive(self, index: int) -> list[Finished[int]]:
+        done: list[Finished[int]] = []
+        connection, running = self.connections[index], self.running[index]
+        try:
+            while connection.poll():
+                kind, number, *rest = connection.recv()
+                task_id = running.pop(number)
+                if kind == "done":
+                    done.append(Finished(index, line=rest[0]))
+                else:
+                    done.append(Finished(index, error=task_failure(f"task {task_id} in worker process {index}",
+                                                                   *rest)))
+            if self.processes[index].is_alive():
+                return done
+        except (EOFError, OSError):  # the worker is gone: what it sent before is above
+            pass
+        process = self.processes[index]
+        process.join(timeout=5)
+        self.gone.add(index)
+        lost = WorkerLost(f"worker process {index} (pid {self.pids[index]}) {_death(process)} while running "
+                          f"task(s) {', '.join(sorted(running.values()))}: they were not saved and run again "
+                          "with --resume; the other workers went on with the rest") if running else None
+        done += [Finished(index, error=lost, lost=True) for _ in running]
+        running.clear()
+        return done
+
+
+def _death(process: BaseProcess) -> str:
+    """How ``process`` ended, in words."""
+    code = process.exitcode
+    if code is None:
+        return "closed its connection"
+    if code < 0:
+        return f"was killed by signal {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+# ---------------------------------------------------------------- in the worker process
+
+def die_with_parent(parent: int) -> None:
+    """PR_SET_PDEATHSIG: the kernel sends SIGKILL to this process when its parent (the thread that
+    started it) ends, however it ends; exit at once if ``parent`` is gone already."""
+    if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0) != 0:  # 1 = PR_SET_PDEATHSIG
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def serve(connection: Connection, config: RunConfig, out: str, judge_cache: str, index: int, threads: int,
+          parent: int) -> None:
+    """A worker process: build the run's resources, say ready, then run each task sent, up to
+    ``threads`` at once, and send back its result line; end when the parent closes the connection."""
+    die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
+    worker = TaskWorker(config, out, judge_cache, index)
+    lock = threading.Lock()
+
+    def send(message: tuple[Any, ...]) -> None:
+        with lock:
+            connection.send(message)
+
+    def run(number: int, task: Task) -> None:
+        try:
+            message: tuple[Any, ...] = ("done", number, worker.run(task))
+        except Exception as exc:  # sent to the driver, which raises it once the run's other tasks are done
+            message = ("failed", number, *failure_record(exc))
+        send(message)
+
+    send(("ready", os.getpid(), worker.error))
+    if worker.error is not None:
+        return
+    try:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vtb-task") as pool:
+            while True:
+                try:
+                    _, number, task = connection.recv()
+                except EOFError:  # the run is over (or the parent is gone): finish what runs
+                    break
+                pool.submit(run, number, task)
+    finally:
+        worker.close()
