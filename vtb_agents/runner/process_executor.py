@@ -235,20 +235,23 @@ def _death(process: BaseProcess) -> str:
 
 # ---------------------------------------------------------------- in the worker process
 
-def die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int, name: str) -> None:
     """PR_SET_PDEATHSIG: the kernel sends SIGKILL to this process when its parent (the thread that
-    started it) ends, however it ends; exit at once if ``parent`` is gone already."""
-    if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0) != 0:  # 1 = PR_SET_PDEATHSIG
+    started it) ends, however it ends; exit at once if ``parent`` is gone already. PR_SET_NAME:
+    ``name`` is what ``ps``, ``top`` and ``/proc/PID/comm`` show for it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0:  # 1 = PR_SET_PDEATHSIG
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != parent:
         os._exit(1)
+    libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # 15 = PR_SET_NAME; cosmetic if refused
 
 
 def serve(connection: Connection, config: RunConfig, out: str, judge_cache: str, index: int, threads: int,
           parent: int) -> None:
     """A worker process: build the run's resources, say ready, then run each task sent, up to
     ``threads`` at once, and send back its result line; end when the parent closes the connection."""
-    die_with_parent(parent)
+    die_with_parent(parent, f"vtb-worker-{index}")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
     worker = TaskWorker(config, out, judge_cache, index)
     lock = threading.Lock()
