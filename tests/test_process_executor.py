@@ -121,6 +121,17 @@ def test_a_full_disk_in_a_worker_stops_the_run_and_keeps_what_finished(agent: st
     assert sorted(answers(tmp_path / "run")) == ["t1", "t2", "t3"]  # running ones finished; none started after
 
 
+def test_workers_started_early_take_the_job_and_spare_ones_end(agent: str, tmp_path: Path) -> None:
+    tasks = load_tasks(write_tasks(tmp_path / "tasks"))[:1]
+    executor = ProcessExecutor(4, workers=2)
+    executor.prestart()
+    early = executor._early[0]
+    summary = run_suite(tasks, RunConfig(model=agent), tmp_path / "run", executor=executor)
+    assert summary["complete"] is True and summary["tasks"] == 1 and summary["apr"] == 1.0
+    assert [p.exitcode for p in early.processes] == [0, 0] and executor._early == []
+    assert [p.name for p in (tmp_path / "run").glob("checkpoints-*.sqlite")] == ["checkpoints-0.sqlite"]
+
+
 def tree(pid: int) -> set[int]:
     """The descendants of ``pid``, from /proc."""
     children: dict[int, list[int]] = {}
@@ -183,6 +194,9 @@ def test_sigkill_of_the_parent_leaves_no_worker_and_resume_runs_each_task_once(t
     lines = [json.loads(line)["task_id"] for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(lines) == IDS
     assert json.loads((out / "summary.json").read_text())["apr"] == 1.0
+    again = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=180)
+    assert again.returncode == 0, again.stderr  # nothing left: the workers started early just end
+    assert len((out / "results.jsonl").read_text().splitlines()) == 8
 
 
 def test_sigterm_stops_cleanly_with_the_workers(tmp_path: Path) -> None:

@@ -133,9 +133,10 @@ class RunOptions:
         return select_tasks(self.tasks, self.category, self.task_id, self.limit, status=self.status,
                             skip_invalid=self.skip_invalid)
 
-    def make_executor(self) -> Any:
-        """The executor of ``--executor``: local threads, local processes, or Ray actors (the ``ray`` extra)."""
-        return make_executor(self.executor, self.ray_address, self.concurrency, self.workers)
+    def make_executor(self, prestart: bool = False) -> Any:
+        """The executor of ``--executor``: local threads, local processes, or Ray actors (the ``ray``
+        extra). ``prestart``: local processes start now (they load the libraries meanwhile)."""
+        return make_executor(self.executor, self.ray_address, self.concurrency, self.workers, prestart)
 
 
 def setting_parameter(option: str) -> inspect.Parameter:
@@ -262,9 +263,11 @@ def _selected(item: Task | TaskLoadError, category: set[str], task_id: set[str],
             and (not status or item.review is not None and item.review.status in status))
 
 
-def make_executor(kind: str, ray_address: str | None, concurrency: int, workers: int | None = None) -> Any:
-    """The executor for ``--executor``: local threads, local processes (``--workers``), or Ray actors
-    (the ``ray`` extra)."""
+def make_executor(kind: str, ray_address: str | None, concurrency: int, workers: int | None = None,
+                  prestart: bool = False) -> Any:
+    """The executor for ``--executor``: local threads, local processes (``--workers``; started now
+    with ``prestart``, so that they load the libraries while the run gets ready), or Ray actors (the
+    ``ray`` extra)."""
     from vtb_agents.runner.executors import LocalExecutor
 
     check_choice("--executor", kind, ("local", "processes", "ray"))
@@ -277,7 +280,10 @@ def make_executor(kind: str, ray_address: str | None, concurrency: int, workers:
     if kind == "processes":
         from vtb_agents.runner.process_executor import ProcessExecutor
 
-        return ProcessExecutor(concurrency, workers)
+        processes = ProcessExecutor(concurrency, workers)
+        if prestart:
+            processes.prestart()
+        return processes
     try:
         from vtb_agents.runner.ray_executor import RayExecutor
     except ImportError as exc:

@@ -121,7 +121,6 @@ def run(options: RunOptions,
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
     from vtb_agents.rundir.errors import RunError, StoppedRun
-    from vtb_agents.runner.run import run_suite
 
     config = options.config(prompt_level=prompt_level, no_tools=not tools, no_vision_tool=not vision_tool)
     selected = options.selected_tasks()
@@ -131,11 +130,14 @@ def run(options: RunOptions,
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
+    executor = options.make_executor(prestart=True)  # worker processes load the libraries as the runner does
+    from vtb_agents.runner.run import run_suite
+
     resume = run_resume_command(options, config, out_dir, judge_cache)
     with progress_bar(len(selected)) as (on_result, stop), with_report_images(out_dir, selected, on_result) as progress:
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
-                                judge_cache=judge_cache, executor=options.make_executor(), stop=stop,
+                                judge_cache=judge_cache, executor=executor, stop=stop,
                                 retry_errors=options.retry_errors)
         except StoppedRun as exc:
             fail(f"{exc}: {resume}")

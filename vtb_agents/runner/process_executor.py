@@ -13,6 +13,10 @@ inherits this process's environment and ``sys.path``, as the thread executor's t
 The driver loop of ``runner/dispatch.py`` hands tasks to free slots and sends each result line
 back to this process, whose ``sink`` alone writes ``results.jsonl``, in finish order.
 
+* Start-up: a worker imports the libraries again (~1-2 s). ``prestart()`` (``vtb run`` calls it
+  before it imports the runner itself) starts the processes at once, so that they import while this
+  process gets the run ready; ``run`` then hands them the job. This module imports nothing heavy,
+  so that a worker's imports start as soon as it does.
 * ``stop`` (Ctrl-C, SIGTERM, a full disk): no task starts; running ones finish and are written.
   Workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process group): the parent decides.
 * This process dies (even SIGKILL): each worker gets SIGKILL from the kernel
@@ -39,14 +43,14 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vtb_agents.config import RunConfig
 from vtb_agents.rundir.errors import RunError
-from vtb_agents.runner.dispatch import Finished, WorkerLost, drive
-from vtb_agents.runner.executors import RunJob, Sink
-from vtb_agents.runner.worker import TaskWorker, failure_record, task_failure
-from vtb_agents.tasks.model import Task
+
+if TYPE_CHECKING:  # the runner loads in run(), the worker's libraries in serve(): see the module's docstring
+    from vtb_agents.runner.dispatch import Finished
+    from vtb_agents.runner.executors import RunJob, Sink
+    from vtb_agents.tasks.model import Task
 
 TASKS_PER_WORKER = 16
 """The default rule: one worker process per this many tasks run at once (``--concurrency``), up to
@@ -75,6 +79,7 @@ class ProcessExecutor:
     workers: int | None = None
     start_timeout_s: float = 300.0
     poll_s: float = field(default=0.5, repr=False)  # how often the driver wakes for Ctrl-C
+    _early: list[WorkerProcesses] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -87,18 +92,33 @@ class ProcessExecutor:
         """Never: workers rebuild the run's resources from ``job.config`` in their own processes."""
         return False
 
+    @property
+    def count(self) -> int:
+        """The worker processes a run of many tasks gets."""
+        return min(self.workers or default_workers(self.concurrency), self.concurrency)
+
+    def prestart(self) -> None:
+        """Start the worker processes now: they import the libraries while this process gets the run
+        ready, and the next :meth:`run` hands them its job. If no run comes, they end with this process."""
+        if not self._early:
+            self._early.append(WorkerProcesses(self.count).start())
+
     def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
         """Run the tasks in worker processes; results reach ``sink`` here, in the order they finish.
 
         Setting ``stop`` schedules nothing more: running tasks finish and are written. The first
         error (a task that raised, a worker that died) is raised once every running task has finished.
         """
+        from vtb_agents.runner.dispatch import drive
+
         pending = list(tasks)
-        if not pending:  # nothing left (a resumed, finished run): no process to start
-            return
-        count = min(self.workers or default_workers(self.concurrency), self.concurrency, len(pending))
-        with WorkerProcesses(job, shares(self.concurrency, count)) as workers:
-            workers.wait_started(self.start_timeout_s)
+        early = self._early.pop() if self._early else None
+        count = min(self.count, len(pending))
+        with early or WorkerProcesses(count).start() as workers:
+            if not pending:  # nothing left (a resumed, finished run)
+                workers.clean = True
+                return
+            workers.begin(job, shares(self.concurrency, count), self.start_timeout_s)
             slots = [i for i, share in enumerate(workers.shares) for _ in range(share)]
             errors = drive(pending, slots, workers, sink, stop, self.poll_s)
             workers.clean = True
@@ -111,25 +131,24 @@ class WorkerProcesses:
     worker's index, once per task it may run at once). Leaving the block ends them: at a clean end
     each finishes and closes its resources; otherwise (an abort) they are terminated."""
 
-    def __init__(self, job: RunJob, threads: list[int]) -> None:
-        self.job, self.shares = job, threads
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.shares: list[int] = []
         self.processes: list[BaseProcess] = []
         self.connections: list[Connection] = []
-        self.pids: list[int | None] = [None] * len(threads)
-        self.running: list[dict[int, str]] = [{} for _ in threads]  # per worker: sequence -> task id
+        self.pids: list[int | None] = [None] * count
+        self.running: list[dict[int, str]] = [{} for _ in range(count)]  # per worker: sequence -> task id
         self.gone: set[int] = set()
         self.clean = False
         self._numbers = itertools.count()
 
-    def __enter__(self) -> WorkerProcesses:
+    def start(self) -> WorkerProcesses:
+        """Start the processes (each loads the libraries, then waits for :meth:`begin`)."""
         context = multiprocessing.get_context("spawn")
         try:
-            for index, threads in enumerate(self.shares):
+            for index in range(self.count):
                 here, there = context.Pipe()
-                process = context.Process(
-                    target=serve, name=f"vtb-worker-{index}",
-                    args=(there, self.job.config, str(self.job.out.resolve()), str(self.job.judge_cache.resolve()),
-                          index, threads, os.getpid()))
+                process = context.Process(target=serve, name=f"vtb-worker-{index}", args=(there, index, os.getpid()))
                 process.start()
                 there.close()
                 self.processes.append(process)
@@ -137,6 +156,9 @@ class WorkerProcesses:
         except BaseException:
             self.__exit__(None, None, None)
             raise
+        return self
+
+    def __enter__(self) -> WorkerProcesses:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
@@ -151,9 +173,18 @@ class WorkerProcesses:
                 process.kill()
                 process.join()
 
-    def wait_started(self, timeout: float) -> None:
-        """Return once every worker is up; a RunError naming the first that is not."""
-        waiting = set(range(len(self.processes)))
+    def begin(self, job: RunJob, threads: list[int], timeout: float) -> None:
+        """Hand ``job`` to the first ``len(threads)`` workers, each to run up to its number of tasks
+        at once (the others end), and return once they are up; a RunError names the first that is not."""
+        self.shares = threads
+        for index, connection in enumerate(self.connections):
+            if index >= len(threads):
+                connection.close()
+                self.gone.add(index)
+                continue
+            connection.send(("job", job.config, str(job.out.resolve()), str(job.judge_cache.resolve()),
+                             threads[index]))
+        waiting = set(range(len(threads)))
         deadline = time.monotonic() + timeout
         while waiting:
             left = deadline - time.monotonic()
@@ -197,6 +228,9 @@ class WorkerProcesses:
         return done
 
     def _receive(self, index: int) -> list[Finished[int]]:
+        from vtb_agents.runner.dispatch import Finished, WorkerLost
+        from vtb_agents.runner.worker import task_failure
+
         done: list[Finished[int]] = []
         connection, running = self.connections[index], self.running[index]
         try:
@@ -247,12 +281,18 @@ def die_with_parent(parent: int, name: str) -> None:
     libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # 15 = PR_SET_NAME; cosmetic if refused
 
 
-def serve(connection: Connection, config: RunConfig, out: str, judge_cache: str, index: int, threads: int,
-          parent: int) -> None:
-    """A worker process: build the run's resources, say ready, then run each task sent, up to
-    ``threads`` at once, and send back its result line; end when the parent closes the connection."""
+def serve(connection: Connection, index: int, parent: int) -> None:
+    """A worker process: load the libraries, take the job (the run's config, run directory and
+    verdict cache, and how many tasks at once), build the run's resources, say ready, then run each
+    task sent, in threads, and send back its result line; end when the parent closes the connection."""
     die_with_parent(parent, f"vtb-worker-{index}")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
+    from vtb_agents.runner.worker import TaskWorker, failure_record  # now, while the parent gets the run ready
+
+    try:
+        _, config, out, judge_cache, threads = connection.recv()
+    except EOFError:  # not needed after all
+        return
     worker = TaskWorker(config, out, judge_cache, index)
     lock = threading.Lock()
 
