@@ -31,6 +31,11 @@ class WorkerLost(StoppedRun):
     them and how it died); the other workers went on, and ``--resume`` runs the lost tasks."""
 
 
+def task_label(task: Task) -> str:
+    """How messages name a unit of work handed to a worker (its task id)."""
+    return task.id
+
+
 @dataclass(frozen=True)
 class Finished(Generic[S]):
     """One task's end in the worker behind ``slot``: its ``results.jsonl`` line, or the ``error``

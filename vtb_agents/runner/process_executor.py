@@ -182,8 +182,11 @@ class WorkerProcesses:
                 connection.close()
                 self.gone.add(index)
                 continue
-            connection.send(("job", job.config, str(job.out.resolve()), str(job.judge_cache.resolve()),
-                             threads[index]))
+            try:
+                connection.send(("job", job.config, str(job.out.resolve()), str(job.judge_cache.resolve()),
+                                 threads[index]))
+            except OSError:  # the worker died while loading: reported below, with how it ended
+                continue
         waiting = set(range(len(threads)))
         deadline = time.monotonic() + timeout
         while waiting:
@@ -204,6 +207,8 @@ class WorkerProcesses:
 
     def submit(self, slot: int, task: Task) -> bool:
         """Send ``task`` to worker ``slot``; False if that worker is gone."""
+        from vtb_agents.runner.dispatch import task_label
+
         if slot in self.gone:
             return False
         number = next(self._numbers)
@@ -211,7 +216,7 @@ class WorkerProcesses:
             self.connections[slot].send(("run", number, task))
         except OSError:  # the worker died; finished() reports its running tasks
             return False
-        self.running[slot][number] = task.id
+        self.running[slot][number] = task_label(task)
         return True
 
     def finished(self, timeout: float) -> list[Finished[int]]:

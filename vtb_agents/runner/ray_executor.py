@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vtb_agents.runner.dispatch import Finished, WorkerLost, drive
+from vtb_agents.runner.dispatch import Finished, WorkerLost, drive, task_label
 from vtb_agents.runner.executors import RunJob, Sink
 from vtb_agents.runner.run import RunError
 from vtb_agents.runner.worker import TaskWorker
@@ -53,7 +53,7 @@ class RayWorkers:
 
     def submit(self, slot: Any, task: Task) -> bool:
         """Start ``task`` on the actor ``slot`` (a dead actor shows when its result is fetched)."""
-        self.running[slot.run.remote(task)] = (slot, task.id)
+        self.running[slot.run.remote(task)] = (slot, task_label(task))
         return True
 
     def finished(self, timeout: float) -> list[Finished[Any]]:
