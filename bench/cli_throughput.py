@@ -190,13 +190,14 @@ class Measured:
 
 
 def span_cpu(samples: list[tuple[float, dict[int, Proc]]], times: list[float],
-             pids: list[int]) -> tuple[int, list[float]]:
+             pids: list[int]) -> tuple[int, list[float | None]]:
     """The model requests between the first and the last sample taken within the model span (request
-    ``times``), and the CPU seconds each of ``pids`` spent between those two samples."""
+    ``times``), and the CPU seconds each of ``pids`` spent between those two samples (None for a
+    process not alive at both: a short-lived child that briefly bore its parent's name)."""
     within = [(t, snapshot) for t, snapshot in samples if min(times) <= t <= max(times)] or samples[-1:]
     (t0, begin), (t1, end) = within[0], within[-1]
     calls = sum(1 for t in times if t0 <= t <= t1)
-    return calls, [end[pid].cpu_s - begin[pid].cpu_s if pid in begin and pid in end else 0.0 for pid in pids]
+    return calls, [end[pid].cpu_s - begin[pid].cpu_s if pid in begin and pid in end else None for pid in pids]
 
 
 def run_command(command: list[str], env: dict[str, str], log: Path, model: str) -> Measured:
@@ -220,8 +221,8 @@ def run_command(command: list[str], env: dict[str, str], log: Path, model: str) 
     workers = sorted({(p.name, pid) for _, snapshot in samples for pid, p in snapshot.items()
                       if p.name.startswith("vtb-worker")})
     calls, cpu = span_cpu(samples, times, [process.pid, *(pid for _, pid in workers)])
-    return Measured(wall, last - first, first - start_epoch, peak, calls=calls, cpu_main=round(cpu[0], 3),
-                    cpu_workers=tuple(round(c, 3) for c in cpu[1:]))
+    return Measured(wall, last - first, first - start_epoch, peak, calls=calls, cpu_main=round(cpu[0] or 0.0, 3),
+                    cpu_workers=tuple(round(c, 3) for c in cpu[1:] if c is not None))
 
 
 def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log: Path, source: Path = ROOT,

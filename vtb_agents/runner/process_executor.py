@@ -7,21 +7,25 @@ runs K worker processes; each runs up to its share of ``--concurrency`` N tasks 
 the remainder spread one each) in threads, as the local executor does.
 
 How (the pieces are the Ray executor's, shared): each worker is a
-:class:`~vtb_agents.runner.worker.TaskWorker` with resources of its own (``checkpoints-{i}.sqlite``),
-started with the ``spawn`` method (a fresh interpreter: no fork of a process that has threads; it
-inherits this process's environment and ``sys.path``, as the thread executor's tasks see them).
-The driver loop of ``runner/dispatch.py`` hands tasks to free slots and sends each result line
-back to this process, whose ``sink`` alone writes ``results.jsonl``, in finish order.
+:class:`~vtb_agents.runner.worker.TaskWorker` with resources of its own (``checkpoints-{i}.sqlite``,
+its own sandboxes). Workers are forked by multiprocessing's ``forkserver``: a fresh interpreter,
+started once per process, that has no threads (so no fork of a process that has them) and has
+loaded the worker's libraries (:data:`WORKER_MODULE`, ~1-2 s of CPU) once for all workers, whose
+pages it shares with them. A worker runs with the environment this process has as the run begins
+(sent with the job: what the thread executor's tasks would see) and its ``sys.path``. The driver
+loop of ``runner/dispatch.py`` hands tasks to free slots and sends each result line back to this
+process, whose ``sink`` alone writes ``results.jsonl``, in finish order. A Python script that runs
+a process executor needs the ``if __name__ == "__main__":`` guard that multiprocessing asks for (a
+worker imports the script's main module again).
 
-* Start-up: a worker imports the libraries again (~1-2 s). ``prestart()`` (``vtb run`` calls it
-  before it imports the runner itself) starts the processes at once, so that they import while this
-  process gets the run ready; ``run`` then hands them the job. This module imports nothing heavy,
-  so that a worker's imports start as soon as it does.
+* Start-up: ``prestart()`` (``vtb run`` calls it before it imports the runner itself) starts the
+  fork server and the workers at once, so that the libraries load there while this process gets the
+  run ready; ``run`` then hands the workers the job. This module imports nothing heavy.
 * ``stop`` (Ctrl-C, SIGTERM, a full disk): no task starts; running ones finish and are written.
   Workers ignore SIGINT (a terminal's Ctrl-C reaches the whole process group): the parent decides.
-* This process dies (even SIGKILL): each worker gets SIGKILL from the kernel
-  (``PR_SET_PDEATHSIG``), its sandboxes die with it; results written so far stay, ``--resume``
-  runs the rest.
+* This process dies (even SIGKILL): the fork server reads the end of its pipe and exits, each
+  worker gets SIGKILL from the kernel as its parent ends (``PR_SET_PDEATHSIG``), its sandboxes die
+  with it; results written so far stay, ``--resume`` runs the rest.
 * A worker dies mid-run: its running tasks are not saved and not retried in this run (a task that
   kills its worker would kill the next one too); the other workers go on with every task left,
   then the run stops with :class:`~vtb_agents.runner.dispatch.WorkerLost` naming the worker, how it
@@ -52,6 +56,8 @@ if TYPE_CHECKING:  # the runner loads in run(), the worker's libraries in serve(
     from vtb_agents.runner.executors import RunJob, Sink
     from vtb_agents.tasks.model import Task
 
+WORKER_MODULE = "vtb_agents.runner.worker"
+"""What a worker runs tasks with: loaded once by the fork server, before it forks the workers."""
 TASKS_PER_WORKER = 16
 """The default rule: one worker process per this many tasks run at once (``--concurrency``), up to
 the cores this process may use; at least one."""
@@ -101,7 +107,7 @@ class ProcessExecutor:
         """Start the worker processes now: they import the libraries while this process gets the run
         ready, and the next :meth:`run` hands them its job. If no run comes, they end with this process."""
         if not self._early:
-            self._early.append(WorkerProcesses(self.count).start())
+            self._early.append(WorkerProcesses(self.count).start_soon())
 
     def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
         """Run the tasks in worker processes; results reach ``sink`` here, in the order they finish.
@@ -141,14 +147,17 @@ class WorkerProcesses:
         self.gone: set[int] = set()
         self.clean = False
         self._numbers = itertools.count()
+        self._starting: threading.Thread | None = None
+        self._start_error: BaseException | None = None
 
     def start(self) -> WorkerProcesses:
         """Start the processes (each loads the libraries, then waits for :meth:`begin`)."""
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([WORKER_MODULE])  # no effect once this process's fork server runs
         try:
             for index in range(self.count):
                 here, there = context.Pipe()
-                process = context.Process(target=serve, name=f"vtb-worker-{index}", args=(there, index, os.getpid()))
+                process = context.Process(target=serve, name=f"vtb-worker-{index}", args=(there, index))
                 process.start()
                 there.close()
                 self.processes.append(process)
@@ -158,11 +167,33 @@ class WorkerProcesses:
             raise
         return self
 
+    def start_soon(self) -> WorkerProcesses:
+        """:meth:`start` in a thread: the fork server's first start waits while it loads the libraries,
+        and the caller goes on meanwhile; :meth:`begin` waits for it (and raises what it raised)."""
+        def start() -> None:
+            try:
+                self.start()
+            except BaseException as exc:  # raised by begin(), in the caller's thread
+                self._start_error = exc
+
+        self._starting = threading.Thread(target=start, name="vtb-worker-start", daemon=True)
+        self._starting.start()
+        return self
+
+    def _started(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+        if self._start_error is not None:
+            raise self._start_error
+
     def __enter__(self) -> WorkerProcesses:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
+        if self._starting is not None:
+            self._starting.join()
         for connection in self.connections:  # a worker reads EOF: it finishes and exits
             connection.close()
         for process in self.processes:
@@ -176,6 +207,7 @@ class WorkerProcesses:
     def begin(self, job: RunJob, threads: list[int], timeout: float) -> None:
         """Hand ``job`` to the first ``len(threads)`` workers, each to run up to its number of tasks
         at once (the others end), and return once they are up; a RunError names the first that is not."""
+        self._started()
         self.shares = threads
         for index, connection in enumerate(self.connections):
             if index >= len(threads):
@@ -183,8 +215,8 @@ class WorkerProcesses:
                 self.gone.add(index)
                 continue
             try:
-                connection.send(("job", job.config, str(job.out.resolve()), str(job.judge_cache.resolve()),
-                                 threads[index]))
+                connection.send(("job", dict(os.environ), job.config, str(job.out.resolve()),
+                                 str(job.judge_cache.resolve()), threads[index]))
             except OSError:  # the worker died while loading: reported below, with how it ended
                 continue
         waiting = set(range(len(threads)))
@@ -274,10 +306,11 @@ def _death(process: BaseProcess) -> str:
 
 # ---------------------------------------------------------------- in the worker process
 
-def die_with_parent(parent: int, name: str) -> None:
-    """PR_SET_PDEATHSIG: the kernel sends SIGKILL to this process when its parent (the thread that
-    started it) ends, however it ends; exit at once if ``parent`` is gone already. PR_SET_NAME:
-    ``name`` is what ``ps``, ``top`` and ``/proc/PID/comm`` show for it."""
+def die_with_parent(name: str) -> None:
+    """PR_SET_PDEATHSIG: the kernel sends SIGKILL to this process when its parent ends, however it
+    ends (the fork server, which ends when the ``vtb`` process does); exit at once if it has ended
+    already. PR_SET_NAME: ``name`` is what ``ps``, ``top`` and ``/proc/PID/comm`` show for it."""
+    parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(1, signal.SIGKILL, 0, 0, 0) != 0:  # 1 = PR_SET_PDEATHSIG
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
@@ -286,18 +319,20 @@ def die_with_parent(parent: int, name: str) -> None:
     libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # 15 = PR_SET_NAME; cosmetic if refused
 
 
-def serve(connection: Connection, index: int, parent: int) -> None:
-    """A worker process: load the libraries, take the job (the run's config, run directory and
-    verdict cache, and how many tasks at once), build the run's resources, say ready, then run each
-    task sent, in threads, and send back its result line; end when the parent closes the connection."""
-    die_with_parent(parent, f"vtb-worker-{index}")
+def serve(connection: Connection, index: int) -> None:
+    """A worker process: take the job (the run's environment, config, run directory and verdict
+    cache, and how many tasks at once), build the run's resources, say ready, then run each task
+    sent, in threads, and send back its result line; end when the parent closes the connection."""
+    die_with_parent(f"vtb-worker-{index}")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
-    from vtb_agents.runner.worker import TaskWorker, failure_record  # now, while the parent gets the run ready
+    from vtb_agents.runner.worker import TaskWorker, failure_record  # preloaded by the fork server
 
     try:
-        _, config, out, judge_cache, threads = connection.recv()
+        _, environment, config, out, judge_cache, threads = connection.recv()
     except EOFError:  # not needed after all
         return
+    os.environ.clear()  # the parent's as the run begins (the fork server's dates from its start)
+    os.environ.update(environment)
     worker = TaskWorker(config, out, judge_cache, index)
     lock = threading.Lock()
 
