@@ -2,7 +2,7 @@
 
 Why: one process of threads spends a few milliseconds of CPU per model call (building requests,
 LangGraph steps, parsing replies) under one GIL, which caps it at a few hundred calls per second
-however fast the API is (BENCHMARKS.md, "CPU per model call"). ``--executor processes --workers K``
+however fast the API is (BENCHMARKS.md, "Many cores"). ``--executor processes --workers K``
 runs K worker processes; each runs up to its share of ``--concurrency`` N tasks at once (N / K,
 the remainder spread one each) in threads, as the local executor does.
 
@@ -28,8 +28,9 @@ worker imports the script's main module again).
   with it; results written so far stay, ``--resume`` runs the rest.
 * A worker dies mid-run: its running tasks are not saved and not retried in this run (a task that
   kills its worker would kill the next one too); the other workers go on with every task left,
-  then the run stops with :class:`~vtb_agents.runner.dispatch.WorkerLost` naming the worker, how it
-  died and its lost tasks, which ``--resume`` runs. A worker that cannot start fails the run at once.
+  then the run stops with :class:`~vtb_agents.runner.dispatch.WorkerLost` (``vtb run``: status 2)
+  naming the worker, how it died and its lost tasks, which ``--resume`` runs. A worker that cannot
+  start fails the run at once.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ WORKER_MODULE = "vtb_agents.runner.worker"
 """What a worker runs tasks with: loaded once by the fork server, before it forks the workers."""
 TASKS_PER_WORKER = 16
 """The default rule: one worker process per this many tasks run at once (``--concurrency``), up to
-the cores this process may use; at least one."""
+the cores this process may use; at least one. At 0.5 s per model call and ~10 ms of CPU per call
+(BENCHMARKS.md), 16 tasks keep a process of threads about a third busy, 32 nearly saturate it."""
 
 
 def default_workers(concurrency: int, cores: int | None = None) -> int:
