@@ -77,8 +77,8 @@ def answers(out: Path) -> dict[str, tuple[str, list[str | None]]]:
 
 
 def test_the_default_number_of_workers_follows_the_concurrency_up_to_the_cores() -> None:
-    assert [default_workers(n, cores=2) for n in (1, 8, 16, 31, 32, 64, 1204)] == [1, 1, 1, 1, 2, 2, 2]
-    assert [default_workers(n, cores=8) for n in (16, 48, 64, 128, 1024)] == [1, 3, 4, 8, 8]
+    assert [default_workers(n, cores=2) for n in (1, 8, 32, 63, 64, 96, 1204)] == [1, 1, 1, 1, 2, 2, 2]
+    assert [default_workers(n, cores=8) for n in (16, 64, 100, 128, 256, 1024)] == [1, 2, 3, 4, 8, 8]
     assert shares(5, 2) == [3, 2] and shares(32, 2) == [16, 16] and shares(3, 3) == [1, 1, 1]
 
 

@@ -174,7 +174,7 @@ def _shared(
                                  "local processes, each running its share of --concurrency in threads) or 'ray' "
                                  "(Ray actors)."),
     workers: Optional[int] = typer.Option(None, min=1, help="With --executor processes: how many processes (default: "
-                                          "one per 16 tasks of --concurrency, at least 1, at most the cores)."),
+                                          "one per 32 tasks of --concurrency, at least 1, at most the cores)."),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join (default: a new local instance, "
                                               "or RAY_ADDRESS)."),
 ) -> None:

@@ -59,10 +59,11 @@ if TYPE_CHECKING:  # the runner loads in run(), the worker's libraries in serve(
 
 WORKER_MODULE = "vtb_agents.runner.worker"
 """What a worker runs tasks with: loaded once by the fork server, before it forks the workers."""
-TASKS_PER_WORKER = 16
+TASKS_PER_WORKER = 32
 """The default rule: one worker process per this many tasks run at once (``--concurrency``), up to
-the cores this process may use; at least one. At 0.5 s per model call and ~10 ms of CPU per call
-(BENCHMARKS.md), 16 tasks keep a process of threads about a third busy, 32 nearly saturate it."""
+the cores this process may use; at least one. At 0.5 s per model call and ~14 ms of CPU per call
+(BENCHMARKS.md, "Many cores"), 32 tasks keep a process of threads about 0.9 of a core busy:
+processes gave nothing at N = 32 and 1.4x the model span's throughput at N = 64."""
 
 
 def default_workers(concurrency: int, cores: int | None = None) -> int:
