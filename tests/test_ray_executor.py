@@ -131,7 +131,7 @@ def _fill_cache(path: str, worker: int, n: int) -> int:
     with open_judge(StubJudge(), Path(path)) as judge:  # type: ignore[arg-type]
         for i in range(n):
             judge.cache.put(f"{worker}-{i}", judge.name, Judgement("met", "x" * 100))  # type: ignore[attr-defined]
-        return judge.cache._db.execute("PRAGMA busy_timeout").fetchone()[0]  # type: ignore[attr-defined]
+        return judge.cache._db.one("PRAGMA busy_timeout")[0]  # type: ignore[attr-defined]
 
 
 def test_workers_share_the_judge_cache_without_lock_errors(tmp_path):
@@ -139,5 +139,5 @@ def test_workers_share_the_judge_cache_without_lock_errors(tmp_path):
     timeouts = ray.get([_fill_cache.remote(str(path), w, 300) for w in range(2)])
     assert timeouts == [30_000, 30_000]
     with open_judge(StubJudge(), path) as judge:  # type: ignore[arg-type]
-        assert judge.cache._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == 600  # type: ignore[attr-defined]
-        assert judge.cache._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # type: ignore[attr-defined]
+        assert judge.cache._db.one("SELECT COUNT(*) FROM verdicts")[0] == 600  # type: ignore[attr-defined]
+        assert judge.cache._db.one("PRAGMA journal_mode")[0] == "wal"  # type: ignore[attr-defined]

@@ -61,6 +61,29 @@ def test_replay_uses_the_category_graphs_and_resumes_follow_ups(replay_run):
     assert results["te-physics-gauge"].episode.settings.graph == "temporal"
 
 
+# Turns whose reference code crops nothing the sandbox tracks (no code, or only a calculator): the rest of
+# the 40 turns of the suite are measured.
+UNMEASURED = {("fu-generalist-shelf", 0), ("fu-medical-labs", 0), ("pr-biology-plates", 1), ("pr-finance-ledger", 2),
+              ("pr-maths-plot", 1)}
+
+
+def test_replay_looks_exactly_where_the_reference_looked(replay_run):
+    out, summary = replay_run
+    results = {r.task_id: r for r in ResultsStore(out).load()[0]}
+    ious = {(r.task_id, t.index): t.best_crop_iou for r in results.values() for t in r.episode.turns}
+    assert len(ious) == 40 and {k for k, v in ious.items() if v is None} == UNMEASURED
+    # replay runs the reference code itself: every crop it shows is a reference crop, IoU 1.0
+    assert {v for k, v in ious.items() if k not in UNMEASURED} == {1.0}
+    invoice = results["rs-finance-invoice"].episode.turns[0]
+    assert [r.box for r in invoice.reference_regions or []] == [r.box for r in invoice.regions] == [
+        (1090, 165, 1230, 194), (890, 688, 1242, 742), (370, 1043, 701, 1091)]
+    # the second reference step crops img[550:624, 1442:1558] with OpenCV, which is not tracked: one crop
+    assert [r.box for r in results["rs-chemistry-bench"].episode.turns[0].reference_regions or []] == [
+        (31, 519, 159, 648)]
+    assert summary["region_iou"]["turns"] == 35 and summary["region_iou"]["share_iou_ge_0_5"] == 1.0
+    assert summary["region_iou"]["pass_rate_when_looked"] == 1.0 and summary["region_iou"]["pass_rate_when_not"] is None
+
+
 def wrong(task):
     return ScriptedChatModel(script=lambda messages: AIMessage("I cannot tell; my best guess is 0."))
 

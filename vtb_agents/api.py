@@ -64,7 +64,8 @@ R = TypeVar("R")
 
 class Evaluation(RunSummary):
     """What :func:`evaluate` returns: the run's summary (``summary.json``: APR, ARS, outcomes, tool
-    metrics, usage, cost) with its run directory and its results, one :class:`TaskResult` per task."""
+    metrics, usage, cost; with ``epochs``, intervals and pass@k) with its run directory and its results,
+    one :class:`TaskResult` per task and epoch."""
 
     results: list[TaskResult]
 
@@ -162,7 +163,7 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     to the tool set (``judge``, ``strategy`` and the ``sandbox`` option take ``module:attr`` too, README "Extensions").
     ``run.json`` records objects by name (``object:ChatOpenAI(model=gpt-4o)``): such a run resumes
     from Python only. ``options`` are ``vtb run``'s settings by their Python names
-    (``max_tool_rounds``, ``prompt_level``, ``history``, ``no_tools``, ``critical_rule``, ...).
+    (``max_tool_rounds``, ``prompt_level``, ``history``, ``no_tools``, ``critical_rule``, ``epochs``, ...).
     Inside a running event loop (Jupyter) the run goes to a worker thread; ``await aevaluate(...)``
     there keeps the loop free.
     """

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vtb_agents.config import History, PromptLevel
 
@@ -32,13 +32,40 @@ def is_infrastructure(outcome: str | None) -> bool:
     return outcome in INFRASTRUCTURE_OUTCOMES
 
 
+class ImageRegion(BaseModel):
+    """The part of a task image another image shows: ``box`` (left, top, right, bottom; right and
+    bottom exclusive, as Pillow's ``crop``) in the pixels of ``image`` (``image_N.png``), which is
+    ``image_size`` (width, height) large. Recorded by the sandbox's region tracking
+    (``sandbox/region_tracker.py``)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
+    image: str = Field(pattern=r"^image_\d+\.png$")
+    box: tuple[float, float, float, float]
+    image_size: tuple[int, int]
+
+    @model_validator(mode="after")
+    def _inside(self) -> ImageRegion:
+        x0, y0, x1, y1 = self.box
+        width, height = self.image_size
+        if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
+            raise ValueError(f"box {self.box} is not a non-empty box inside {width}x{height}")
+        return self
+
+    @property
+    def is_crop(self) -> bool:
+        """Whether the box is a proper part of the image (a resized whole image is no crop)."""
+        return self.box != (0, 0, *self.image_size)
+
+
 class SavedImage(BaseModel):
-    """An image a tool call saved: its file name, its artifact reference (sha256) and its size."""
+    """An image a tool call saved: its file name, its artifact reference (sha256), its size, and the
+    region of a task image it was cut from (None when the sandbox did not track one)."""
 
     model_config = ConfigDict(extra="allow")
     name: str
     ref: str
     size: list[int] | None = None
+    region: ImageRegion | None = None
 
 
 class ToolCallRecord(BaseModel):
@@ -56,13 +83,23 @@ class ToolCallRecord(BaseModel):
 
 
 class TurnRecord(BaseModel):
-    """What happened in one turn: the final answer and how the turn ended."""
+    """What happened in one turn: the final answer and how the turn ended.
+
+    ``regions`` are the crops of task images shown to the model in the turn (its tool calls' images
+    and a strategy's views); ``reference_regions`` the crops the reference trajectory's code makes
+    (None: not measured); ``best_crop_iou`` the best IoU of any region with any reference region of
+    the same image, 0.0 when the model cropped nothing, None when the reference crops nothing
+    (README "Looked at the right place").
+    """
 
     index: int
     answer: str
     status: TurnStatus
     tool_rounds: int = 0
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    regions: list[ImageRegion] = Field(default_factory=list)
+    reference_regions: list[ImageRegion] | None = None
+    best_crop_iou: float | None = None
 
 
 class EpisodeRecordSettings(BaseModel):
@@ -171,19 +208,28 @@ class TokenUsage(BaseModel):
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(**{k: getattr(self, k) + getattr(other, k) for k in TokenUsage.model_fields})
 
+    def __sub__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(**{k: getattr(self, k) - getattr(other, k) for k in TokenUsage.model_fields})
+
 
 class TaskUsage(BaseModel):
-    """A task's token usage: the agent model's (in total and per turn, 0-based) and the judge's."""
+    """A task's token usage: the agent model's (in total and per turn, 0-based) and the judge's.
+    ``model_from_cache`` and ``judge_from_cache`` are the part of each that the model cache answered
+    (``vtb run --model-cache``): counted in ``model`` and ``judge`` as originally reported, billed nothing."""
 
     model: TokenUsage = Field(default_factory=TokenUsage)
     model_by_turn: dict[int, TokenUsage] = Field(default_factory=dict)
     judge: TokenUsage = Field(default_factory=TokenUsage)
+    model_from_cache: TokenUsage = Field(default_factory=TokenUsage)
+    judge_from_cache: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class TaskResult(BaseModel):
-    """One line of ``results.jsonl``."""
+    """One line of ``results.jsonl``: one episode of a task (``epoch`` 1..K of ``vtb run --epochs K``)."""
 
     task_id: str
+    epoch: int = Field(default=1, ge=1)
+    """Which of the task's independent runs this is (1..K, ``vtb run --epochs K``)."""
     category: str
     category_raw: str
     domain: str

@@ -84,23 +84,33 @@ def with_report_images(out_dir: Path, tasks: Sequence[Task], progress: ProgressF
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
-    """APR and ARS overall and per category, domain and turn case."""
+    """APR and ARS with their 95% intervals, overall and per category, domain and turn case (and
+    pass@k / pass^k with epochs)."""
     from rich.table import Table
 
-    def pct(value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:.1f}%"
+    from vtb_agents.report.markup import interval, pct
 
+    epochs = summary.get("epochs", 1)
     title = f"{summary.get('model')} (judge: {summary['judge']['model']})"
+    if epochs > 1:
+        title += f", {epochs} epochs per task"
     failed = (summary.get("infrastructure_errors") or {}).get("count", 0)
     if failed:
-        title += (f"\n[bold red]INCOMPLETE: {failed} task(s) ungraded by infrastructure failures; "
-                  "scores over graded tasks only[/]")
-    table = Table("group", "n", "graded", "APR", "ARS", title=title)
-    table.add_row("overall", str(summary["tasks"]), str(summary["graded"]), pct(summary["apr"]), pct(summary["ars"]))
+        title += (f"\n[bold red]INCOMPLETE: {failed} episode(s) ungraded by infrastructure failures; "
+                  "scores over graded ones only[/]")
+    passes = ("pass@k", "pass^k") if epochs > 1 else ()
+    table = Table("group", "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes, title=title,
+                  caption="95% CI: Student's t over task means (README \"Epochs and intervals\")")
+
+    def row(name: str, block: dict[str, Any]) -> None:
+        more = (pct(block.get("pass_at_k")), pct(block.get("pass_hat_k"))) if passes else ()
+        table.add_row(name, str(block["n"]), str(block["graded"]), pct(block["apr"]), interval(block["apr_ci95"]),
+                      pct(block["ars"]), interval(block["ars_ci95"]), *more)
+
+    row("overall", {**summary, "n": summary["tasks"]})
     for section in ("by_category", "by_domain", "by_turncase"):
         for name, block in summary[section].items():
-            table.add_row(f"{section[3:]}: {name}", str(block["n"]), str(block["graded"]), pct(block["apr"]),
-                          pct(block["ars"]))
+            row(f"{section[3:]}: {name}", block)
     return table
 
 
@@ -127,6 +137,8 @@ def run(options: RunOptions,
     if langsmith_experiment:
         from vtb_agents.cli.langsmith import run_langsmith_experiment
 
+        if config.epochs != 1:
+            fail("--epochs runs in the run directory only: a LangSmith experiment runs each task once")
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
@@ -134,7 +146,8 @@ def run(options: RunOptions,
     from vtb_agents.runner.run import run_suite
 
     resume = run_resume_command(options, config, out_dir, judge_cache)
-    with progress_bar(len(selected)) as (on_result, stop), with_report_images(out_dir, selected, on_result) as progress:
+    with (progress_bar(len(selected) * config.epochs) as (on_result, stop),
+          with_report_images(out_dir, selected, on_result) as progress):
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
                                 judge_cache=judge_cache, executor=executor, stop=stop,
@@ -148,7 +161,9 @@ def run(options: RunOptions,
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
     if summary.get("missing"):
-        err.print(f"interrupted: {summary['tasks']} of {len(selected)} task(s) done; continue with: {resume}",
+        total = len(selected) * config.epochs
+        err.print(f"interrupted: {total - summary['missing']} of {total} episode(s) done "
+                  f"({len(selected)} task(s) × {config.epochs} epoch(s)); continue with: {resume}",
                   highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
     from vtb_agents.report import write_report
@@ -213,12 +228,13 @@ def ablate(options: RunOptions,
     selected = options.selected_tasks()
     resume = run_resume_command(options, base, out_dir, judge_cache, "ablate",
                                 *(item for setting in settings for item in ("--setting", setting)))
-    with progress_bar(len(selected) * len(chosen)) as (on_result, stop):
+    total = len(selected) * len(chosen) * base.epochs
+    with progress_bar(total) as (on_result, stop):
         done = {"n": 0}
 
         def count(result: TaskResult, _done: int, _total: int) -> None:
             done["n"] += 1
-            on_result(result, done["n"], len(selected) * len(chosen))
+            on_result(result, done["n"], total)
 
         try:
             summaries = run_ablations(selected, base, out_dir, settings=chosen, resume=options.resume,

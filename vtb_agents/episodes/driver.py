@@ -2,7 +2,8 @@
 
 The one driver for every strategy, a user's own agent included: the strategy answers each turn
 inside the category graph; the driver does the rest, the same way for all of them.
-One thread per task (checkpointed when a checkpointer is given, e.g. SQLite in a run directory).
+One thread per episode, that is per task and epoch (checkpointed when a checkpointer is given, e.g.
+SQLite in a run directory).
 The sandbox receives each turn's images when the turn starts. With ``history="golden"`` (the
 reference harness's default) the assistant's earlier answers are replaced by the golden answers
 before the next turn; with ``history="model"`` the model's own answers stay. When a follow-up
@@ -28,6 +29,7 @@ from vtb_agents.config import EpisodeSettings
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import system_prompt
+from vtb_agents.episodes.regions import shown_regions
 from vtb_agents.graphs.resumers import Resumer, ScriptedResumer
 from vtb_agents.models.deadline import task_time_limit
 from vtb_agents.models.replay import turn_message_id
@@ -76,7 +78,8 @@ def episode_context(model: BaseChatModel | None, tools: Sequence[BaseTool], sand
 
 
 def turn_record(messages: Sequence[AnyMessage], turn: int, status: TurnStatus) -> TurnRecord:
-    """Summarise one turn's messages (from its opening message to the next turn's) into a record."""
+    """Summarise one turn's messages (from its opening message to the next turn's) into a record,
+    with the crops of task images shown to the model (``episodes/regions.py``)."""
     start = next(i for i, m in enumerate(messages) if m.id == turn_message_id(turn))
     end = next((i for i, m in enumerate(messages) if m.id == turn_message_id(turn + 1)), len(messages))
     window = messages[start:end]
@@ -97,7 +100,8 @@ def turn_record(messages: Sequence[AnyMessage], turn: int, status: TurnStatus) -
                 images=artifact.get("images", []), duration_s=artifact.get("duration_s"),
             ))
         rounds += bool(message.tool_calls)
-    return TurnRecord(index=turn, answer=answer, status=status, tool_rounds=rounds, tool_calls=calls)
+    return TurnRecord(index=turn, answer=answer, status=status, tool_rounds=rounds, tool_calls=calls,
+                      regions=shown_regions(window, calls))
 
 
 def golden_rewrite(last: AnyMessage, golden_answer: str) -> list[AnyMessage]:
@@ -128,36 +132,44 @@ def record_settings(strategy: str, settings: EpisodeSettings, *, tools: Sequence
                                  resumer=resumer, **sandbox_settings(sandbox), graph=graph)
 
 
+def episode_thread_id(task_id: str, epoch: int = 1) -> str:
+    """The checkpoint thread of one episode: the task's id for epoch 1 (as a run without epochs has
+    it), ``<id>#epoch<k>`` for later epochs, so that a task's epochs never share a thread."""
+    return task_id if epoch == 1 else f"{task_id}#epoch{epoch}"
+
+
 def episode_config(task: Task, model_name: str, strategy: str, settings: EpisodeSettings,
-                   thread_id: str | None = None) -> dict[str, Any]:
-    """The LangGraph config of one episode: its thread (default: the task's id), limits, run name, tags and metadata."""
+                   thread_id: str | None = None, epoch: int = 1) -> dict[str, Any]:
+    """The LangGraph config of one episode: its thread (default: :func:`episode_thread_id` of the
+    task and ``epoch``), limits, run name, tags and metadata (the epoch too, from 2 on)."""
     return {
-        "configurable": {"thread_id": thread_id or task.id},
+        "configurable": {"thread_id": thread_id or episode_thread_id(task.id, epoch)},
         "recursion_limit": recursion_limit(settings.max_tool_rounds),
-        "run_name": f"vtb:{task.id}",
+        "run_name": f"vtb:{task.id}" + ("" if epoch == 1 else f"#epoch{epoch}"),
         "tags": [task.category, task.domain, model_name, f"strategy:{strategy}", f"prompt:{settings.prompt_level}",
                  f"history:{settings.history}", *settings.tags],
         "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name,
-                     "strategy": strategy},
+                     "strategy": strategy, **({"epoch": epoch} if epoch != 1 else {})},
     }
 
 
 def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
                 checkpointer: Any = None, resumer: Resumer | None = None, strategy: Strategy = react,
-                graph: CompiledStateGraph[Any, EpisodeContext, Any, Any] | None = None) -> Episode:
+                graph: CompiledStateGraph[Any, EpisodeContext, Any, Any] | None = None, epoch: int = 1) -> Episode:
     """Run every turn of ``task`` with ``strategy`` inside its category graph and return the episode.
 
     ``tools`` are the run's tools; their code tools are bound here to ``sandbox``. ``model`` is
     None for strategies that bring their own (a user's agent). ``graph`` is the category graph
     already compiled for ``strategy`` and ``checkpointer`` (a run compiles each category once); by
-    default it is compiled here. Errors raised by the model or graph propagate: the runner records
+    default it is compiled here. ``epoch`` (``vtb run --epochs``) picks the episode's own checkpoint
+thread (:func:`episode_thread_id`). Errors raised by the model or graph propagate: the runner records
     them per task.
     """
     resumer = resumer or ScriptedResumer()
     graph = graph or build_category_graph(task.category, strategy, checkpointer=checkpointer or InMemorySaver())
     context = episode_context(model, tools, sandbox, artifacts, settings)
-    config = episode_config(task, model_name, strategy.name, settings)
+    config = episode_config(task, model_name, strategy.name, settings, epoch=epoch)
     episode = Episode(task_id=task.id, model=model_name, settings=record_settings(
         strategy.name, settings, tools=[t.name for t in tools], resumer=resumer.name, sandbox=sandbox,
         graph=graph.name))

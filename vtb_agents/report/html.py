@@ -15,13 +15,13 @@ from typing import Any, Sequence
 
 from vtb_agents.report.compare import Comparison, run_row, settings_text
 from vtb_agents.report.images import ReportImages
-from vtb_agents.report.markup import badge, esc, num, page, pct, table
+from vtb_agents.report.markup import badge, esc, interval, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
 from vtb_agents.report.task_html import anchor, outcome, task_section
 from vtb_agents.report.usage import settings_rows, usage_section
 from vtb_agents.rundir.lock import RunDirBusy, run_dir_lock
 from vtb_agents.rundir.read import ReportError, RunData, load_run
-from vtb_agents.rundir.records import GroupScore, RunSummary
+from vtb_agents.rundir.records import GroupScore, RunSummary, Uncertainty
 from vtb_agents.tasks.model import Task
 
 REPORT_FILE = "report.html"
@@ -97,20 +97,24 @@ def header(data: RunData) -> str:
     return "".join(parts)
 
 
-def _blocks(title: str, blocks: dict[str, GroupScore]) -> str:
-    rows = ([esc(name), esc(b.n), esc(b.graded), pct(b.apr), pct(b.ars)] for name, b in blocks.items())
-    return table([title, "n", "graded", "APR", "ARS"], rows)
+def _blocks(title: str, blocks: dict[str, GroupScore], epochs: int) -> str:
+    """A table of groups' APR and ARS with their 95% intervals (and pass@k, pass^k with epochs)."""
+    passes = ["pass@k", "pass^k"] if epochs > 1 else []
+    rows = ([esc(name), esc(b.n), esc(b.graded), pct(b.apr), interval(b.apr_ci95), pct(b.ars), interval(b.ars_ci95),
+             *([pct(b.pass_at_k), pct(b.pass_hat_k)] if passes else [])] for name, b in blocks.items())
+    return table([title, "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes], rows)
 
 
 def scores(data: RunData) -> str:
     """The paper-style row, APR/ARS breakdowns and the APR-by-category plot."""
     s = data.summary
-    overall = {"overall": GroupScore(n=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars)}
+    overall = {"overall": GroupScore(n=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars,
+                                     **s.model_dump(include=set(Uncertainty.model_fields)))}
     paper = Comparison([run_row(data, data.path.resolve().name)]).to_html(compact=True)
     plot = apr_by_category_svg(s)
     return ("<h2>Scores</h2>" + paper + '<div class="grid">'
-            + _blocks("", overall) + _blocks("category", s.by_category)
-            + _blocks("domain", s.by_domain) + _blocks("turn case", s.by_turncase)
+            + _blocks("", overall, s.epochs) + _blocks("category", s.by_category, s.epochs)
+            + _blocks("domain", s.by_domain, s.epochs) + _blocks("turn case", s.by_turncase, s.epochs)
             + "</div>" + (f'<div class="plot">{plot}</div>' if plot else ""))
 
 

@@ -26,6 +26,11 @@ def pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def interval(bounds: Sequence[float] | None) -> str:
+    """A 0..1 interval as percentages with one decimal (``41.2–58.8``), ``-`` when absent."""
+    return "-" if bounds is None else f"{100 * bounds[0]:.1f}–{100 * bounds[1]:.1f}"
+
+
 def num(value: float | int | None, digits: int = 2) -> str:
     """A number for a table cell, ``-`` when absent."""
     if value is None:

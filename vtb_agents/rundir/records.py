@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from vtb_agents.config import RunConfig, complete_record
 from vtb_agents.results import TaskResult, TokenUsage
 
-__all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RunCost",
-           "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics"]
+__all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RegionIoU",
+           "RegionScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics", "Uncertainty"]
 
 
 class ModelRecord(BaseModel):
@@ -47,8 +47,22 @@ class RunRecord(BaseModel):
         return complete_record(config)
 
 
-class GroupScore(BaseModel):
-    """APR and ARS of one group of tasks (a category, a domain, a turn case)."""
+class Uncertainty(BaseModel):
+    """Standard errors and 95% intervals of APR and ARS (clustered by task), and with epochs pass@k
+    and pass^k (:mod:`vtb_agents.analysis.uncertainty`); None where not defined (fewer than two
+    tasks; pass@k at one epoch)."""
+
+    apr_stderr: float | None = None
+    apr_ci95: list[float] | None = None
+    ars_stderr: float | None = None
+    ars_ci95: list[float] | None = None
+    pass_at_k: float | None = None
+    pass_hat_k: float | None = None
+
+
+class GroupScore(Uncertainty):
+    """APR and ARS of one group of tasks (a category, a domain, a turn case), with their intervals.
+    ``n`` counts tasks, ``graded`` those with a graded epoch."""
 
     model_config = ConfigDict(extra="allow")
     n: int
@@ -58,7 +72,8 @@ class GroupScore(BaseModel):
 
 
 class InfrastructureErrors(BaseModel):
-    """The tasks an infrastructure failure left ungraded (until ``--retry-errors``)."""
+    """The episodes an infrastructure failure left ungraded (until ``--retry-errors``): how many, and
+    their tasks' ids."""
 
     count: int = 0
     task_ids: list[str] = Field(default_factory=list)
@@ -74,6 +89,23 @@ class ToolMetrics(BaseModel):
     calls: int = 0
     by_tool: dict[str, int] = Field(default_factory=dict)
     image_ops: dict[str, int] = Field(default_factory=dict)
+
+
+class RegionScore(BaseModel):
+    """Looked at the right place over a group of turns (:func:`vtb_agents.analysis.regions.region_iou`):
+    turns measured, the share with ``best_crop_iou >= 0.5``, and the turn pass rate of each side."""
+
+    model_config = ConfigDict(extra="allow")
+    turns: int = 0
+    share_iou_ge_0_5: float | None = None
+    pass_rate_when_looked: float | None = None
+    pass_rate_when_not: float | None = None
+
+
+class RegionIoU(RegionScore):
+    """``summary.json``'s ``region_iou``: the figures over all measured turns, and per category."""
+
+    by_category: dict[str, RegionScore] = Field(default_factory=dict)
 
 
 class JudgeCounts(BaseModel):
@@ -99,12 +131,14 @@ class EpisodeCounts(BaseModel):
 
 
 class RunUsage(BaseModel):
-    """Tokens of the model and of the judge over a run, and how many results had no usage."""
+    """Tokens of the model and of the judge over a run, how many results had no usage, and how many
+    calls the model cache answered (``cache_hits``; their tokens are counted as originally reported)."""
 
     model_config = ConfigDict(extra="allow")
     model: TokenUsage = Field(default_factory=TokenUsage)
     judge: TokenUsage = Field(default_factory=TokenUsage)
     tasks_without_usage: int = 0
+    cache_hits: int = 0
 
 
 class RunCost(BaseModel):
@@ -119,7 +153,7 @@ class RunCost(BaseModel):
     prices: dict[str, Any] = Field(default_factory=dict)
 
 
-class RunSummary(BaseModel):
+class RunSummary(Uncertainty):
     """A run's ``summary.json`` as a typed object, with the run directory it came from."""
 
     model_config = ConfigDict(extra="allow")
@@ -127,6 +161,7 @@ class RunSummary(BaseModel):
     graded: int
     apr: float | None
     ars: float | None
+    epochs: int = 1
     ungraded: int = 0
     complete: bool = True
     missing: int = 0
@@ -136,6 +171,7 @@ class RunSummary(BaseModel):
     by_domain: dict[str, GroupScore] = Field(default_factory=dict)
     by_turncase: dict[str, GroupScore] = Field(default_factory=dict)
     tool_metrics: ToolMetrics = Field(default_factory=ToolMetrics)
+    region_iou: RegionIoU = Field(default_factory=RegionIoU)
     judge: JudgeCounts = Field(default_factory=JudgeCounts)
     critical_disagreements: int = 0
     episodes: EpisodeCounts = Field(default_factory=EpisodeCounts)

@@ -19,9 +19,8 @@ from typing import Generic, Protocol, TypeVar
 
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.errors import StoppedRun
-from vtb_agents.runner.executors import Sink
+from vtb_agents.runner.executors import Sink, TaskEpoch
 from vtb_agents.runner.saving import storage_cause
-from vtb_agents.tasks.model import Task
 
 S = TypeVar("S", bound=Hashable)
 
@@ -31,9 +30,9 @@ class WorkerLost(StoppedRun):
     them and how it died); the other workers went on, and ``--resume`` runs the lost tasks."""
 
 
-def task_label(task: Task) -> str:
-    """How messages name a unit of work handed to a worker (its task id)."""
-    return task.id
+def task_label(item: TaskEpoch) -> str:
+    """How messages name a unit of work handed to a worker: its task id, and its epoch after the first."""
+    return item.task.id if item.epoch == 1 else f"{item.task.id} (epoch {item.epoch})"
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class Finished(Generic[S]):
 class Workers(Protocol[S]):
     """Workers in other processes, each with one or more slots (a slot per task it may run at once)."""
 
-    def submit(self, slot: S, task: Task) -> bool:
+    def submit(self, slot: S, task: TaskEpoch) -> bool:
         """Start ``task`` on the worker of ``slot``; False if that worker is gone (the task stays to run)."""
         ...
 
@@ -59,7 +58,7 @@ class Workers(Protocol[S]):
         ...
 
 
-def drive(tasks: Iterable[Task], slots: Sequence[S], workers: Workers[S], sink: Sink, stop: threading.Event,
+def drive(tasks: Iterable[TaskEpoch], slots: Sequence[S], workers: Workers[S], sink: Sink, stop: threading.Event,
           poll_s: float = 0.5) -> list[BaseException]:
     """Run ``tasks`` on ``workers`` until all are done, ``stop`` is set or no worker is left; the
     errors, in the order they came (the caller raises the first once its workers are closed).

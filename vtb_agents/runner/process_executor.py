@@ -54,8 +54,7 @@ from vtb_agents.rundir.errors import RunError
 
 if TYPE_CHECKING:  # the runner loads in run(), the worker's libraries in serve(): see the module's docstring
     from vtb_agents.runner.dispatch import Finished
-    from vtb_agents.runner.executors import RunJob, Sink
-    from vtb_agents.tasks.model import Task
+    from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
 
 WORKER_MODULE = "vtb_agents.runner.worker"
 """What a worker runs tasks with: loaded once by the fork server, before it forks the workers."""
@@ -112,7 +111,7 @@ class ProcessExecutor:
         if not self._early:
             self._early.append(WorkerProcesses(self.count).start_soon())
 
-    def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
+    def run(self, tasks: Iterable[TaskEpoch], job: RunJob, sink: Sink, stop: threading.Event) -> None:
         """Run the tasks in worker processes; results reach ``sink`` here, in the order they finish.
 
         Setting ``stop`` schedules nothing more: running tasks finish and are written. The first
@@ -240,7 +239,7 @@ class WorkerProcesses:
                 self.pids[index] = pid
                 waiting.discard(index)
 
-    def submit(self, slot: int, task: Task) -> bool:
+    def submit(self, slot: int, task: TaskEpoch) -> bool:
         """Send ``task`` to worker ``slot``; False if that worker is gone."""
         from vtb_agents.runner.dispatch import task_label
 
@@ -343,7 +342,7 @@ def serve(connection: Connection, index: int) -> None:
         with lock:
             connection.send(message)
 
-    def run(number: int, task: Task) -> None:
+    def run(number: int, task: TaskEpoch) -> None:
         try:
             message: tuple[Any, ...] = ("done", number, worker.run(task))
         except Exception as exc:  # sent to the driver, which raises it once the run's other tasks are done

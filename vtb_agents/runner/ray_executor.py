@@ -33,10 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vtb_agents.runner.dispatch import Finished, WorkerLost, drive, task_label
-from vtb_agents.runner.executors import RunJob, Sink
+from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
 from vtb_agents.runner.run import RunError
 from vtb_agents.runner.worker import TaskWorker
-from vtb_agents.tasks.model import Task
 
 try:
     import ray
@@ -51,7 +50,7 @@ class RayWorkers:
     def __init__(self) -> None:
         self.running: dict[Any, tuple[Any, str]] = {}  # object ref -> (actor, task id)
 
-    def submit(self, slot: Any, task: Task) -> bool:
+    def submit(self, slot: Any, task: TaskEpoch) -> bool:
         """Start ``task`` on the actor ``slot`` (a dead actor shows when its result is fetched)."""
         self.running[slot.run.remote(task)] = (slot, task_label(task))
         return True
@@ -97,7 +96,7 @@ class RayExecutor:
         """Never: workers rebuild the run's resources from ``job.config`` in their own processes."""
         return False
 
-    def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
+    def run(self, tasks: Iterable[TaskEpoch], job: RunJob, sink: Sink, stop: threading.Event) -> None:
         """Run the tasks on Ray workers; results reach ``sink`` here, in the order they finish.
 
         Setting ``stop`` schedules nothing more: running tasks finish and are written. The first

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.judges import judge_record, load_judge
 from vtb_agents.config import CriticalRule
+from vtb_agents.judges.cache import judge_for_epoch
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 from vtb_agents.models.usage import track_usage
@@ -71,7 +72,8 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
         with open_judge(judge_of_run, judge_cache or run_dir / JUDGE_CACHE_FILE) as judge:
             for done, result in enumerate(results, start=1):
                 with track_usage() as judge_usage:
-                    grade = grade_episode(by_id[result.task_id], result.episode, judge, critical_rule)
+                    grade = grade_episode(by_id[result.task_id], result.episode, judge_for_epoch(judge, result.epoch),
+                                          critical_rule)
                 # a result written before usage was recorded keeps none: its model's tokens are unknown
                 usage = result.usage.model_copy(update={"judge": judge_usage.total}) if result.usage else None
                 regraded.append(result.model_copy(update={"grade": grade, "usage": usage,
@@ -82,7 +84,7 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
         record = with_grading(finished.run, judge_spec, critical_rule).model_copy(
             update={"judge": ModelRecord.model_validate(judge_record(judge_spec))})
         write_json_atomic(run_dir / RUN_FILE, record.model_dump(mode="json"))
-        summary = summarize(regraded, judge_name=judge_spec,
+        summary = summarize(regraded, judge_name=judge_spec, epochs=finished.settings.epochs,
                             extra={"model": finished.settings.model, "strategy": finished.settings.strategy_spec,
                                    "critical_rule": critical_rule})
         write_summary(run_dir, summary)

@@ -20,10 +20,10 @@ from pathlib import Path
 from vtb_agents.config import RunConfig
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, RUN_FILE, worker_checkpoints
+from vtb_agents.runner.executors import TaskEpoch
 from vtb_agents.runner.resources import RunResources, open_resources
 from vtb_agents.runner.run import run_task
 from vtb_agents.runner.saving import storage_cause
-from vtb_agents.tasks.model import Task
 
 
 def check_writable(root: Path) -> None:
@@ -38,7 +38,7 @@ def check_writable(root: Path) -> None:
 
 
 class TaskWorker:
-    """Worker ``index`` of a run: resources built once, then one task at a time (from any thread).
+    """Worker ``index`` of a run: resources built once, then one episode at a time (from any thread).
 
     Start-up failures are kept (not raised) so that ``ready`` can report them to the driver.
     """
@@ -65,11 +65,11 @@ class TaskWorker:
         """(process id, start-up error or None)."""
         return os.getpid(), self.error
 
-    def run(self, task: Task) -> str:
-        """Run and grade ``task``; its ``results.jsonl`` line (validated again by the driver)."""
+    def run(self, item: TaskEpoch) -> str:
+        """Run and grade one episode; its ``results.jsonl`` line (validated again by the driver)."""
         if self.resources is None:
             raise RunError(f"worker {self.index} did not start: {self.error}")
-        return run_task(task, self.config, self.resources).model_dump_json()
+        return run_task(item.task, self.config, self.resources, epoch=item.epoch).model_dump_json()
 
     def close(self) -> None:
         """Close the worker's resources (checkpoint database, verdict cache)."""

@@ -47,6 +47,8 @@ from .walk import chown_tree
 from .worker import MAX_FRAME, encode_frame
 
 WORKER_PATH = Path(__file__).with_name("worker.py")
+TRACKER_SOURCE = Path(__file__).with_name("region_tracker.py").read_text(encoding="utf-8")
+"""Image-region tracking the worker installs in its kernels (``region_tracker.py``)."""
 _log = logging.getLogger(__name__)
 _PASSTHROUGH_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
 QUOTA_POLL_S = 0.1
@@ -191,7 +193,8 @@ class _Worker(WorkerPipes):
               handshake: tuple[int, int] | None) -> tuple[list[str], dict[str, str]]:
         """The command line and environment for this level (bwrap options go through a pipe)."""
         limits = self.limits if self.level != "process" else replace(self.limits, processes=0)
-        setup: dict[str, Any] = {"level": self.level, "drop": self.level != "process" and iso.drops_uid()}
+        setup: dict[str, Any] = {"level": self.level, "drop": self.level != "process" and iso.drops_uid(),
+                                 "tracker": TRACKER_SOURCE}
         if (site_state := site_setup(python)) is not None:
             setup["site"] = site_state
         if self.seccomp_program is not None:

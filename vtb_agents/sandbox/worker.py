@@ -7,7 +7,8 @@ worker confines itself before serving (see isolation.py): ``level``; ``fallback`
 once the rlimits are set); ``chdir`` (the working directory, entered after the switch);
 ``seccomp`` (hex of a filter program from seccomp.py, installed last); ``site`` (with ``-S``: the
 site-packages directories and prefixes ``site`` would have set, see ``local.site_setup``);
-``parent`` (the host's pid: die with it, where bwrap's ``--die-with-parent`` does not apply).
+``parent`` (the host's pid: die with it, where bwrap's ``--die-with-parent`` does not apply);
+``tracker`` (the source of ``region_tracker.py``, run before the first kernel starts).
 
 Two processes, so that model code never holds the host's channel:
 
@@ -477,6 +478,8 @@ def main(argv: list[str]) -> int:
     sys.dont_write_bytecode = True
     if "site" in setup:
         _add_site(setup["site"])
+    if setup.get("tracker"):  # image-region tracking (region_tracker.py): kernels inherit it by fork
+        exec(compile(setup["tracker"], "<vtb region tracker>", "exec"), {"__name__": "__vtb_region_tracker__"})
     kernel = _Kernel((ctl_in, ctl_out))
     _set_dumpable(False)  # from here on, no process of the sandbox can open or trace ours
     write_frame(ctl_out, {"op": "ready", "pid": os.getpid(), "uid": os.getuid(),

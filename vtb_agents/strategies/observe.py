@@ -15,6 +15,8 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from vtb_agents.artifacts import IMAGE_REF_TYPE, ArtifactStore, image_ref_block
 
 OBSERVATION_HEADER = "Images saved by your tool calls in this round:"
+REGION_FIELD = "region"
+"""Field of an image reference block holding the region of a task image the image shows."""
 
 
 def materialize_block(block: Any, artifacts: ArtifactStore, max_side: int) -> Any:
@@ -45,10 +47,13 @@ def images_of(message: AnyMessage) -> list[dict[str, Any]]:
 
 
 def image_blocks(image: dict[str, Any]) -> list[dict[str, Any]]:
-    """A caption and an image reference block for one saved image."""
+    """A caption and an image reference block for one saved image; the block keeps the image's
+    ``region`` (the part of a task image it was cut from), which the turn's record collects."""
     width, height = image["size"]
-    return [{"type": "text", "text": f"{image['name']} ({width}x{height}):"},
-            image_ref_block(image["ref"], image["name"])]
+    block = image_ref_block(image["ref"], image["name"])
+    if image.get("region") is not None:
+        block[REGION_FIELD] = image["region"]
+    return [{"type": "text", "text": f"{image['name']} ({width}x{height}):"}, block]
 
 
 def observation_message(tool_messages: Sequence[AnyMessage]) -> HumanMessage | None:

@@ -19,12 +19,14 @@ from PIL import Image
 
 from vtb_agents.artifacts import IMAGE_SUFFIXES, ArtifactStore
 from vtb_agents.sandbox.base import ExecResult, Sandbox
+from vtb_agents.sandbox.regions import read_region
 from vtb_agents.defaults import DEFAULT_MAX_PIXELS
 
 
 @dataclass
 class CollectedImages:
-    """What a code call's new files gave: stored images (``{"name", "ref", "size"}``) and refusals."""
+    """What a code call's new files gave: stored images (``{"name", "ref", "size"}``, and ``"region"``
+    when the sandbox recorded the part of a task image the image was cut from) and refusals."""
 
     images: list[dict[str, Any]] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
@@ -67,7 +69,10 @@ def collect_images(sandbox: Sandbox, artifacts: ArtifactStore, names: list[str],
         if size[0] * size[1] > max_pixels:
             found.refused.append(over_limit_message(name, size, max_pixels))
             continue
-        found.images.append({"name": name, "ref": artifacts.put(data), "size": list(size)})
+        image: dict[str, Any] = {"name": name, "ref": artifacts.put(data), "size": list(size)}
+        if (region := read_region(data)) is not None:
+            image["region"] = region.model_dump(mode="json")
+        found.images.append(image)
     return found
 
 
