@@ -132,6 +132,15 @@ def test_workers_started_early_take_the_job_and_spare_ones_end(agent: str, tmp_p
     assert [p.name for p in (tmp_path / "run").glob("checkpoints-*.sqlite")] == ["checkpoints-0.sqlite"]
 
 
+def test_each_task_and_epoch_runs_once_in_the_workers(agent: str, tmp_path: Path) -> None:
+    tasks = load_tasks(write_tasks(tmp_path / "tasks"))[:3]
+    summary = run_suite(tasks, RunConfig(model=agent, epochs=2), tmp_path / "run",
+                        executor=ProcessExecutor(4, workers=2))
+    assert summary["complete"] is True and summary["apr"] == 1.0
+    results, _ = ResultsStore(tmp_path / "run").load()
+    assert sorted((r.task_id, r.epoch) for r in results) == [(t, e) for t in ("t0", "t1", "t2") for e in (1, 2)]
+
+
 def tree(pid: int) -> set[int]:
     """The descendants of ``pid``, from /proc."""
     children: dict[int, list[int]] = {}
