@@ -18,13 +18,13 @@ report_cli = cli_app(help="Reports of runs.", no_args_is_help=True)
 @report_cli.command("report")
 def report(run_dir: Path = typer.Argument(..., help="A run directory written by `vtb run`."),
            tasks: Optional[str] = typer.Option(None, "--tasks", help="Task source (default: the one the run used)."),
-           expand: bool = typer.Option(False, help="Open every task section (for printing)."),
            ) -> None:
-    """Write RUN_DIR/report.html: scores, tool use, judge counts and every task with its images."""
+    """Write RUN_DIR/report.html (a table of every task, scores, tool use, judge counts) and a page per
+    task with its images under RUN_DIR/tasks/."""
     from vtb_agents.report import ReportError, write_report
 
     try:
-        path = write_report(run_dir, tasks=tasks, expand=expand)
+        path = write_report(run_dir, tasks=tasks)
     except ReportError as exc:
         fail(str(exc))
     out.print(f"report: {path}", highlight=False)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, get_args
 
@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
 
     from vtb_agents.config import RunConfig
     from vtb_agents.results import TaskResult
-    from vtb_agents.tasks.model import Task
 
 ProgressFn = Callable[["TaskResult", int, int], None]
 run_cli = cli_app()
@@ -62,25 +61,6 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
         finally:
             signal.signal(signal.SIGINT, previous)
             signal.signal(signal.SIGTERM, previous_term)
-
-
-@contextmanager
-def with_report_images(out_dir: Path, tasks: Sequence[Task], progress: ProgressFn) -> Iterator[ProgressFn]:
-    """``progress``, which also makes the report's images in the background from the first result on
-    (:class:`~vtb_agents.report.ReportPreparer`), so that ``report.html`` is quick once the run ends.
-    It starts only then: by its first result the run directory is checked and locked as this run's."""
-    from vtb_agents.report import ReportPreparer
-
-    with ExitStack() as stack:
-        preparers: list[ReportPreparer] = []
-
-        def on_result(result: TaskResult, done: int, total: int) -> None:
-            progress(result, done, total)
-            if not preparers:
-                preparers.append(stack.enter_context(ReportPreparer(out_dir, tasks)))
-            preparers[0].add(result)
-
-        yield on_result
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -130,6 +110,7 @@ def run(options: RunOptions,
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
+    from vtb_agents.report import preparing_report
     from vtb_agents.rundir.errors import RunError, StoppedRun
 
     config = options.config(prompt_level=prompt_level, no_tools=not tools, no_vision_tool=not vision_tool)
@@ -147,7 +128,7 @@ def run(options: RunOptions,
 
     resume = run_resume_command(options, config, out_dir, judge_cache)
     with (progress_bar(len(selected) * config.epochs) as (on_result, stop),
-          with_report_images(out_dir, selected, on_result) as progress):
+          preparing_report(out_dir, selected, on_result) as progress):
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
                                 judge_cache=judge_cache, executor=executor, stop=stop,
