@@ -110,7 +110,6 @@ def run(options: RunOptions,
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
-    from vtb_agents.report import preparing_report
     from vtb_agents.rundir.errors import RunError, StoppedRun
 
     config = options.config(prompt_level=prompt_level, no_tools=not tools, no_vision_tool=not vision_tool)
@@ -124,6 +123,7 @@ def run(options: RunOptions,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
     executor = options.make_executor(prestart=True)  # worker processes load the libraries as the runner does
+    from vtb_agents.report import preparing_report
     from vtb_agents.runner.run import run_suite
 
     resume = run_resume_command(options, config, out_dir, judge_cache)
