@@ -125,16 +125,6 @@ def test_resume_recovers_the_whole_record_at_the_end_of_a_torn_line(tmp_path, to
     assert (tmp_path / "results.jsonl.corrupt").read_bytes() == junk + b"\n"
 
 
-def test_task_ids_reads_the_ids_of_whole_records_only(tmp_path):
-    store = ResultsStore(tmp_path)
-    assert store.task_ids() == set()
-    store.path.write_bytes(raw(line("a")) + b'{"task_id": "b", "category": "c"}\n'  # read from the line's start
-                           + b'xx{"task_id":"y"}\n' + raw(line("c"))  # torn before its start, then a record
-                           + b'{"task_id":"unterminated\n' + raw(line("d"))  # torn inside the id, then a record
-                           + raw(line("e"))[:40])  # the partial last line
-    assert store.task_ids() == {"a", "b", "c", "d"}
-
-
 def test_a_failed_append_whose_cut_also_fails_says_resuming_repairs_it(tmp_path, monkeypatch):
     store = ResultsStore(tmp_path)
     real_write = os.write

@@ -99,24 +99,6 @@ class ResultsStore:
             offset += len(raw)
         return latest_results(results, source=self.path), None
 
-    def task_ids(self) -> set[str]:
-        """The task ids of the file's complete records, read from each line's start without parsing the
-        rest (so that comparing large runs stays quick)."""
-        if not self.path.exists():
-            return set()
-        decoder = json.JSONDecoder()
-        ids: set[str] = set()
-        with self.path.open("rb") as handle:
-            for raw in handle:
-                if not (raw.startswith(_RECORD_START) and raw.endswith(b"\n")):
-                    continue  # a partial or torn line is no complete record (load() and resume report it)
-                try:
-                    value, _ = decoder.raw_decode(raw[len(_RECORD_START):].decode().lstrip())
-                except ValueError:
-                    continue  # torn inside the id: likewise
-                ids.add(str(value))
-        return ids
-
     def load_for_resume(self) -> list[TaskResult]:
         """The complete results, after repairing the file: a partial last line or a torn line in
         the middle (what a failed write or a crash leaves) is moved to ``results.jsonl.corrupt``
