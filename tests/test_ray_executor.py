@@ -14,9 +14,11 @@ from vtb_agents.judges.base import Judgement  # noqa: E402
 from vtb_agents.rundir.store import ResultsStore  # noqa: E402
 from vtb_agents.config import RunConfig  # noqa: E402
 from vtb_agents.runner.executors import LocalExecutor  # noqa: E402
-from vtb_agents.runner.ray_executor import RayExecutor, TaskWorker  # noqa: E402
+from vtb_agents.runner.ray_executor import RayExecutor  # noqa: E402
 from vtb_agents.runner.resources import open_judge  # noqa: E402
 from vtb_agents.runner.run import RunError, run_suite  # noqa: E402
+from vtb_agents.rundir.transcripts import read_transcript  # noqa: E402
+from vtb_agents.runner.worker import TaskWorker  # noqa: E402
 from vtb_agents.tasks import load_tasks  # noqa: E402
 
 PID_AGENT = '''
@@ -87,6 +89,11 @@ def test_ray_run_matches_a_local_run_and_workers_write_artifacts(tasks, tmp_path
     assert all((tmp_path / "ray" / "artifacts" / i.ref[:2] / f"{i.ref}.img").is_file() for i in images)
     assert sorted(p.name for p in (tmp_path / "ray").glob("checkpoints-*.sqlite")) == [
         "checkpoints-0.sqlite", "checkpoints-1.sqlite"]
+    for task_id in IDS:  # workers write each task's transcript into the shared run directory, as a local run does
+        on_ray, on_local = (read_transcript(tmp_path / where, task_id) for where in ("ray", "local"))
+        assert [(e.kind, e.step) for e in on_ray.events] == [(e.kind, e.step) for e in on_local.events]
+        assert [e.messages for e in on_ray.of_kind("model")] == [e.messages for e in on_local.of_kind("model")]
+        assert on_ray.of_kind("model") and on_ray.of_kind("tool")
 
 
 def test_stop_then_resume_on_ray_workers(tasks, pid_agent, tmp_path):
@@ -116,13 +123,13 @@ def test_a_worker_that_cannot_import_the_agent_says_so(tasks, tmp_path, monkeypa
 
 def test_a_worker_refuses_a_run_directory_it_cannot_see(tmp_path):
     worker = TaskWorker(RunConfig(model="replay"), str(tmp_path / "elsewhere"), str(tmp_path / "cache.sqlite"), 0)
-    assert worker.error is not None and "must be on storage every Ray worker shares" in worker.error
+    assert worker.error is not None and "must be on storage every worker process shares" in worker.error
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.json").write_text("{}")
     (tmp_path / "run" / "artifacts").write_text("a file where the folder should be")
     worker = TaskWorker(RunConfig(model="replay"), str(tmp_path / "run"), str(tmp_path / "cache.sqlite"), 0)
     assert worker.error is not None
-    assert "cannot write" in worker.error and "writable by every Ray worker" in worker.error
+    assert "cannot write" in worker.error and "writable by every worker process" in worker.error
 
 
 @ray.remote

@@ -64,10 +64,12 @@ R = TypeVar("R")
 
 class Evaluation(RunSummary):
     """What :func:`evaluate` returns: the run's summary (``summary.json``: APR, ARS, outcomes, tool
-    metrics, usage, cost; with ``epochs``, intervals and pass@k) with its run directory and its results,
-    one :class:`TaskResult` per task and epoch."""
+    metrics, usage, cost; with ``epochs``, intervals and pass@k) with its run directory, its results,
+    one :class:`TaskResult` per task and epoch, and its HTML report (``report.html``, with a page per
+    task, as ``vtb run`` writes it)."""
 
     results: list[TaskResult]
+    report: Path
 
 
 def load_tasks(source: str | Path = "sample", *, category: str | None = None, task_id: str | None = None,
@@ -154,7 +156,8 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
              agent: AgentLike | None = None, tools: Sequence[BaseTool | str] = (), concurrency: int = 1,
              resume: bool = False, **options: Any) -> Evaluation:
     """Run and grade ``tasks``, write the run directory ``out`` (a new temporary folder by default)
-    and return its summary and results.
+    with its HTML report (``report.html`` and a page per task, as ``vtb run`` writes them) and return
+    its summary, results and report's path.
 
     ``strategy`` is a name, ``module:function`` or a :class:`Strategy`; ``agent`` is your own agent
     instead (a compiled graph or any Runnable, or a factory taking the episode's tools). ``model``
@@ -168,6 +171,7 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     there keeps the loop free.
     """
     from vtb_agents.config import run_config
+    from vtb_agents.report import preparing_report, write_report
     from vtb_agents.runner.executors import LocalExecutor
     from vtb_agents.runner.run import run_suite
 
@@ -179,11 +183,13 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     run_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="vtb-run-"))
 
     def run() -> Evaluation:
-        summary = run_suite(task_list, config, run_dir, resume=resume, executor=LocalExecutor(concurrency),
-                            objects=objects)
+        with preparing_report(run_dir, task_list) as progress:
+            summary = run_suite(task_list, config, run_dir, resume=resume, executor=LocalExecutor(concurrency),
+                                objects=objects, progress=progress)
+        report = write_report(run_dir, tasks=task_list)
         wanted = {t.id for t in task_list}
         results = [r for r in ResultsStore(run_dir).load()[0] if r.task_id in wanted]
-        return Evaluation.model_validate({**summary, "run_dir": run_dir, "results": results})
+        return Evaluation.model_validate({**summary, "run_dir": run_dir, "results": results, "report": report})
 
     if not loop_running():
         return run()

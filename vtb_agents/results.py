@@ -133,6 +133,9 @@ class Episode(BaseModel):
     settings: EpisodeRecordSettings = Field(default_factory=EpisodeRecordSettings)
     outcome: Outcome | None = None
     """How the episode ended; None in results written before outcomes existed (see ``ended``)."""
+    strategy_image_ops: dict[str, int] = Field(default_factory=dict)
+    """Images the strategy's own steps made, by operation (``crop``: zoom views, ``mark``: marked
+    images), apart from the model's tool calls (summary ``tool_metrics.strategy_image_ops``)."""
 
     @property
     def ended(self) -> Outcome:

@@ -57,6 +57,17 @@ def cost_of(usage: TokenUsage, prices: Prices | None) -> float | None:
     return round(sum(tokens * (price or 0.0) for tokens, price in parts) / PER_TOKENS, 6)
 
 
+def task_cost(result: TaskResult, model_prices: Prices | None, judge_prices: Prices | None) -> float | None:
+    """USD one task cost (its model's and its judge's tokens at these prices, see :func:`prices_for`),
+    by the rules of :func:`cost_summary`: None when the result has no usage, a price is unknown, or a
+    side failed by infrastructure."""
+    if result.usage is None or is_infrastructure(result.episode.ended) or result.ended == "judge_error":
+        return None
+    model = cost_of(result.usage.model, model_prices)
+    judged = cost_of(result.usage.judge, judge_prices)
+    return None if model is None or judged is None else round(model + judged, 6)
+
+
 def cost_summary(results: list[TaskResult], *, model: str | None, judge: str) -> dict[str, Any]:
     """Estimated cost of the model, the judge, the run and per passed task (None where unknown)."""
     sums, missing = _sums(results)

@@ -90,7 +90,9 @@ def call_succeeded(call: ToolCallRecord) -> bool:
 
 
 def tool_metrics(results: list[TaskResult]) -> dict[str, Any]:
-    """The paper's tool-use metrics: proactivity, success rate, volume, calls per tool, image ops."""
+    """The paper's tool-use metrics: proactivity, success rate, volume, calls per tool, image ops;
+    and, apart from them, the images the strategy's own steps made (``strategy_image_ops``: zoom
+    crops, marked images), which are not tool calls and change none of the paper's metrics."""
     calls = [call for r in results for call in r.episode.tool_calls]
     by_tool = Counter(call.name for call in calls)
     vision_code = [str(c.args.get("code", "")) for c in calls if c.name == VISION_TOOL]
@@ -101,6 +103,8 @@ def tool_metrics(results: list[TaskResult]) -> dict[str, Any]:
         "calls": len(calls),
         "by_tool": dict(sorted(by_tool.items())),
         "image_ops": count_image_ops(vision_code),
+        "strategy_image_ops": dict(sorted(sum((Counter(r.episode.strategy_image_ops) for r in results),
+                                              Counter()).items())),
     }
 
 

@@ -26,6 +26,7 @@ from langgraph.types import Command, Durability
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
 from vtb_agents.config import EpisodeSettings
+from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import system_prompt
@@ -156,16 +157,20 @@ def episode_config(task: Task, model_name: str, strategy: str, settings: Episode
 def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
                 checkpointer: Any = None, resumer: Resumer | None = None, strategy: Strategy = react,
-                graph: CompiledStateGraph[Any, EpisodeContext, Any, Any] | None = None, epoch: int = 1) -> Episode:
+                graph: CompiledStateGraph[Any, EpisodeContext, Any, Any] | None = None, epoch: int = 1,
+                recorder: TranscriptRecorder | None = None) -> Episode:
     """Run every turn of ``task`` with ``strategy`` inside its category graph and return the episode.
 
     ``tools`` are the run's tools; their code tools are bound here to ``sandbox``. ``model`` is
     None for strategies that bring their own (a user's agent). ``graph`` is the category graph
     already compiled for ``strategy`` and ``checkpointer`` (a run compiles each category once); by
     default it is compiled here. ``epoch`` (``vtb run --epochs``) picks the episode's own checkpoint
-thread (:func:`episode_thread_id`). Errors raised by the model or graph propagate: the runner records
-    them per task.
+    thread (:func:`episode_thread_id`). ``recorder`` records the task's transcript (every model call,
+    tool call and strategy step, whatever the agent; the runner passes one and writes it), one of
+    the graph's callbacks; the episode's ``strategy_image_ops`` are counted from it. Errors raised
+    by the model or graph propagate: the runner records them per task.
     """
+    recorder = recorder or TranscriptRecorder(artifacts)
     resumer = resumer or ScriptedResumer()
     graph = graph or build_category_graph(task.category, strategy, checkpointer=checkpointer or InMemorySaver())
     context = episode_context(model, tools, sandbox, artifacts, settings)
@@ -174,7 +179,13 @@ thread (:func:`episode_thread_id`). Errors raised by the model or graph propagat
         strategy.name, settings, tools=[t.name for t in tools], resumer=resumer.name, sandbox=sandbox,
         graph=graph.name))
     with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
-        drive_turns(task, graph, limited, context, episode, resumer)
+        # one of the callbacks of every run of the episode; a call the time limit cuts off may stay
+        # open in it (LangChain does not promise the handlers' order), and the transcript says so
+        recorded = {**limited, "callbacks": [*limited.get("callbacks", []), recorder]}
+        try:
+            drive_turns(task, graph, recorded, context, episode, resumer)
+        finally:  # a partial episode (a timeout) keeps the count of what its strategy made too
+            episode.strategy_image_ops = recorder.strategy_image_ops()
         return episode
 
 

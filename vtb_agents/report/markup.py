@@ -2,7 +2,8 @@
 
 Every value from a task, a model or a judge is untrusted: it only reaches the page through
 :func:`esc`. The page shell is ``templates/page.html`` filled with :class:`string.Template`,
-with the stylesheet ``templates/report.css`` inlined (no network fetches, no scripts).
+with the stylesheet ``templates/report.css`` inlined and, where a page needs one, an inline script from
+``templates/`` (no network fetches, no external files but the run directory's own).
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ def _template(name: str) -> str:
     return (TEMPLATES / name).read_text(encoding="utf-8")
 
 
-def page(title: str, body: str) -> str:
-    """A complete, self-contained HTML document (``body`` is HTML, ``title`` text)."""
+def page(title: str, body: str, *, script: str | None = None) -> str:
+    """A complete, self-contained HTML document (``body`` is HTML, ``title`` text); ``script`` names
+    a file of ``templates/`` inlined at the end of the body (our own code, never data)."""
+    inline = f"<script>\n{_template(script)}</script>" if script else ""
     return Template(_template("page.html")).substitute(
-        title=esc(title), css=_template("report.css"), body=body)
+        title=esc(title), css=_template("report.css"), body=body, script=inline)

@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from vtb_agents.analysis.image_ops import IMAGE_OPS
+from vtb_agents.analysis.pareto import CostPoint, pareto_front
 from vtb_agents.report.markup import esc
 from vtb_agents.rundir.records import RunSummary
 
 BAR = "#2f6fb2"
+FRONT = "#c2410c"
+"""Colour of the Pareto front's points and line (not used elsewhere in the report)."""
 GRID = "#d9d9d9"
 FONT = 12
 """Font size (px) of tick and value labels; titles are a little larger."""
@@ -201,3 +204,39 @@ def scatter_svg(points: Sequence[tuple[str, float | None, float | None]], *, xla
         parts.append(_text(cx + 6, cy - 5, ", ".join(labels), anchor="start", size=FONT - 1, extra=' class="label"'))
     right = max(16.0, 10 + CHAR * max(len(", ".join(labels)) for labels in merged.values()))
     return _svg(frame.left + frame.width + right, frame.bottom + 48, title, parts)
+
+
+def pareto_svg(points: Sequence[CostPoint], *, title: str = "APR against cost") -> str | None:
+    """APR against estimated cost of runs, the Pareto front (:func:`pareto_front`) drawn as a line
+    through its points (class ``front``; the others are ``point``); None without points.
+
+    Both axes start at zero; runs at the same point share one dot and one label.
+    """
+    if not points:
+        return None
+    front = {(p.cost, p.apr) for p in pareto_front(points)}
+    merged: dict[tuple[float, float], list[str]] = {}
+    for p in points:
+        merged.setdefault((p.cost, p.apr), []).append(p.label)
+    top = max(p.cost for p in points)
+    x_max = top * 1.3 if top > 0 else 1.0
+    frame = Frame(left=60, top=36, width=400, height=260, x_max=x_max, y_max=105)
+    x_ticks = [t for t in nice_ticks(x_max) if t <= x_max]
+    parts = _axes(frame, x_ticks=x_ticks, y_ticks=range(0, 101, 20), xlabel="estimated cost of the run (USD)",
+                  ylabel="APR (%)", title=title)
+    line = " ".join(f"{_n(frame.x(cost))},{_n(frame.y(100 * apr))}" for cost, apr in sorted(front))
+    parts.append(f'<polyline class="front-line" points="{line}" fill="none" stroke="{FRONT}" stroke-width="1.5" '
+                 'stroke-dasharray="4 3"/>')
+    for (cost, apr), labels in merged.items():
+        on_front = (cost, apr) in front
+        cx, cy = frame.x(cost), frame.y(100 * apr)
+        parts.append(f'<circle class="{"front" if on_front else "point"}" cx="{_n(cx)}" cy="{_n(cy)}" '
+                     f'r="{5 if on_front else 4}" fill="{FRONT if on_front else BAR}" data-cost="{cost:g}" '
+                     f'data-apr="{100 * apr:g}"><title>{esc(", ".join(labels))}</title></circle>')
+        parts.append(_text(cx + 7, cy - 5, ", ".join(labels), anchor="start", size=FONT - 1, extra=' class="label"'))
+    legend_y = frame.bottom + 52
+    parts.append(f'<circle cx="{_n(frame.left)}" cy="{_n(legend_y - 4)}" r="5" fill="{FRONT}"/>')
+    parts.append(_text(frame.left + 10, legend_y, "Pareto front: no other run is as cheap and as good",
+                       anchor="start", size=FONT - 1, extra=' class="legend"'))
+    right = max(16.0, 10 + CHAR * max(len(", ".join(labels)) for labels in merged.values()))
+    return _svg(frame.left + frame.width + right, legend_y + 12, title, parts)

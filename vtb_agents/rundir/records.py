@@ -89,6 +89,8 @@ class ToolMetrics(BaseModel):
     calls: int = 0
     by_tool: dict[str, int] = Field(default_factory=dict)
     image_ops: dict[str, int] = Field(default_factory=dict)
+    strategy_image_ops: dict[str, int] = Field(default_factory=dict)
+    """Images the strategy's own steps made, by operation (``crop``, ``mark``): not tool calls."""
 
 
 class RegionScore(BaseModel):

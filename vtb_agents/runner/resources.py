@@ -68,7 +68,8 @@ class RunResources:
 
     ``open_sandbox()`` opens a fresh sandbox of the run's kind for one episode; ``artifacts`` and
     ``checkpointer`` are None where a caller keeps its own (the Studio server); ``model_cache`` is the
-    run's model-call cache (``--model-cache``), None without one.
+    run's model-call cache (``--model-cache``), None without one. ``run_dir`` is where each task's
+    transcript is written (None: not written).
     """
 
     judge: RubricJudge
@@ -80,6 +81,7 @@ class RunResources:
     artifacts: ArtifactStore | None = None
     checkpointer: SqliteSaver | None = None
     model_cache: ModelCache | None = None
+    run_dir: Path | None = None
     graphs: dict[str, CompiledStateGraph[Any, EpisodeContext, Any, Any]] = field(default_factory=dict, compare=False,
                                                                                  repr=False)
     reference_regions: ReferenceRegionCache = field(default_factory=ReferenceRegionCache, compare=False, repr=False)
@@ -165,15 +167,15 @@ def open_checkpoints(path: Path) -> Iterator[SqliteSaver]:
 
 
 def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
-                   judge_cache: Path | None = None,
-                   objects: RunObjects = NO_OBJECTS) -> AbstractContextManager[RunResources]:
+                   judge_cache: Path | None = None, objects: RunObjects = NO_OBJECTS,
+                   run_dir: Path | None = None) -> AbstractContextManager[RunResources]:
     """The run's resources, as a context manager that closes them.
 
     Specs (strategy, model, judge, resumer, user model) are resolved now: a bad one raises
     ValueError before any file is touched. On entering, the artifact store at ``artifacts``, the
     checkpointer at ``checkpoints`` and the verdict cache at ``judge_cache`` open (each only if
     given), and the config's model cache. ``objects`` from Python stand in for the specs of
-    ``config`` that name them.
+    ``config`` that name them; tasks' transcripts are written into ``run_dir`` (if given).
     """
     if AgentSpec.parse(config.model) is not None and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
@@ -204,7 +206,7 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
                 open_sandbox=open_box, models=models, resumer=resumer,
                 artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
                 checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None,
-                model_cache=stack.enter_context(open_model_cache(config)))
+                model_cache=stack.enter_context(open_model_cache(config)), run_dir=run_dir)
 
     return opened()
 

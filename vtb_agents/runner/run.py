@@ -20,6 +20,7 @@ from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.analysis.regions import score_regions
 from vtb_agents.episodes.driver import episode_thread_id, run_episode
+from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.episodes.regions import has_reference_code
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges import judge_record
@@ -35,6 +36,7 @@ from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.records import RunRecord
 from vtb_agents.rundir.store import ResultsStore, episode_key, latest_results
+from vtb_agents.rundir.transcripts import write_transcript
 from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob, TaskEpoch
 from vtb_agents.runner.outcomes import failed_episode
@@ -63,14 +65,17 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
     (:class:`~vtb_agents.models.cache.ModelCacheMiss`), which stops the run. The model's own
     (task timeout, step limit) keeps the turns finished before it and is graded, unanswered turns
     failing their rubrics; an infrastructure failure (provider, sandbox, storage, harness) leaves
-    the task ungraded.
+    the task ungraded. With a run directory (``resources.run_dir``) the episode's transcript is
+    written there (for ``epoch``) before the result is returned, failed episodes included (README
+    "Transcripts").
     """
     started = time.perf_counter()
+    recorder = TranscriptRecorder(resources.artifacts) if resources.artifacts is not None else None
     with task_model_calls(resources.model_cache, task.id, epoch) as calls:
         with track_usage() as model_usage:
             try:
                 with resources.open_sandbox() as sandbox:
-                    episode = episode_for_task(task, config, resources, sandbox, epoch=epoch)
+                    episode = episode_for_task(task, config, resources, sandbox, epoch=epoch, recorder=recorder)
                 episode.outcome = episode.ended
             except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
                 if storage_cause(exc) is not None:
@@ -81,7 +86,8 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
         measure_regions(task, episode, config, resources)
         with track_usage() as judge_usage:
             try:
-                grade = grade_episode(task, episode, judge_for_epoch(resources.judge, epoch), config.critical_rule)
+                grade = grade_episode(task, episode, judge_for_epoch(resources.judge, epoch), config.critical_rule,
+                                      callbacks=[recorder] if recorder is not None else None)
             except Exception as exc:  # a grading failure is this task's, never the run's
                 if storage_cause(exc) is not None:
                     raise
@@ -89,6 +95,8 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
                                   critical_rule=config.critical_rule)
         if calls is not None:
             calls.raise_miss()
+    if recorder is not None and resources.run_dir is not None:
+        write_transcript(resources.run_dir, recorder.transcript(task.id), epoch)
     return TaskResult(
         task_id=task.id, epoch=epoch, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, strategy=config.strategy_spec,
@@ -100,9 +108,9 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
 
 
 def episode_for_task(task: Task, config: RunConfig, resources: RunResources, sandbox: Sandbox, *,
-                     epoch: int = 1) -> Episode:
-    """Run ``task``'s episode (of ``epoch``, on its own thread) in ``sandbox`` with the run's strategy
-    (errors propagate)."""
+                     epoch: int = 1, recorder: TranscriptRecorder | None = None) -> Episode:
+    """Run ``task``'s episode (of ``epoch``, on its own thread) in ``sandbox`` with the run's strategy,
+    into ``recorder``'s transcript (errors propagate)."""
     if resources.artifacts is None:
         raise RunError("run resources have no artifact store: open them with a run directory's artifacts")
     if resources.checkpointer is not None:  # an episode re-run after a crash starts afresh
@@ -111,7 +119,7 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
     return run_episode(task, model, resources.tools, sandbox=sandbox, graph=resources.graph(task.category),
                        artifacts=resources.artifacts, model_name=config.model, settings=config.episode,
                        checkpointer=resources.checkpointer, resumer=resources.resumer, strategy=resources.strategy,
-                       epoch=epoch)
+                       epoch=epoch, recorder=recorder)
 
 
 def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: RunResources) -> None:
@@ -176,7 +184,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
     cache = judge_cache or out / JUDGE_CACHE_FILE
     opening = open_resources(config, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
-                             judge_cache=cache, objects=objects)  # bad specs fail here, before any file
+                             judge_cache=cache, objects=objects, run_dir=out)  # bad specs fail here, before any file
     out.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run
