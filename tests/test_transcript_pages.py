@@ -9,6 +9,7 @@ shows the same steps and tool calls."""
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -19,7 +20,9 @@ from test_transcripts import AGENT, JUDGE, PLAN, VERDICT, opening, responder
 
 from vtb_agents.annotate.server import AnnotationSession, make_server
 from vtb_agents.report import write_report
+from vtb_agents.report.prepare import ReportPreparer
 from vtb_agents.rundir.layout import task_page_file
+from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.rundir.transcripts import read_transcript
 from vtb_agents.runner.executors import LocalExecutor
 from vtb_agents.runner.run import RunConfig, run_suite
@@ -176,3 +179,18 @@ def test_the_annotate_page_shows_the_strategy_steps_and_tool_calls(run, tasks, b
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def test_the_preparer_makes_the_transcripts_thumbnails_during_a_run(run, tasks, tmp_path):
+    """ReportPreparer (the run's background head start) makes a thumbnail of every image of a transcript:
+    the images sent to the model, the tools' images and the strategy's own."""
+    _, out, _ = run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("report*", "tasks"))
+    with ReportPreparer(copy, tasks) as preparer:
+        for result in ResultsStore(copy).load()[0]:
+            preparer.add(result)
+    wanted = {image.sha256 for task in tasks for event in read_transcript(copy, task.id).events
+              if isinstance(event, ModelEvent | ToolEvent | StepEvent) for image in event.images}
+    made = {path.stem for path in (copy / "report_files" / "thumbs").glob("*.jpg")}
+    assert len(wanted) > len(tasks) and wanted <= made
