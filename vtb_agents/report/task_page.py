@@ -2,12 +2,12 @@
 linked from the task table of ``report.html`` and opened only when clicked, so that the report of a
 large run stays small.
 
-A page holds what was run and how it ended (result, outcome, score, tool calls, cost), the episode's
-error and why it is ungraded where so, then the transcript (:func:`~vtb_agents.report.transcript_html.
-transcript_section`): the task's transcript record when the run has one (every model call, tool call,
-strategy step and verdict), else the result's tool calls and verdicts. Its images are the report's files under ``RUN_DIR/report_files/`` (``../``
-from the page); a click on a thumbnail shows the full-size image over the page (inline script, no
-network). Every value from the task, the model, the tools or the judge is escaped.
+A page holds what was run and how it ended (result, outcome, score, tool calls, cost), the episode's error and
+why it is ungraded where so, then the transcript (:func:`~vtb_agents.report.transcript_html.
+transcript_section`): the task's transcript record when the run has one (every model call, tool call, strategy
+step and verdict), else the result's tool calls and verdicts. Its images are the report's files under
+``RUN_DIR/report_files/`` (``../`` from the page); a click on a thumbnail shows the full-size image over the
+page (inline script, no network). Every value from the task, the model, the tools or the judge is escaped.
 """
 
 from __future__ import annotations
