@@ -25,7 +25,8 @@ from typing import Any, Protocol
 from vtb_agents.report.images import ImageLink
 from vtb_agents.report.markup import badge, esc, pre, table
 from vtb_agents.results import RubricVerdict
-from vtb_agents.transcript import Event, JudgeEvent, ModelCall, ModelEvent, StepEvent, ToolEvent, TranscriptImage
+from vtb_agents.transcript import (Event, JudgeEvent, ModelCall, ModelEvent, StepEvent, ToolEvent, TranscriptImage,
+                                   image_refs)
 
 OUTPUT_LIMIT = 8_000
 CODE_LIMIT = 20_000
@@ -116,17 +117,6 @@ def step_html(event: StepEvent, images: ImageSource, *, base: str) -> str:
                          cls="data"))
     parts.append(transcript_figures(event.images, images, base=base))
     return "".join(parts) + "</div>"
-
-
-def image_refs(value: Any) -> list[str]:
-    """The ``{"sha256"}`` image references inside message content, in order."""
-    if isinstance(value, dict):
-        if set(value) == {"sha256"} and isinstance(value["sha256"], str):
-            return [value["sha256"]]
-        return [ref for item in value.values() for ref in image_refs(item)]
-    if isinstance(value, list):
-        return [ref for item in value for ref in image_refs(item)]
-    return []
 
 
 def content_html(content: Any, images: ImageSource, *, base: str) -> str:
