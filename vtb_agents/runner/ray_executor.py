@@ -3,10 +3,12 @@
 The ``work`` closure that ``run_suite`` hands a local executor holds the run's SQLite checkpointer,
 judge cache and models, which cannot cross processes. ``RayExecutor.run`` ships what a
 worker needs to rebuild them instead: the ``RunConfig``, the run directory and the judge-cache path.
-Each ``TaskWorker`` actor builds its resources once, with its own checkpoint database
+Each actor is a :class:`~vtb_agents.runner.worker.TaskWorker` (shared with the local process
+executor): it builds its resources once, with its own checkpoint database
 ``OUT/checkpoints-{i}.sqlite`` (no two processes write one checkpoint file) and its own connection
 to the shared judge cache (SQLite WAL: one writer at a time, the others wait up to a busy timeout).
-Results come back as ``results.jsonl`` lines and reach ``sink`` in the caller's thread, in finish order.
+Tasks go to free actors and results come back as ``results.jsonl`` lines through the shared driver
+loop (``runner/dispatch.py``), reaching ``sink`` in the caller's thread, in finish order.
 
 What workers need:
 
@@ -25,22 +27,15 @@ What workers need:
 
 from __future__ import annotations
 
-import os
-import socket
-import tempfile
 import threading
-from collections import deque
-from contextlib import AbstractContextManager, ExitStack
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from vtb_agents.results import TaskResult
-from vtb_agents.rundir.layout import ARTIFACTS_DIR, RUN_FILE, worker_checkpoints
-from vtb_agents.config import RunConfig
+from vtb_agents.runner.dispatch import Finished, WorkerLost, drive, task_label
 from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
-from vtb_agents.runner.resources import RunResources, open_resources
-from vtb_agents.runner.run import RunError, run_task
+from vtb_agents.runner.run import RunError
+from vtb_agents.runner.worker import TaskWorker
 
 try:
     import ray
@@ -48,54 +43,34 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("the Ray executor needs Ray: pip install 'vtb-agents[ray]'") from exc
 
-def check_writable(root: Path) -> None:
-    """Raise a RunError unless this process can create ``root`` and write in it."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root, prefix=".probe-"):
-            pass
-    except OSError as exc:
-        raise RunError(f"a worker on {socket.gethostname()} cannot write {root} ({exc}): the run directory "
-                       "must be writable by every Ray worker (shared storage on a cluster)") from exc
 
+class RayWorkers:
+    """The :class:`~vtb_agents.runner.dispatch.Workers` of a run on Ray: one slot per actor."""
 
-class TaskWorker:
-    """One process's share of a run: resources built once, then one task at a time.
+    def __init__(self) -> None:
+        self.running: dict[Any, tuple[Any, str]] = {}  # object ref -> (actor, task id)
 
-    Start-up failures are kept (not raised) so that ``ready`` can report them to the driver.
-    """
+    def submit(self, slot: Any, task: TaskEpoch) -> bool:
+        """Start ``task`` on the actor ``slot`` (a dead actor shows when its result is fetched)."""
+        self.running[slot.run.remote(task)] = (slot, task_label(task))
+        return True
 
-    def __init__(self, config: RunConfig, out: str, judge_cache: str, index: int) -> None:
-        self.config, self.index = config, index
-        self.resources: RunResources | None = None
-        self.error: str | None = None
-        self._open = ExitStack()
-        try:
-            self.resources = self._open.enter_context(self._resources(Path(out), Path(judge_cache)))
-        except Exception as exc:  # reported by ready()
-            self.error = f"{type(exc).__name__}: {exc}"
-
-    def _resources(self, out: Path, judge_cache: Path) -> AbstractContextManager[RunResources]:
-        if not (out / RUN_FILE).is_file():
-            raise RunError(f"{out / RUN_FILE} is not visible on {socket.gethostname()}: the run directory "
-                           "must be on storage every Ray worker shares")
-        check_writable(out / ARTIFACTS_DIR)
-        return open_resources(self.config, artifacts=out / ARTIFACTS_DIR, judge_cache=judge_cache,
-                              checkpoints=out / worker_checkpoints(self.index), run_dir=out)
-
-    def ready(self) -> tuple[int, str | None]:
-        """(process id, start-up error or None)."""
-        return os.getpid(), self.error
-
-    def run(self, item: TaskEpoch) -> str:
-        """Run and grade one episode; its ``results.jsonl`` line (validated again by the driver)."""
-        if self.resources is None:
-            raise RunError(f"worker {self.index} did not start: {self.error}")
-        return run_task(item.task, self.config, self.resources, epoch=item.epoch).model_dump_json()
-
-    def close(self) -> None:
-        """Close the worker's resources (checkpoint database, judge cache)."""
-        self._open.close()
+    def finished(self, timeout: float) -> list[Finished[Any]]:
+        """The tasks that ended within ``timeout``; a task whose actor died is ``lost``, left for --resume."""
+        ready, _ = ray.wait(list(self.running), num_returns=1, timeout=timeout)
+        done: list[Finished[Any]] = []
+        for ref in ready:
+            actor, task_id = self.running.pop(ref)
+            try:
+                done.append(Finished(actor, line=ray.get(ref)))
+            except RayActorError as exc:  # the process died: its task is left for --resume
+                lost = WorkerLost(f"a Ray worker died while running task {task_id}: it was not saved and runs "
+                                  f"again with --resume ({type(exc).__name__})")
+                lost.__cause__ = exc
+                done.append(Finished(actor, error=lost, lost=True))
+            except Exception as exc:  # run_task raised: the worker is still usable
+                done.append(Finished(actor, error=exc))
+        return done
 
 
 @dataclass(frozen=True)
@@ -127,7 +102,7 @@ class RayExecutor:
         Setting ``stop`` schedules nothing more: running tasks finish and are written. The first
         task error is raised once every running task has finished.
         """
-        pending = deque(tasks)
+        pending = list(tasks)
         if not pending:  # nothing left (a resumed, finished run): no need for Ray
             return
         started = not ray.is_initialized()
@@ -135,16 +110,16 @@ class RayExecutor:
             defaults = {} if self.address else {"include_dashboard": False, "log_to_driver": False}
             ray.init(address=self.address, **{**defaults, **(self.init_kwargs or {})})
         actors: list[Any] = []
-        inflight: dict[Any, Any] = {}
+        workers = RayWorkers()
         up = False
         try:
             worker = ray.remote(TaskWorker)
             actors = [worker.remote(job.config, str(job.out.resolve()), str(job.judge_cache.resolve()), i)
                       for i in range(self.concurrency)]
             up = self._check_started(actors)
-            self._drive(pending, list(actors), inflight, sink, stop)
+            errors = drive(pending, actors, workers, sink, stop, self.poll_s)
         finally:
-            if up and not inflight:  # a clean end (an abort kills running tasks at once)
+            if up and not workers.running:  # a clean end (an abort kills running tasks at once)
                 try:
                     ray.get([a.close.remote() for a in actors], timeout=30)
                 except (RayError, GetTimeoutError):
@@ -153,6 +128,8 @@ class RayExecutor:
                 ray.kill(actor)
             if started:
                 ray.shutdown()
+        if errors:  # every other task has finished and been written before this is raised
+            raise errors[0]
 
     def _check_started(self, actors: list[Any]) -> bool:
         """True once every worker is up; a RunError naming the first that is not."""
@@ -168,32 +145,3 @@ class RayExecutor:
                 raise RunError(f"Ray worker {index} could not start: {error} (workers import from PYTHONPATH and "
                                "the driver's working directory: see vtb_agents.runner.ray_executor)")
         return True
-
-    def _drive(self, pending: deque[TaskEpoch], idle: list[Any], inflight: dict[Any, Any], sink: Sink,
-               stop: threading.Event) -> None:
-        errors: list[BaseException] = []
-        while True:
-            while idle and pending and not stop.is_set():
-                actor = idle.pop()
-                inflight[actor.run.remote(pending.popleft())] = actor
-            if not inflight:
-                break
-            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=self.poll_s)
-            for ref in ready:
-                actor = inflight.pop(ref)
-                try:
-                    line = ray.get(ref)
-                except RayActorError as exc:  # the process died: its task is left for --resume
-                    errors.append(exc)
-                    continue
-                except Exception as exc:  # run_task raised: the worker is still usable
-                    errors.append(exc)
-                    idle.append(actor)
-                    continue
-                idle.append(actor)
-                try:
-                    sink(TaskResult.model_validate_json(line))
-                except Exception as exc:
-                    errors.append(exc)
-        if errors:  # every other task has finished and been written before this is raised
-            raise errors[0]
