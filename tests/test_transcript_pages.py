@@ -23,7 +23,7 @@ from vtb_agents.report import write_report
 from vtb_agents.report.prepare import ReportPreparer
 from vtb_agents.rundir.layout import task_page_file
 from vtb_agents.rundir.store import ResultsStore
-from vtb_agents.rundir.transcripts import read_transcript
+from vtb_agents.rundir.transcripts import read_transcript, write_transcript
 from vtb_agents.runner.executors import LocalExecutor
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
@@ -194,3 +194,28 @@ def test_the_preparer_makes_the_transcripts_thumbnails_during_a_run(run, tasks, 
               if isinstance(event, ModelEvent | ToolEvent | StepEvent) for image in event.images}
     made = {path.stem for path in (copy / "report_files" / "thumbs").glob("*.jpg")}
     assert len(wanted) > len(tasks) and wanted <= made
+
+
+def test_reasoning_and_a_failed_model_call_are_shown(run, tasks, browser, tmp_path):
+    """A reply's reasoning text is shown with the reply; a model call that failed is highlighted in red
+    with its error (the transcript of a real run, given a reasoning text and a failed last call)."""
+    _, out, _ = run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy, ignore=shutil.ignore_patterns("report*", "tasks"))
+    task = tasks[0]
+    transcript = read_transcript(copy, task.id)
+    models = [e for e in transcript.events if isinstance(e, ModelEvent)]
+    assert models[0].response is not None
+    models[0].response.reasoning = "First I <i>look</i> at the image."
+    models[-1].response, models[-1].error = None, "APIConnectionError: <b>connection</b> reset"
+    write_transcript(copy, transcript)
+    write_report(copy, tasks=tasks)
+    page = browser.new_page()
+    page.goto(task_page_file(copy, task.id).as_uri())
+    calls = page.locator(".model-call")
+    assert calls.first.locator(".reasoning .text").text_content() == "First I <i>look</i> at the image."
+    failed = page.locator(".model-call.failed")
+    assert failed.count() == 1 and failed.locator(".error-line").text_content() == \
+        "APIConnectionError: <b>connection</b> reset"
+    assert failed.evaluate("e => getComputedStyle(e).borderLeftColor") == "rgb(180, 35, 24)"
+    assert calls.nth(calls.count() - 1).get_attribute("class") == "model-call failed"
