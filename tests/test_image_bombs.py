@@ -37,7 +37,8 @@ with open_sandbox("local") as sandbox:
         artifacts.encoded(image["ref"], 2048)
 print(json.dumps({"status": message.status, "content": json.loads(message.content),
                   "images": message.artifact["images"],
-                  "peak_rss_mb": next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                  "peak_rss_mb": next(int(line.split()[1]) for line in
+                                      Path("/proc/self/status").read_text().splitlines()
                                       if line.startswith("VmHWM:")) / 1024}))
 """
 
