@@ -1,12 +1,18 @@
-"""Ray executor: a run's tasks spread over Ray actors, each with resources of its own.
+"""Ray executor: a run's tasks spread over Ray actors, one per node by default, each running many at once.
 
 The ``work`` closure that ``run_suite`` hands a local executor holds the run's SQLite checkpointer,
 judge cache and models, which cannot cross processes. ``RayExecutor.run`` ships what a
 worker needs to rebuild them instead: the ``RunConfig``, the run directory and the judge-cache path.
 Each ``TaskWorker`` actor builds its resources once, with its own checkpoint database
 ``OUT/checkpoints-{i}.sqlite`` (no two processes write one checkpoint file) and its own connection
-to the shared judge cache (SQLite WAL: one writer at a time, the others wait up to a busy timeout).
-Results come back as ``results.jsonl`` lines and reach ``sink`` in the caller's thread, in finish order.
+to the shared judge cache (SQLite WAL: one writer at a time, the others wait up to a busy timeout),
+and runs up to its share of ``concurrency`` tasks at once in threads (a threaded actor,
+``max_concurrency``), as the local executor does in one process: a task mostly waits on its model,
+so one process per node holds many tasks, and a run starts one interpreter (importing LangChain,
+LangGraph and the rest once) per node rather than one per task slot. Actors are placed one per node
+that has CPUs (node affinity, soft: Ray places an actor elsewhere if its node is gone), round-robin
+when ``workers`` asks for more. Results come back as ``results.jsonl`` lines and reach ``sink`` in
+the caller's thread, in finish order; ``vtb -v`` logs where each worker runs and how many tasks it ran.
 
 What workers need:
 
@@ -21,10 +27,12 @@ What workers need:
 * For ``agent:module:function``: the module, importable by workers. Their ``sys.path`` holds
   ``PYTHONPATH`` and the driver's working directory, not what the driver added to its own
   ``sys.path``; on a cluster ship it with ``runtime_env={"working_dir": ...}`` or ``"py_modules"``.
+* The sandbox: code runs on the worker's node, so ``bwrap`` must be installed there.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import tempfile
@@ -46,8 +54,12 @@ from vtb_agents.tasks.model import Task
 try:
     import ray
     from ray.exceptions import GetTimeoutError, RayActorError, RayError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("the Ray executor needs Ray: pip install 'vtb-agents[ray]'") from exc
+
+_log = logging.getLogger(__name__)
+
 
 def check_writable(root: Path) -> None:
     """Raise a RunError unless this process can create ``root`` and write in it."""
@@ -60,8 +72,18 @@ def check_writable(root: Path) -> None:
                        "must be writable by every Ray worker (shared storage on a cluster)") from exc
 
 
+@dataclass(frozen=True)
+class WorkerState:
+    """Where a worker runs (process, Ray node, host) and why it did not start, if it did not."""
+
+    pid: int
+    node_id: str
+    host: str
+    error: str | None
+
+
 class TaskWorker:
-    """One process's share of a run: resources built once, then one task at a time.
+    """One process's share of a run: resources built once, then tasks, several at once in threads.
 
     Start-up failures are kept (not raised) so that ``ready`` can report them to the driver.
     """
@@ -84,9 +106,10 @@ class TaskWorker:
         return open_resources(self.config, artifacts=out / ARTIFACTS_DIR, judge_cache=judge_cache,
                               checkpoints=out / worker_checkpoints(self.index))
 
-    def ready(self) -> tuple[int, str | None]:
-        """(process id, start-up error or None)."""
-        return os.getpid(), self.error
+    def ready(self) -> WorkerState:
+        """Where this worker runs, and its start-up error (None once it can run tasks)."""
+        node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
+        return WorkerState(os.getpid(), node, socket.gethostname(), self.error)
 
     def run(self, task: Task) -> str:
         """Run and grade ``task``; its ``results.jsonl`` line (validated again by the driver)."""
@@ -99,16 +122,42 @@ class TaskWorker:
         self._open.close()
 
 
+def task_nodes() -> list[str]:
+    """The ids of the alive Ray nodes that can run tasks (with CPUs: a head started with ``--num-cpus=0``,
+    as KubeRay advises, is left out), in Ray's order."""
+    return [node["NodeID"] for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU", 0) > 0]
+
+
+def shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal positive counts, larger first (``parts`` <= ``total``)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+@dataclass
+class _Worker:
+    """The driver's view of one actor: its free task slots, and whether it is still alive."""
+
+    index: int
+    actor: Any
+    free: int
+    state: WorkerState | None = None
+    ran: int = 0
+    alive: bool = True
+
+
 @dataclass(frozen=True)
 class RayExecutor:
-    """At most ``concurrency`` tasks at once, one per ``TaskWorker`` actor, on a Ray instance.
+    """At most ``concurrency`` tasks at once over ``TaskWorker`` actors on a Ray instance.
 
-    ``address`` is passed to ``ray.init`` (None: a new local instance, or ``RAY_ADDRESS``); Ray is
-    started only if this process has not initialised it, and then shut down at the end.
+    ``workers`` actors (None: one per node with CPUs, at most ``concurrency``) share the
+    ``concurrency`` task slots, each running its share in threads. ``address`` is passed to
+    ``ray.init`` (None: a new local instance, or ``RAY_ADDRESS``); Ray is started only if this
+    process has not initialised it, and then shut down at the end.
     """
 
     address: str | None = None
     concurrency: int = 2
+    workers: int | None = None
     init_kwargs: dict[str, Any] | None = None
     start_timeout_s: float = 300.0
     poll_s: float = field(default=0.5, repr=False)  # how often the driver wakes for Ctrl-C
@@ -116,6 +165,8 @@ class RayExecutor:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be at least 1, not {self.workers}")
 
     @property
     def in_process(self) -> bool:
@@ -135,63 +186,88 @@ class RayExecutor:
         if started:
             defaults = {} if self.address else {"include_dashboard": False, "log_to_driver": False}
             ray.init(address=self.address, **{**defaults, **(self.init_kwargs or {})})
-        actors: list[Any] = []
-        inflight: dict[Any, Any] = {}
+        workers: list[_Worker] = []
+        inflight: dict[Any, _Worker] = {}
         up = False
         try:
-            worker = ray.remote(TaskWorker)
-            actors = [worker.remote(job.config, str(job.out.resolve()), str(job.judge_cache.resolve()), i)
-                      for i in range(self.concurrency)]
-            up = self._check_started(actors)
-            self._drive(pending, list(actors), inflight, sink, stop)
+            workers = self._start(job)
+            up = self._check_started(workers)
+            self._drive(pending, workers, inflight, sink, stop)
         finally:
             if up and not inflight:  # a clean end (an abort kills running tasks at once)
                 try:
-                    ray.get([a.close.remote() for a in actors], timeout=30)
+                    ray.get([w.actor.close.remote() for w in workers if w.alive], timeout=30)
                 except (RayError, GetTimeoutError):
                     pass
-            for actor in actors:
-                ray.kill(actor)
+                for worker in workers:
+                    _log.info("Ray worker %d (node %s): %d task(s)", worker.index,
+                              worker.state.node_id if worker.state else "?", worker.ran)
+            for worker in workers:
+                ray.kill(worker.actor)
             if started:
                 ray.shutdown()
 
-    def _check_started(self, actors: list[Any]) -> bool:
-        """True once every worker is up; a RunError naming the first that is not."""
+    def _start(self, job: RunJob) -> list[_Worker]:
+        """Create the actors, one per task node (round-robin if ``workers`` asks for more)."""
+        nodes = task_nodes()
+        count = min(self.concurrency, self.workers or len(nodes) or 1)
+        remote = ray.remote(TaskWorker)
+        workers = []
+        for index, slots in enumerate(shares(self.concurrency, count)):
+            placement = (NodeAffinitySchedulingStrategy(nodes[index % len(nodes)], soft=True) if nodes
+                         else "DEFAULT")
+            actor = remote.options(max_concurrency=slots, scheduling_strategy=placement).remote(
+                job.config, str(job.out.resolve()), str(job.judge_cache.resolve()), index)
+            workers.append(_Worker(index, actor, slots))
+        return workers
+
+    def _check_started(self, workers: list[_Worker]) -> bool:
+        """True once every worker is up (each logged with its node); a RunError naming the first that is not."""
         try:
-            states = ray.get([a.ready.remote() for a in actors], timeout=self.start_timeout_s)
+            states = ray.get([w.actor.ready.remote() for w in workers], timeout=self.start_timeout_s)
         except GetTimeoutError as exc:
-            raise RunError(f"{len(actors)} Ray worker(s) did not start within {self.start_timeout_s:g} s: "
+            raise RunError(f"{len(workers)} Ray worker(s) did not start within {self.start_timeout_s:g} s: "
                            "has the Ray cluster free CPUs?") from exc
         except RayError as exc:
             raise RunError(f"a Ray worker died while starting: {exc}") from exc
-        for index, (_, error) in enumerate(states):
-            if error:
-                raise RunError(f"Ray worker {index} could not start: {error} (workers import from PYTHONPATH and "
-                               "the driver's working directory: see vtb_agents.runner.ray_executor)")
+        for worker, state in zip(workers, states):
+            if state.error:
+                raise RunError(f"Ray worker {worker.index} could not start: {state.error} (workers import from "
+                               "PYTHONPATH and the driver's working directory: see vtb_agents.runner.ray_executor)")
+            worker.state = state
+            _log.info("Ray worker %d: node %s (%s), pid %d, %d task(s) at once", worker.index, state.node_id,
+                      state.host, state.pid, worker.free)
+        _log.info("Ray: %d worker(s) on %d node(s)", len(workers), len({state.node_id for state in states}))
         return True
 
-    def _drive(self, pending: deque[Task], idle: list[Any], inflight: dict[Any, Any], sink: Sink,
+    def _drive(self, pending: deque[Task], workers: list[_Worker], inflight: dict[Any, _Worker], sink: Sink,
                stop: threading.Event) -> None:
         errors: list[BaseException] = []
         while True:
-            while idle and pending and not stop.is_set():
-                actor = idle.pop()
-                inflight[actor.run.remote(pending.popleft())] = actor
+            while pending and not stop.is_set():
+                worker = max((w for w in workers if w.alive), key=lambda w: w.free, default=None)
+                if worker is None or worker.free == 0:
+                    break
+                task = pending.popleft()
+                worker.free -= 1
+                inflight[worker.actor.run.remote(task)] = worker
+                _log.debug("task %s: Ray worker %d", task.id, worker.index)
             if not inflight:
                 break
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=self.poll_s)
             for ref in ready:
-                actor = inflight.pop(ref)
+                worker = inflight.pop(ref)
+                worker.free += 1
                 try:
                     line = ray.get(ref)
-                except RayActorError as exc:  # the process died: its task is left for --resume
+                except RayActorError as exc:  # the process died: its tasks are left for --resume
+                    worker.alive = False
                     errors.append(exc)
                     continue
                 except Exception as exc:  # run_task raised: the worker is still usable
                     errors.append(exc)
-                    idle.append(actor)
                     continue
-                idle.append(actor)
+                worker.ran += 1
                 try:
                     sink(TaskResult.model_validate_json(line))
                 except Exception as exc:
