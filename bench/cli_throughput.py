@@ -37,9 +37,9 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -125,8 +125,8 @@ def write_suite(root: Path, count: int) -> Path:
 
 # ---------------------------------------------------------------- the contenders, each a command
 
-def tree_rss(pid: int) -> int:
-    """Resident memory (bytes) of ``pid`` and all its descendants, from /proc."""
+def tree_rss(*roots: int) -> int:
+    """Resident memory (bytes) of the processes ``roots`` and all their descendants, from /proc (one scan)."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -140,7 +140,7 @@ def tree_rss(pid: int) -> int:
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(ppid, []).append(int(entry))
         rss[int(entry)] = int(statm[1]) * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [pid]
+    total, todo = 0, list(roots)
     while todo:
         current = todo.pop()
         total += rss.get(current, 0)
@@ -154,23 +154,27 @@ class Measured:
     span: float  # first to last model request
     first_request: float | None = None  # seconds from start to the first request
     peak_rss: int = 0
+    stderr: str = field(default="", repr=False)
 
 
-def run_command(command: list[str], env: dict[str, str], log: Path, model: str) -> Measured:
-    """Run ``command`` to its end: its wall time, model span, first request and the peak RSS of its tree."""
+def run_command(command: list[str], env: dict[str, str], log: Path, model: str, also: Sequence[int] = ()) -> Measured:
+    """Run ``command`` to its end: its wall time, model span, first request and the peak RSS of its tree
+    (plus the trees of the processes ``also``, e.g. the nodes of a Ray cluster it uses), and its stderr."""
     start_epoch, start = time.time(), time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               cwd=NEUTRAL_CWD)
-    peak = 0
-    while process.poll() is None:
-        peak = max(peak, tree_rss(process.pid))
-        time.sleep(0.05)
-    wall = time.perf_counter() - start
-    stderr = process.stderr.read() if process.stderr else ""
+    with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a chatty command never blocks on it
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errors, text=True,
+                                   cwd=NEUTRAL_CWD)
+        peak = 0
+        while process.poll() is None:
+            peak = max(peak, tree_rss(process.pid, *also))
+            time.sleep(0.05)
+        wall = time.perf_counter() - start
+        errors.seek(0)
+        stderr = errors.read()
     if process.returncode != 0:
         raise RuntimeError(f"{command[1]} exited {process.returncode}: {stderr.strip()[-500:]}")
     times = request_times(log, model)
-    return Measured(wall, max(times) - min(times), min(times) - start_epoch, peak)
+    return Measured(wall, max(times) - min(times), min(times) - start_epoch, peak, stderr)
 
 
 def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log: Path, source: Path = ROOT) -> Measured:
