@@ -17,9 +17,11 @@ the caller's thread, in finish order; ``vtb -v`` logs where each worker runs and
 What workers need:
 
 * The same paths: the run directory, the task files and the judge cache. On a local instance they
-  are; on a cluster they must be on storage every node shares (SQLite WAL needs working file locks:
-  no NFS for the judge cache). A worker refuses to start if it cannot see ``OUT/run.json`` or
-  cannot write ``OUT/artifacts``.
+  are; on a cluster the run directory and the task files must be on storage every node shares. A
+  worker refuses to start if it cannot see ``OUT/run.json`` or cannot write ``OUT/artifacts``. The
+  judge cache (SQLite WAL) can be shared by the processes of one host only, never across machines
+  on a network filesystem: on several machines its path is best on each node's local disk (every
+  node then keeps its own cache there; README "Running on a Ray cluster").
 * The environment: a local instance started by ``ray.init`` here gives its workers this process's
   environment as it is at start (API keys for ``provider:model`` specs, ``PYTHONPATH``). A
   cluster's workers have the environment of ``ray start``: pass keys with
