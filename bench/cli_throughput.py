@@ -322,11 +322,16 @@ def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def run_notes(repeat: int) -> tuple[str, str]:
+    """How the numbers were taken ("medians of 2 repetitions") and the load average at the end."""
+    repeats = f"medians of {repeat} repetitions" if repeat > 1 else "one repetition"
+    return repeats, ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def write_benchmarks(args: argparse.Namespace, body: str) -> None:
     path = ROOT / "BENCHMARKS.md"
     text = path.read_text()
-    repeats = f"medians of {args.repeat} repetitions" if args.repeat > 1 else "one repetition"
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    repeats, load = run_notes(args.repeat)
     title = SECTIONS[args.workload]
     section = (f"{title}\n\n`bench/cli_throughput.py --workload {args.workload}`: the real `vtb run` as a "
                f"subprocess against a local chat-completions server (its own process) with {args.latency:g} s "
@@ -340,14 +345,20 @@ def write_benchmarks(args: argparse.Namespace, body: str) -> None:
                f"row, measured side by side, rather than absolute numbers).\n\n"
                f"Reproduce: `.venv/bin/python bench/cli_throughput.py --workload {args.workload} --write` "
                f"(`--quick` for a smoke check).\n")
+    path.write_text(put_section(text, title, section, first=True))
+
+
+def put_section(text: str, title: str, section: str, *, first: bool) -> str:
+    """``text`` (BENCHMARKS.md) with the section headed ``title`` replaced by ``section``; a new one goes
+    before the first section (``first``) or at the end."""
     start = text.find(title + "\n")
     if start >= 0:
         end = text.find("\n## ", start + len(title))
-        text = text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
-    else:
-        first = text.find("\n## ")
-        text = text[:first + 1] + section + "\n" + text[first + 1:]
-    path.write_text(text)
+        return text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
+    if not first:
+        return text.rstrip("\n") + "\n\n" + section
+    head = text.find("\n## ")
+    return text[:head + 1] + section + "\n" + text[head + 1:]
 
 
 def main() -> None:

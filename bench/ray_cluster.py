@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from cli_throughput import (CALLS_PER_TASK, ROUNDS, WORKLOADS, Measured, api_server,  # noqa: E402
-                            run_command, share, tree_rss, write_suite)
+                            put_section, run_command, run_notes, share, tree_rss, write_suite)
 from ray_nodes import CLUSTER_ENV, LocalRayCluster  # noqa: E402
 
 from vtb_agents.rundir.store import ResultsStore  # noqa: E402
@@ -213,8 +213,7 @@ def table(args: argparse.Namespace, results: dict[int, dict[str, list[Any]]]) ->
 def write_benchmarks(args: argparse.Namespace, body: str) -> None:
     path = ROOT / "BENCHMARKS.md"
     text = path.read_text()
-    repeats = f"medians of {args.repeat} repetitions" if args.repeat > 1 else "one repetition"
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    repeats, load = run_notes(args.repeat)
     section = (f"{SECTION}\n\n`bench/ray_cluster.py --workload {args.workload}`: a head and two worker nodes, "
                f"each its own `ray start` process with one CPU (`tests/ray_nodes.py`), **all on this 2-core "
                f"machine**: a cluster's wiring measured, not a cluster's capacity. The real `vtb run` with "
@@ -227,13 +226,7 @@ def write_benchmarks(args: argparse.Namespace, body: str) -> None:
                f"{body}\n\nLoad average when the run ended: {load}.\n\n"
                f"Reproduce: `.venv/bin/python bench/ray_cluster.py --workload {args.workload} --write` "
                f"(`--baseline DIR` adds another checkout's executor, e.g. `git archive main | tar -x -C DIR`).\n")
-    start = text.find(SECTION + "\n")
-    if start >= 0:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
+    path.write_text(put_section(text, SECTION, section, first=False))
 
 
 def main() -> None:
