@@ -185,7 +185,7 @@ def table(args: argparse.Namespace, results: dict[int, dict[str, list[Any]]]) ->
             "(whole / model span)", "tasks/s: local / ray", "first model request: local / ray",
             "peak RSS, driver + cluster: ray (cluster idle before)", "tasks per node (ray)"]
     if before:
-        head[2:2] = ["ray before (one actor per task slot): share of ideal (whole / model span)"]
+        head[3:3] = ["ray before (one actor per task slot): share of ideal (whole / model span)"]
         head[4] = "tasks/s: local / ray / before"
         head[5] = "first model request: local / ray / before"
         head[6] = "peak RSS, driver + cluster: ray / before (cluster idle before)"
@@ -205,7 +205,7 @@ def table(args: argparse.Namespace, results: dict[int, dict[str, list[Any]]]) ->
                  + f" ({median([r.idle_rss for r in rays]) / 2**20:,.0f} MB)",
                  ", ".join(str(c) for c in sorted(rays[-1].tasks_by_node.values(), reverse=True))]
         if before:
-            cells[2:2] = [f"{whole(ideal, before_rows):.2f} / {span(ideal, args.latency, before_rows):.2f}"]
+            cells[3:3] = [f"{whole(ideal, before_rows):.2f} / {span(ideal, args.latency, before_rows):.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
