@@ -29,8 +29,11 @@ demo: $(STAMP)
 	rm -rf $(DEMO_OUT)
 	$(BIN)/vtb run --tasks sample --model replay --judge rule --out $(DEMO_OUT)
 
+# Two pytest workers (pytest-xdist), one test file each at a time: most of the suite waits on subprocesses,
+# servers and sandboxes, so two workers fit two cores; PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # ruff's linter, mypy and the import layering (import-linter) over the code (settings in pyproject.toml); mypy also
 # checks the sample suite's generator (scripts/, outside the package). `ruff format --check` is not run: the code

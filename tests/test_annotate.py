@@ -51,7 +51,7 @@ def start(run_dir: Path, labels: Path) -> tuple[subprocess.Popen[str], str]:
 
 def stop(proc: subprocess.Popen[str]) -> None:
     proc.send_signal(signal.SIGINT)
-    assert proc.wait(timeout=30) == 0
+    assert proc.wait(timeout=90) == 0
 
 
 def read_labels(path: Path) -> list[dict]:

@@ -23,10 +23,13 @@ from vtb_agents.cli import app
 from vtb_agents.graphs.prompts import system_prompt
 from vtb_agents.judges import Judgement
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.report import write_report
+from vtb_agents.report.markup import esc
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.config import RunConfig
 from vtb_agents.runner.resources import RunObjects
 from vtb_agents.runner.run import run_suite
+from vtb_agents.rundir.layout import task_page_file
 from vtb_agents.strategies import EpisodeContext, Strategy, TurnInput, TurnOutput, TurnState
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -38,6 +41,15 @@ def test_evaluate_runs_the_sample_suite_offline(tmp_path):
     assert summary.apr == 1.0 and summary.ars == 1.0 and summary.tasks == 20 and summary.graded == 20
     assert summary.by_category["temporal"].n == 3 and summary.run_dir == tmp_path / "run"
     assert (tmp_path / "run" / "results.jsonl").exists() and summary.strategy == "react"
+    # the report as `vtb run` and `vtb report` write it: the task table and a page per task
+    assert summary.report == tmp_path / "run" / "report.html"
+    written = summary.report.read_text(encoding="utf-8")
+    assert written.count('<tr data-category="') == 20
+    pages = {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "run" / "tasks").glob("*.html")}
+    assert sorted(pages) == sorted(task_page_file(Path(), r.task_id).name for r in summary.results)
+    first = summary.results[0]
+    assert esc(first.episode.turns[0].answer) in pages[task_page_file(Path(), first.task_id).name]
+    assert write_report(tmp_path / "run").read_text(encoding="utf-8") == written
 
 
 def test_evaluate_takes_an_agent_factory_and_options(tmp_path):
@@ -82,7 +94,7 @@ def vision_and_judge(vision):
 
 def comparable(evaluation):
     """A summary without what names the run's objects (model, judge, strategy) or its folder."""
-    summary = evaluation.model_dump(mode="json", exclude={"run_dir", "results", "model", "strategy"})
+    summary = evaluation.model_dump(mode="json", exclude={"run_dir", "results", "model", "strategy", "report"})
     summary["judge"] = {k: v for k, v in summary["judge"].items() if k != "model"}
     return summary
 
@@ -137,6 +149,7 @@ def test_aevaluate_inside_a_running_loop_gives_the_same_summary(spec_run, tmp_pa
         awaited, blocking = asyncio.run(notebook_cell())
     assert comparable(awaited) == comparable(blocking) == comparable(spec_run)
     assert isinstance(awaited, vtb_agents.Evaluation) and awaited.run_dir == tmp_path / "async"
+    assert awaited.report == tmp_path / "async" / "report.html" and awaited.report.exists()
 
 
 class RecordingJudge:

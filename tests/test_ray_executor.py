@@ -17,6 +17,7 @@ from vtb_agents.runner.executors import LocalExecutor  # noqa: E402
 from vtb_agents.runner.ray_executor import RayExecutor, TaskWorker  # noqa: E402
 from vtb_agents.runner.resources import open_judge  # noqa: E402
 from vtb_agents.runner.run import RunError, run_suite  # noqa: E402
+from vtb_agents.rundir.transcripts import read_transcript  # noqa: E402
 from vtb_agents.tasks import load_tasks  # noqa: E402
 
 PID_AGENT = '''
@@ -87,6 +88,11 @@ def test_ray_run_matches_a_local_run_and_workers_write_artifacts(tasks, tmp_path
     assert all((tmp_path / "ray" / "artifacts" / i.ref[:2] / f"{i.ref}.img").is_file() for i in images)
     assert sorted(p.name for p in (tmp_path / "ray").glob("checkpoints-*.sqlite")) == [
         "checkpoints-0.sqlite", "checkpoints-1.sqlite"]  # one per worker, not per task slot
+    for task_id in IDS:  # workers write each task's transcript into the shared run directory, as a local run does
+        on_ray, on_local = (read_transcript(tmp_path / where, task_id) for where in ("ray", "local"))
+        assert [(e.kind, e.step) for e in on_ray.events] == [(e.kind, e.step) for e in on_local.events]
+        assert [e.messages for e in on_ray.of_kind("model")] == [e.messages for e in on_local.of_kind("model")]
+        assert on_ray.of_kind("model") and on_ray.of_kind("tool")
 
 
 def test_stop_then_resume_on_ray_workers(tasks, pid_agent, tmp_path):
@@ -130,7 +136,7 @@ def _fill_cache(path: str, worker: int, n: int) -> int:
     with open_judge(StubJudge(), Path(path)) as judge:  # type: ignore[arg-type]
         for i in range(n):
             judge.cache.put(f"{worker}-{i}", judge.name, Judgement("met", "x" * 100))  # type: ignore[attr-defined]
-        return judge.cache._db.execute("PRAGMA busy_timeout").fetchone()[0]  # type: ignore[attr-defined]
+        return judge.cache._db.one("PRAGMA busy_timeout")[0]  # type: ignore[attr-defined]
 
 
 def test_workers_share_the_judge_cache_without_lock_errors(tmp_path):
@@ -138,5 +144,5 @@ def test_workers_share_the_judge_cache_without_lock_errors(tmp_path):
     timeouts = ray.get([_fill_cache.remote(str(path), w, 300) for w in range(2)])
     assert timeouts == [30_000, 30_000]
     with open_judge(StubJudge(), path) as judge:  # type: ignore[arg-type]
-        assert judge.cache._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0] == 600  # type: ignore[attr-defined]
-        assert judge.cache._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # type: ignore[attr-defined]
+        assert judge.cache._db.one("SELECT COUNT(*) FROM verdicts")[0] == 600  # type: ignore[attr-defined]
+        assert judge.cache._db.one("PRAGMA journal_mode")[0] == "wal"  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ from vtb_agents.report import ReportError, compare_runs, write_comparison, write
 from vtb_agents.report.markup import esc, pct
 from vtb_agents.report.prepare import ReportPreparer
 from vtb_agents.report.screenshot import find_chromium, screenshot
+from vtb_agents.rundir.layout import task_page_file
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
 
@@ -66,6 +67,11 @@ def test_percentages_have_one_decimal_like_the_paper():
     assert (pct(0.1868), pct(0.5), pct(2 / 3), pct(0.0), pct(None)) == ("18.7%", "50.0%", "66.7%", "0.0%", "-")
 
 
+def task_pages(run_dir: Path) -> dict[str, str]:
+    """The text of every task page, by file name."""
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted((run_dir / "tasks").glob("*.html"))}
+
+
 def test_report_shows_summary_numbers_and_every_task(run_dir, report):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["tasks"] == 3 and summary["ungraded"] == 1
@@ -82,16 +88,21 @@ def test_report_shows_summary_numbers_and_every_task(run_dir, report):
     for key in ("sandbox_memory_cap", "sandbox_syscall_filter"):
         values = {s[key] for s in settings}
         assert len(values) == 1 and f"{esc(values.pop())} (3 episodes)" in report
-    assert report.count('<details class="task"') == 3
-    for task_id in ("t-pass", "t-xss", "t-ungraded"):
-        assert f'id="task-{task_id}"' in report
-    assert "What number is printed in the bottom-right corner?" in report  # prompt from the task source
+    links = re.findall(r'<td><a href="(tasks/[^"]+)">([^<]+)</a></td>', report)
+    assert [name for _, name in links] == ["t-pass", "t-ungraded", "t-xss"]  # one row per task, by id, linked
+    ids = ("t-pass", "t-ungraded", "t-xss")
+    assert [href for href, _ in links] == [task_page_file(Path(), task_id).as_posix() for task_id in ids]
+    pages = task_pages(run_dir)
+    assert sorted(pages) == sorted(Path(href).name for href, _ in links)
+    prompt = "What number is printed in the bottom-right corner?"  # from the task source, on the task pages
+    assert prompt not in report and sum(prompt in text for text in pages.values()) == 2
     assert report.count("<svg") == 2  # APR by category, image operations
 
 
 def test_report_images_are_small_local_files(run_dir, report):
-    thumbs = re.findall(r'<img src="([^"]+)"', report)
-    fulls = re.findall(r'<a href="(report_files/[^"]+)"><img', report)
+    pages = "".join(task_pages(run_dir).values())
+    thumbs = re.findall(r'<img src="\.\./([^"]+)"', pages)
+    fulls = re.findall(r'<a class="zoom" href="\.\./(report_files/[^"]+)"><img', pages)
     assert len(thumbs) == 6 and len(fulls) == 6  # per task: its image and the cropped transform
     for rel in thumbs:
         with Image.open(run_dir / rel) as image:
@@ -99,31 +110,42 @@ def test_report_images_are_small_local_files(run_dir, report):
     assert all((run_dir / rel).stat().st_size > 0 for rel in fulls)
     with Image.open(run_dir / fulls[0]) as original:
         assert original.size == (400, 300)  # full size, not a thumbnail
-    assert "base64," not in report and len(report) < 150_000
+    assert "<img" not in report and "base64," not in pages and len(report) < 60_000
 
 
-def test_report_fetches_nothing_from_the_network(report):
-    references = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', report, re.I)
-    references += re.findall(r"url\(\s*['\"]?([^'\")]*)", report, re.I)
-    assert references  # the scan looks at something
-    external = [r for r in references if re.match(r"\s*(https?:)?//", r, re.I)]
-    assert external == []
-    assert not re.search(r"<(script|link|iframe|object|embed)\b", report, re.I)
-    assert "@import" not in report
+def test_report_fetches_nothing_from_the_network(run_dir, report):
+    for text in (report, *task_pages(run_dir).values()):
+        references = re.findall(r'(?:src|href)\s*=\s*["\']([^"\']*)', text, re.I)
+        references += re.findall(r"url\(\s*['\"]?([^'\")]*)", text, re.I)
+        assert references  # the scan looks at something
+        external = [r for r in references if re.match(r"\s*(https?:)?//", r, re.I)]
+        assert external == []
+        assert not re.search(r"<(link|iframe|object|embed)\b", text, re.I)
+        assert re.findall(r"<script\b[^>]*>", text) == ["<script>"]  # our one inline script, no src
+        assert "@import" not in text
 
 
-def test_untrusted_text_is_escaped(report):
-    assert XSS not in report
-    assert "&lt;script&gt;alert(1)&lt;/script&gt; The number is 42." in report  # golden answer and answer
-    assert "Is &lt;b&gt;this&lt;/b&gt; bold?" in report
+def test_untrusted_text_is_escaped(run_dir, report):
+    pages = task_pages(run_dir)
+    assert all(XSS not in text for text in (report, *pages.values()))
+    xss_page = pages[task_page_file(run_dir, "t-xss").name]
+    assert xss_page.count("&lt;script&gt;alert(1)&lt;/script&gt; The number is 42.") == 2  # golden answer and answer
+    assert "Is &lt;b&gt;this&lt;/b&gt; bold?" in xss_page
+    index = (run_dir / "report_files" / "search.js").read_text(encoding="utf-8")
+    prefix = "window.vtbSearchIndex = "
+    assert index.startswith(prefix)  # a script of one JSON value: the text is data, never markup
+    searchable = json.loads(index[len(prefix):].rstrip().removesuffix(";"))
+    assert "Is <b>this</b> bold?" in searchable[task_page_file(run_dir, "t-xss").stem]
 
 
 def test_report_without_the_task_source_still_shows_the_run(run_dir, tmp_path):
     copy = tmp_path / "copy"
-    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("report*"))
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("report*", "tasks"))
     text = write_report(copy, tasks=[]).read_text()
     assert "3 task(s) of the run are not in the task source" in text
-    assert text.count('<details class="task"') == 3 and text.count("<img ") == 3  # tool images only
+    assert text.count('<tr data-category="') == 3
+    pages = task_pages(copy)
+    assert len(pages) == 3 and sum(page.count("<img ") for page in pages.values()) == 3  # tool images only
 
 
 def test_missing_or_unfinished_run_dirs_are_clear_errors(run_dir, tmp_path):
@@ -180,20 +202,20 @@ def _magenta_pixels(png: Path) -> int:
     return int(((pixels[..., 0] > 200) & (pixels[..., 1] < 70) & (pixels[..., 2] > 200)).sum())
 
 
-def test_report_renders_with_its_images_in_chromium(run_dir, tmp_path):
+def test_task_page_renders_with_its_images_in_chromium(run_dir, report, tmp_path):
     if find_chromium() is None:
         if os.environ.get("CI") == "true":
             pytest.fail("Chromium is required in CI for the rendering test: apt-get install -y chromium")
         pytest.skip("Chromium is not installed (apt-get install -y chromium)")
-    page = write_report(run_dir, expand=True)  # sections open, images loaded eagerly
-    shot = screenshot(page, tmp_path / "report.png", width=1400, height=4500)
+    page = task_page_file(run_dir, "t-pass")
+    shot = screenshot(page, tmp_path / "task.png", width=1400, height=1600)
     pixels = np.asarray(Image.open(shot).convert("L"))
-    assert shot.stat().st_size > 20_000 and pixels.shape == (4500, 1400) and pixels.std() > 10  # not blank
+    assert shot.stat().st_size > 20_000 and pixels.shape == (1600, 1400) and pixels.std() > 10  # not blank
     # Thumbnails (magenta) really loaded from report_files/: with the files gone, none shows.
     assert _magenta_pixels(shot) > 20_000
     shutil.move(run_dir / "report_files", tmp_path / "moved")
     try:
-        assert _magenta_pixels(screenshot(page, tmp_path / "broken.png", width=1400, height=4500)) == 0
+        assert _magenta_pixels(screenshot(page, tmp_path / "broken.png", width=1400, height=1600)) == 0
     finally:
         shutil.move(tmp_path / "moved", run_dir / "report_files")
 
@@ -221,11 +243,14 @@ def test_images_prepared_during_the_run_are_the_reports_images(report_tasks, tmp
                   progress=lambda result, done, total: preparer.add(result))
     prepared = _files(out / "report_files")
     assert {name.split("/")[0] for name in prepared} == {"thumbs", "full"}  # made before the report
-    page = write_report(out).read_text()
-    assert _files(out / "report_files") == prepared  # the report found every file it needed made
-    assert {*re.findall(r'<img src="([^"]+)"', page), *re.findall(r'<a href="(report_files/[^"]+)"><img', page)} \
+    write_report(out)
+    images = _files(out / "report_files") - {"search.js"}
+    assert images == prepared  # the report found every file it needed made
+    pages = "".join(task_pages(out).values())
+    assert {*re.findall(r'<img src="\.\./([^"]+)"', pages),
+            *re.findall(r'<a class="zoom" href="\.\./(report_files/[^"]+)"><img', pages)} \
         == {f"report_files/{name}" for name in prepared}
     cold = tmp_path / "cold"
-    shutil.copytree(out, cold, ignore=shutil.ignore_patterns("report*"))
+    shutil.copytree(out, cold, ignore=shutil.ignore_patterns("report*", "tasks"))
     write_report(cold)
-    assert _files(cold / "report_files") == prepared  # the same files as without preparing
+    assert _files(cold / "report_files") - {"search.js"} == prepared  # the same files as without preparing

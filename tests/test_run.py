@@ -30,7 +30,9 @@ def test_run_writes_results_and_summary(three_tasks, tmp_path):
     summary = run_suite(three_tasks, RunConfig(model="replay"), out)
     assert set(summary) >= SUMMARY_KEYS and summary == json.loads((out / "summary.json").read_text())
     assert summary["tasks"] == 3 and summary["apr"] == 1.0 and summary["ars"] == 1.0
-    assert summary["by_category"] == {"region_switch": {"n": 3, "graded": 3, "apr": 1.0, "ars": 1.0}}
+    assert summary["by_category"] == {"region_switch": {
+        "n": 3, "graded": 3, "apr": 1.0, "ars": 1.0,
+        "apr_stderr": 0.0, "apr_ci95": [1.0, 1.0], "ars_stderr": 0.0, "ars_ci95": [1.0, 1.0]}}
     assert summary["tool_metrics"]["by_tool"] == {"python_image_processing": 3}
     assert summary["tool_metrics"]["image_ops"]["cropping"] == 3
     assert summary["judge"] == {"model": "rule", "calls": 0, "checks": 3, "unjudged": 3, "errors": 0, "cache_hits": 0}
@@ -147,8 +149,8 @@ def test_report_images_are_made_during_the_run_and_never_in_a_refused_directory(
     first = runner.invoke(app, ["run", "--tasks", str(three_tasks), "--out", str(out)])
     assert first.exit_code == 0, first.output
     files = sorted(p.relative_to(out) for p in (out / "report_files").rglob("*"))
-    page = (out / "report.html").read_text()
-    assert files and all(str(f.name) in page for f in files if f.is_file())
+    pages = (out / "report.html").read_text() + "".join(p.read_text() for p in (out / "tasks").glob("*.html"))
+    assert files and all(str(f.name) in pages for f in files if f.is_file())
     def contents() -> dict:  # every file but the lock, which the refused run takes to read the directory
         return {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.name != "run.lock"}
 

@@ -73,3 +73,13 @@ def test_text_that_is_not_an_image_is_kept() -> None:
     request = wire_request([HumanMessage([{"type": "text", "text": "data:image/png;base64,@@not base64"}])])
     assert request.images == []
     assert request.messages[0]["content"][0]["text"] == "data:image/png;base64,@@not base64"
+
+
+def test_known_images_are_reused_across_requests_with_the_same_result() -> None:
+    known: dict = {}
+    first = wire_request(conversation(), known)
+    assert sorted(known) == sorted({b64(RED), f"data:image/png;base64,{b64(BLUE)}"})  # as each was given
+    again = wire_request(conversation(), known)
+    assert again.messages == first.messages == wire_request(conversation()).messages
+    assert [(i.sha256, i.data) for i in again.images] == [(sha(RED), RED), (sha(BLUE), BLUE), (sha(RED), RED)]
+    assert again.images[0] is first.images[0]  # not decoded again

@@ -64,9 +64,12 @@ R = TypeVar("R")
 
 class Evaluation(RunSummary):
     """What :func:`evaluate` returns: the run's summary (``summary.json``: APR, ARS, outcomes, tool
-    metrics, usage, cost) with its run directory and its results, one :class:`TaskResult` per task."""
+    metrics, usage, cost; with ``epochs``, intervals and pass@k) with its run directory, its results,
+    one :class:`TaskResult` per task and epoch, and its HTML report (``report.html``, with a page per
+    task, as ``vtb run`` writes it)."""
 
     results: list[TaskResult]
+    report: Path
 
 
 def load_tasks(source: str | Path = "sample", *, category: str | None = None, task_id: str | None = None,
@@ -153,7 +156,8 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
              agent: AgentLike | None = None, tools: Sequence[BaseTool | str] = (), concurrency: int = 1,
              resume: bool = False, **options: Any) -> Evaluation:
     """Run and grade ``tasks``, write the run directory ``out`` (a new temporary folder by default)
-    and return its summary and results.
+    with its HTML report (``report.html`` and a page per task, as ``vtb run`` writes them) and return
+    its summary, results and report's path.
 
     ``strategy`` is a name, ``module:function`` or a :class:`Strategy`; ``agent`` is your own agent
     instead (a compiled graph or any Runnable, or a factory taking the episode's tools). ``model``
@@ -162,11 +166,12 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     to the tool set (``judge``, ``strategy`` and the ``sandbox`` option take ``module:attr`` too, README "Extensions").
     ``run.json`` records objects by name (``object:ChatOpenAI(model=gpt-4o)``): such a run resumes
     from Python only. ``options`` are ``vtb run``'s settings by their Python names
-    (``max_tool_rounds``, ``prompt_level``, ``history``, ``no_tools``, ``critical_rule``, ...).
+    (``max_tool_rounds``, ``prompt_level``, ``history``, ``no_tools``, ``critical_rule``, ``epochs``, ...).
     Inside a running event loop (Jupyter) the run goes to a worker thread; ``await aevaluate(...)``
     there keeps the loop free.
     """
     from vtb_agents.config import run_config
+    from vtb_agents.report import preparing_report, write_report
     from vtb_agents.runner.executors import LocalExecutor
     from vtb_agents.runner.run import run_suite
 
@@ -178,11 +183,13 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     run_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="vtb-run-"))
 
     def run() -> Evaluation:
-        summary = run_suite(task_list, config, run_dir, resume=resume, executor=LocalExecutor(concurrency),
-                            objects=objects)
+        with preparing_report(run_dir, task_list) as progress:
+            summary = run_suite(task_list, config, run_dir, resume=resume, executor=LocalExecutor(concurrency),
+                                objects=objects, progress=progress)
+        report = write_report(run_dir, tasks=task_list)
         wanted = {t.id for t in task_list}
         results = [r for r in ResultsStore(run_dir).load()[0] if r.task_id in wanted]
-        return Evaluation.model_validate({**summary, "run_dir": run_dir, "results": results})
+        return Evaluation.model_validate({**summary, "run_dir": run_dir, "results": results, "report": report})
 
     if not loop_running():
         return run()

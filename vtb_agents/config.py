@@ -18,7 +18,7 @@ from typing import Any, Callable, Literal, Optional, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from vtb_agents.defaults import (DEFAULT_CODE_TIMEOUT_S, DEFAULT_CRITICAL_RULE, DEFAULT_HISTORY,
+from vtb_agents.defaults import (DEFAULT_CODE_TIMEOUT_S, DEFAULT_CRITICAL_RULE, DEFAULT_EPOCHS, DEFAULT_HISTORY,
                                  DEFAULT_JUDGE, DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS,
                                  DEFAULT_NATIVE_TOOL_IMAGES, DEFAULT_PROMPT_LEVEL, DEFAULT_REQUEST_TIMEOUT_S,
                                  DEFAULT_RESUMER, DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE, strategy_name)
@@ -37,8 +37,9 @@ CriticalRule = Literal["weight", "flag", "either"]
 
 RUN_FILE = "run.json"
 """The file of a run directory that records its ``RunConfig`` (under ``config``)."""
-PACING_KEYS = frozenset({"requests_per_second", "request_timeout_s"})
-"""Settings that change how fast a run goes, not its results: a resume may change them."""
+PACING_KEYS = frozenset({"requests_per_second", "request_timeout_s", "model_cache", "model_cache_only"})
+"""Settings that change how a run goes (how fast, whether answers come from the model cache), not its
+results: a resume may change them (e.g. drop ``model_cache_only`` to fill in what the cache missed)."""
 
 
 class EpisodeSettings(BaseModel):
@@ -70,7 +71,9 @@ class RunConfig(BaseModel):
     extra chat-model settings; ``strategy`` names the turn policy (:mod:`vtb_agents.strategies`).
     ``sandbox_strict`` refuses anything short of full isolation; ``sandbox_network`` lets an E2B
     sandbox reach the internet. ``tools_mode`` / ``tools_cache`` say how the network tools run
-    (None: replay the shipped cassette for the bundled suite, live otherwise). ``extra_tools`` names
+    (None: replay the shipped cassette for the bundled suite, live otherwise). ``model_cache`` is
+    the model-call cache (:mod:`vtb_agents.models.cache`), ``model_cache_only`` replays from it
+    without calling any model. ``extra_tools`` names
     the tools added to the tool set: ``module:attr`` specs (``--tool``), or tool objects a Python
     run gave (:class:`~vtb_agents.runner.resources.RunObjects`) by their names (``object:...``), as
     ``model``, ``judge`` and ``strategy`` name objects. ``sandbox``, ``judge`` and ``strategy`` take
@@ -106,8 +109,16 @@ class RunConfig(BaseModel):
                                                  description="At most this many model requests per second.")
     request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, description=(
         "Seconds a model or judge HTTP request may take (never past the task's --task-timeout)."))
+    model_cache: Optional[str] = Field(default=None, description=(
+        "SQLite file of model responses by request: identical requests are answered from it, new ones stored."))
+    model_cache_only: bool = Field(default=False, description=(
+        "Answer every model call from --model-cache, calling no model: a miss stops the run, naming its task, "
+        "turn and step."))
     model_kwargs: Optional[dict[str, Any]] = Field(default=None, description=(
         "JSON object of extra chat-model settings, e.g. '{\"reasoning_effort\": \"low\"}' or a base_url."))
+    epochs: int = Field(default=DEFAULT_EPOCHS, ge=1, description=(
+        "Run each task this many times, as independent episodes (own thread, own sandbox); summary.json then "
+        "has pass_at_k and pass_hat_k (README \"Epochs and intervals\")."))
     extra_tools: tuple[str, ...] = Field(default=(), description=(
         "A tool to add to the agent's set: 'module:attr' naming a LangChain BaseTool, or an installed "
         "tool's name (`vtb tools`); repeatable."))
@@ -123,6 +134,8 @@ class RunConfig(BaseModel):
             raise _conflict("sandbox_network", "needs {sandbox} e2b (the local sandbox never has network access)")
         if self.tools_mode in ("record", "replay") and not self.tools_cache:
             raise _conflict("tools_mode", f"{self.tools_mode} needs {{tools_cache}} PATH")
+        if self.model_cache_only and not self.model_cache:
+            raise _conflict("model_cache_only", "needs {model_cache} PATH (the cache to replay)")
         return self
 
     @property

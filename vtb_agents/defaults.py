@@ -27,6 +27,8 @@ DEFAULT_RESUMER: Final = "scripted"
 DEFAULT_SANDBOX: Final = "local"
 DEFAULT_REQUEST_TIMEOUT_S: Final = 120.0
 DEFAULT_MAX_TOOL_ROUNDS: Final = 20
+DEFAULT_EPOCHS: Final = 1
+"""How many times each task runs, as independent episodes (``vtb run --epochs``)."""
 DEFAULT_MAX_IMAGE_SIDE: Final = 2048
 DEFAULT_PROMPT_LEVEL: Final = "high"
 DEFAULT_HISTORY: Final = "golden"

@@ -23,6 +23,7 @@ from vtb_agents.langsmith_dataset import dataset_examples, push_dataset, task_fr
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, JUDGE_CACHE_FILE
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.config import RunConfig
+from vtb_agents.models.cache import task_model_calls
 from vtb_agents.runner.resources import RunResources, open_resources
 from vtb_agents.runner.run import episode_for_task
 from vtb_agents.tasks.model import Task
@@ -37,13 +38,16 @@ def default_dataset_name(config: RunConfig) -> str:
 
 
 def make_target(tasks: dict[str, Task], config: RunConfig, resources: RunResources) -> Target:
-    """The experiment target: runs the episode of ``inputs["task_id"]``; model or graph errors raise
-    (LangSmith records them on the run and the task is left ungraded)."""
+    """The experiment target: runs the episode of ``inputs["task_id"]`` (its model calls through the
+    run's model cache, if any); model or graph errors raise (LangSmith records them on the run and the
+    task is left ungraded)."""
 
     def vtb_episode(inputs: dict[str, Any]) -> dict[str, Any]:
         task = tasks[str(inputs["task_id"])]
-        with resources.open_sandbox() as sandbox:
+        with task_model_calls(resources.model_cache, task.id) as calls, resources.open_sandbox() as sandbox:
             episode = episode_for_task(task, config, resources, sandbox)
+        if calls is not None:
+            calls.raise_miss()
         return {"answers": [t.answer for t in episode.turns], "statuses": [t.status for t in episode.turns],
                 "tool_calls": [c.name for c in episode.tool_calls]}
 

@@ -133,6 +133,9 @@ class Episode(BaseModel):
     settings: EpisodeRecordSettings = Field(default_factory=EpisodeRecordSettings)
     outcome: Outcome | None = None
     """How the episode ended; None in results written before outcomes existed (see ``ended``)."""
+    strategy_image_ops: dict[str, int] = Field(default_factory=dict)
+    """Images the strategy's own steps made, by operation (``crop``: zoom views, ``mark``: marked
+    images), apart from the model's tool calls (summary ``tool_metrics.strategy_image_ops``)."""
 
     @property
     def ended(self) -> Outcome:
@@ -208,19 +211,28 @@ class TokenUsage(BaseModel):
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(**{k: getattr(self, k) + getattr(other, k) for k in TokenUsage.model_fields})
 
+    def __sub__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(**{k: getattr(self, k) - getattr(other, k) for k in TokenUsage.model_fields})
+
 
 class TaskUsage(BaseModel):
-    """A task's token usage: the agent model's (in total and per turn, 0-based) and the judge's."""
+    """A task's token usage: the agent model's (in total and per turn, 0-based) and the judge's.
+    ``model_from_cache`` and ``judge_from_cache`` are the part of each that the model cache answered
+    (``vtb run --model-cache``): counted in ``model`` and ``judge`` as originally reported, billed nothing."""
 
     model: TokenUsage = Field(default_factory=TokenUsage)
     model_by_turn: dict[int, TokenUsage] = Field(default_factory=dict)
     judge: TokenUsage = Field(default_factory=TokenUsage)
+    model_from_cache: TokenUsage = Field(default_factory=TokenUsage)
+    judge_from_cache: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class TaskResult(BaseModel):
-    """One line of ``results.jsonl``."""
+    """One line of ``results.jsonl``: one episode of a task (``epoch`` 1..K of ``vtb run --epochs K``)."""
 
     task_id: str
+    epoch: int = Field(default=1, ge=1)
+    """Which of the task's independent runs this is (1..K, ``vtb run --epochs K``)."""
     category: str
     category_raw: str
     domain: str

@@ -130,7 +130,7 @@ def _find_verdict(label: HumanLabel, verdicts: list[RubricVerdict], where: str) 
 def alignment_report(run_dir: Path | str, labels_path: Path | str, *,
                      tasks: TaskSource | None = None) -> AlignmentReport:
     """Compare the human labels in ``labels_path`` with the verdicts of the run in ``run_dir``."""
-    finished = open_finished_run(run_dir)
+    finished = open_finished_run(run_dir).single_epoch("judge alignment")
     results = finished.results
     labels = read_labels(labels_path)
     verdicts = {r.task_id: r.grade.verdicts for r in results}

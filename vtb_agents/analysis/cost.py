@@ -6,6 +6,10 @@ call whose provider reported no usage, or a result without usage makes the cost 
 never zero; so does an infrastructure failure (a failed request reports no usage, billed or not):
 of the model's side an episode that failed, of the judge's a judge error. Only a side that made
 no calls at all, with nothing failed, costs a known 0.
+
+Calls the model cache answered (``--model-cache``) count in the tokens as the provider reported
+them when they were made, and in ``cache_hits``; they cost nothing, so a run replayed from its
+cache has the tokens of the original run and a cost of 0.
 """
 
 from __future__ import annotations
@@ -18,15 +22,25 @@ from vtb_agents.results import TaskResult, TokenUsage, is_infrastructure
 PER_TOKENS = 1_000_000
 
 
-def run_usage(results: Iterable[TaskResult]) -> dict[str, Any]:
-    """Tokens of the model and of the judge summed over ``results``, and how many results had none."""
-    model, judge, missing = TokenUsage(), TokenUsage(), 0
+def _sums(results: Iterable[TaskResult]) -> tuple[dict[str, TokenUsage], int]:
+    """Model and judge usage over ``results``, in all and answered by the model cache; results without usage."""
+    sums = {side: TokenUsage() for side in ("model", "judge", "model_from_cache", "judge_from_cache")}
+    missing = 0
     for result in results:
         if result.usage is None:
             missing += 1
             continue
-        model, judge = model + result.usage.model, judge + result.usage.judge
-    return {"model": model.model_dump(), "judge": judge.model_dump(), "tasks_without_usage": missing}
+        for side in sums:
+            sums[side] = sums[side] + getattr(result.usage, side)
+    return sums, missing
+
+
+def run_usage(results: Iterable[TaskResult]) -> dict[str, Any]:
+    """Tokens of the model and of the judge summed over ``results``, how many results had none, and
+    how many calls the model cache answered (``cache_hits``)."""
+    sums, missing = _sums(results)
+    return {"model": sums["model"].model_dump(), "judge": sums["judge"].model_dump(), "tasks_without_usage": missing,
+            "cache_hits": sums["model_from_cache"].calls + sums["judge_from_cache"].calls}
 
 
 def cost_of(usage: TokenUsage, prices: Prices | None) -> float | None:
@@ -43,15 +57,27 @@ def cost_of(usage: TokenUsage, prices: Prices | None) -> float | None:
     return round(sum(tokens * (price or 0.0) for tokens, price in parts) / PER_TOKENS, 6)
 
 
+def task_cost(result: TaskResult, model_prices: Prices | None, judge_prices: Prices | None) -> float | None:
+    """USD one task cost (its model's and its judge's tokens at these prices, see :func:`prices_for`),
+    by the rules of :func:`cost_summary`: None when the result has no usage, a price is unknown, or a
+    side failed by infrastructure."""
+    if result.usage is None or is_infrastructure(result.episode.ended) or result.ended == "judge_error":
+        return None
+    model = cost_of(result.usage.model, model_prices)
+    judged = cost_of(result.usage.judge, judge_prices)
+    return None if model is None or judged is None else round(model + judged, 6)
+
+
 def cost_summary(results: list[TaskResult], *, model: str | None, judge: str) -> dict[str, Any]:
     """Estimated cost of the model, the judge, the run and per passed task (None where unknown)."""
-    usage = run_usage(results)
-    complete = usage["tasks_without_usage"] == 0
+    sums, missing = _sums(results)
+    complete = missing == 0
     model_known = complete and not any(is_infrastructure(r.episode.ended) for r in results)
     judge_known = complete and not any(r.ended == "judge_error" for r in results)
     model_prices, judge_prices = prices_for(model) if model else None, prices_for(judge)
-    model_cost = cost_of(TokenUsage(**usage["model"]), model_prices) if model_known else None
-    judge_cost = cost_of(TokenUsage(**usage["judge"]), judge_prices) if judge_known else None
+    billed = {side: sums[side] - sums[f"{side}_from_cache"] for side in ("model", "judge")}
+    model_cost = cost_of(billed["model"], model_prices) if model_known else None
+    judge_cost = cost_of(billed["judge"], judge_prices) if judge_known else None
     total = None if model_cost is None or judge_cost is None else round(model_cost + judge_cost, 6)
     passed = sum(bool(r.grade.passed) for r in results)
     return {

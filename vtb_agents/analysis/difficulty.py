@@ -97,7 +97,7 @@ def open_runs(run_dirs: Sequence[Path | str]) -> list[FinishedRun]:
     """The finished runs to filter by (a :class:`RunError` names a directory that is not one)."""
     if not run_dirs:
         raise RunError("give at least one run directory (--runs)")
-    return [open_finished_run(path) for path in run_dirs]
+    return [open_finished_run(path).single_epoch("the difficulty filter") for path in run_dirs]
 
 
 def shared_task_source(runs: Sequence[FinishedRun]) -> str:

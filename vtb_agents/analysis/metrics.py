@@ -2,7 +2,9 @@
 
 Definitions follow the paper (arXiv 2510.12712; README "Metrics"): APR and ARS are means over
 every task of the run (a task the model left unanswered fails its rubrics), except the ones an
-infrastructure failure left ungraded, which are listed until retried; a tool call succeeds when it
+infrastructure failure left ungraded, which are listed until retried; with epochs, a task's epochs
+are averaged first, and every score has its clustered standard error and 95% interval
+(:mod:`vtb_agents.analysis.uncertainty`); a tool call succeeds when it
 returns a non-empty result without error; image operations are counted per operation.
 """
 
@@ -16,6 +18,7 @@ from typing import Any, Callable, Iterable
 from vtb_agents.analysis.cost import cost_summary, run_usage
 from vtb_agents.analysis.image_ops import count_image_ops
 from vtb_agents.analysis.regions import region_iou
+from vtb_agents.analysis.uncertainty import apr_estimate, ars_estimate, by_task, pass_at_k
 from vtb_agents.results import TaskResult, ToolCallRecord
 from vtb_agents.tasks.model import CRITICAL_WEIGHT
 from vtb_agents.tools.python_tools import VISION_TOOL_NAME
@@ -30,23 +33,35 @@ def _rate(values: list[float]) -> float | None:
     return round(fmean(values), 6) if values else None
 
 
-def score_block(results: list[TaskResult]) -> dict[str, Any]:
-    """``{n, graded, apr, ars}`` over ``results``: APR and ARS count graded tasks only."""
-    graded = [r.grade for r in results if r.grade.graded]
-    return {
-        "n": len(results),
-        "graded": len(graded),
-        "apr": _rate([1.0 if g.passed else 0.0 for g in graded]),
-        "ars": _rate([g.score for g in graded if g.score is not None]),
+def score_block(results: list[TaskResult], epochs: int = 1) -> dict[str, Any]:
+    """``{n, graded, apr, ars}`` over ``results`` (one per task and epoch) with the standard errors and
+    95% intervals of APR and ARS, and with ``epochs`` > 1 ``pass_at_k`` and ``pass_hat_k``
+    (:mod:`~vtb_agents.analysis.uncertainty`). ``n`` counts tasks, ``graded`` those with a graded
+    epoch; APR and ARS count graded epochs only."""
+    tasks = by_task(results)
+    apr, ars = apr_estimate(tasks), ars_estimate(tasks)
+    block: dict[str, Any] = {
+        "n": len(tasks),
+        "graded": sum(bool(t.passes) for t in tasks),
+        "apr": apr.mean,
+        "ars": ars.mean,
+        "apr_stderr": apr.stderr,
+        "apr_ci95": list(apr.ci95) if apr.ci95 else None,
+        "ars_stderr": ars.stderr,
+        "ars_ci95": list(ars.ci95) if ars.ci95 else None,
     }
+    if epochs > 1:
+        block["pass_at_k"], block["pass_hat_k"] = pass_at_k(tasks, epochs)
+    return block
 
 
-def breakdown(results: list[TaskResult], key: Callable[[TaskResult], str]) -> dict[str, dict[str, Any]]:
+def breakdown(results: list[TaskResult], key: Callable[[TaskResult], str],
+              epochs: int = 1) -> dict[str, dict[str, Any]]:
     """:func:`score_block` per group, groups sorted by name."""
     groups: dict[str, list[TaskResult]] = defaultdict(list)
     for result in results:
         groups[key(result)].append(result)
-    return {name: score_block(groups[name]) for name in sorted(groups)}
+    return {name: score_block(groups[name], epochs) for name in sorted(groups)}
 
 
 def _non_empty(value: Any) -> bool:
@@ -75,7 +90,9 @@ def call_succeeded(call: ToolCallRecord) -> bool:
 
 
 def tool_metrics(results: list[TaskResult]) -> dict[str, Any]:
-    """The paper's tool-use metrics: proactivity, success rate, volume, calls per tool, image ops."""
+    """The paper's tool-use metrics: proactivity, success rate, volume, calls per tool, image ops;
+    and, apart from them, the images the strategy's own steps made (``strategy_image_ops``: zoom
+    crops, marked images), which are not tool calls and change none of the paper's metrics."""
     calls = [call for r in results for call in r.episode.tool_calls]
     by_tool = Counter(call.name for call in calls)
     vision_code = [str(c.args.get("code", "")) for c in calls if c.name == VISION_TOOL]
@@ -86,6 +103,8 @@ def tool_metrics(results: list[TaskResult]) -> dict[str, Any]:
         "calls": len(calls),
         "by_tool": dict(sorted(by_tool.items())),
         "image_ops": count_image_ops(vision_code),
+        "strategy_image_ops": dict(sorted(sum((Counter(r.episode.strategy_image_ops) for r in results),
+                                              Counter()).items())),
     }
 
 
@@ -102,31 +121,35 @@ def judge_counts(results: Iterable[TaskResult], judge_name: str) -> dict[str, An
     }
 
 
-def summarize(results: list[TaskResult], *, judge_name: str, expected: int | None = None,
+def summarize(results: list[TaskResult], *, judge_name: str, expected: int | None = None, epochs: int = 1,
               extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole ``summary.json`` (DESIGN.md "Run directory"), with token ``usage`` and estimated
     ``cost`` (the model's prices are looked up by ``extra["model"]``, the judge's by ``judge_name``).
 
-    ``complete`` is False while ``expected`` tasks are not all there (an interrupted run) or any
-    task is ungraded by an infrastructure failure (``infrastructure_errors`` names them);
-    ``outcomes`` counts how tasks ended (README "Outcomes").
+    ``results`` hold one line per task and epoch (``epochs`` per task). ``tasks`` counts tasks,
+    ``graded`` those with a graded epoch; ``complete`` is False while episodes of the ``expected``
+    tasks are missing (an interrupted run: ``missing`` counts them) or any is ungraded by an
+    infrastructure failure (``infrastructure_errors``: how many episodes, which tasks);
+    ``outcomes`` counts how episodes ended (README "Outcomes").
     """
-    overall = score_block(results)
-    failed = sorted(r.task_id for r in results if r.infrastructure_failed)
-    missing = max(0, expected - len(results)) if expected is not None else 0
+    overall = score_block(results, epochs)
+    failed = [r for r in results if r.infrastructure_failed]
+    missing = max(0, expected * epochs - len(results)) if expected is not None else 0
     return {
         "tasks": overall["n"],
         "graded": overall["graded"],
         "ungraded": overall["n"] - overall["graded"],
+        "epochs": epochs,
         "apr": overall["apr"],
         "ars": overall["ars"],
+        **{key: value for key, value in overall.items() if key not in ("n", "graded", "apr", "ars")},
         "complete": not failed and not missing,
         "missing": missing,
-        "infrastructure_errors": {"count": len(failed), "task_ids": failed},
+        "infrastructure_errors": {"count": len(failed), "task_ids": sorted({r.task_id for r in failed})},
         "outcomes": dict(sorted(Counter(r.ended for r in results).items())),
-        "by_category": breakdown(results, lambda r: r.category),
-        "by_domain": breakdown(results, lambda r: r.domain),
-        "by_turncase": breakdown(results, lambda r: r.turncase),
+        "by_category": breakdown(results, lambda r: r.category, epochs),
+        "by_domain": breakdown(results, lambda r: r.domain, epochs),
+        "by_turncase": breakdown(results, lambda r: r.turncase, epochs),
         "tool_metrics": tool_metrics(results),
         "region_iou": region_iou(results),
         "judge": judge_counts(results, judge_name),

@@ -65,7 +65,7 @@ class AnnotationSession:
     @classmethod
     def open(cls, run_dir: Path | str, labels_path: Path | str, tasks: TaskSource | None = None) -> AnnotationSession:
         """Open ``run_dir`` (a finished run) and the labels file (created on the first label)."""
-        finished = open_finished_run(run_dir)
+        finished = open_finished_run(run_dir).single_epoch("vtb annotate")
         by_id = finished.tasks(tasks, needed=[r.task_id for r in finished.results])
         return cls(Path(run_dir), finished.results, by_id, ArtifactStore(Path(run_dir) / "artifacts"),
                    LabelStore(Path(labels_path)))

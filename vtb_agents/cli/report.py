@@ -5,6 +5,7 @@ the report's dependencies load only when a report is asked for).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -18,13 +19,13 @@ report_cli = cli_app(help="Reports of runs.", no_args_is_help=True)
 @report_cli.command("report")
 def report(run_dir: Path = typer.Argument(..., help="A run directory written by `vtb run`."),
            tasks: Optional[str] = typer.Option(None, "--tasks", help="Task source (default: the one the run used)."),
-           expand: bool = typer.Option(False, help="Open every task section (for printing)."),
            ) -> None:
-    """Write RUN_DIR/report.html: scores, tool use, judge counts and every task with its images."""
+    """Write RUN_DIR/report.html (a table of every task, scores, tool use, judge counts) and a page per
+    task with its images under RUN_DIR/tasks/."""
     from vtb_agents.report import ReportError, write_report
 
     try:
-        path = write_report(run_dir, tasks=tasks, expand=expand)
+        path = write_report(run_dir, tasks=tasks)
     except ReportError as exc:
         fail(str(exc))
     out.print(f"report: {path}", highlight=False)
@@ -33,20 +34,27 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory written by 
 @report_cli.command("compare")
 def compare(run_dirs: list[Path] = typer.Argument(..., help="Run directories to compare."),
             out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the comparison as HTML here."),
+            as_json: bool = typer.Option(False, "--json", help=(
+                "Print the comparison as JSON (runs, coverage, and the paired comparison under 'paired')."))
             ) -> None:
-    """Compare runs: model, settings, APR, ARS, per-category APR and tool metrics (with a warning naming
-    the tasks not in every run when the runs cover different task sets)."""
+    """Compare runs: model, settings, APR, ARS, per-category APR and tool metrics, and each pair of runs
+    task by task (flips, exact McNemar p, bootstrap intervals of the differences in APR and ARS, cost
+    difference) over the tasks graded in both; a warning names the tasks not in every run."""
     from rich.markup import escape
 
-    from vtb_agents.report import ReportError, compare_runs, write_comparison
+    from vtb_agents.report import ReportError, compare_runs, write_comparison_page
 
     try:
         comparison = compare_runs(run_dirs)
-        out.print(comparison.to_rich())
+        if as_json:
+            print(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
+        else:
+            out.print(comparison.to_rich())
         coverage = comparison.coverage()
         if coverage:
             err.print(f"[bold yellow]warning:[/] {escape(coverage.text())}", highlight=False, soft_wrap=True)
         if out_file is not None:
-            out.print(f"comparison: {write_comparison(run_dirs, out_file)}", highlight=False)
+            path = write_comparison_page(comparison, out_file)
+            (err if as_json else out).print(f"comparison: {path}", highlight=False)
     except ReportError as exc:
         fail(str(exc))

@@ -1,7 +1,8 @@
 """The root of the ``vtb`` command: the app, the ``tasks`` commands, and the mounting of the others.
 
 ``vtb run``, ``vtb ablate`` and ``vtb grade`` live in :mod:`vtb_agents.cli.run`; ``vtb report`` and
-``vtb compare`` in :mod:`vtb_agents.cli.report`; ``vtb analyze`` in :mod:`vtb_agents.cli.analyze`.
+``vtb compare`` in :mod:`vtb_agents.cli.report`; ``vtb analyze`` in :mod:`vtb_agents.cli.analyze`;
+``vtb transcript`` in :mod:`vtb_agents.cli.transcript`.
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ def _mount_subcommands() -> None:
     from vtb_agents.cli.report import report_cli
     from vtb_agents.cli.run import run_cli
     from vtb_agents.cli.sandbox import sandbox_app
+    from vtb_agents.cli.transcript import transcript_cli
 
     app.registered_commands += run_cli.registered_commands
     app.add_typer(analyze_app, name="analyze", help="Failure taxonomy and judge-human alignment of a run.")
@@ -153,6 +155,7 @@ def _mount_subcommands() -> None:
     app.registered_commands += report_cli.registered_commands
     app.registered_commands += models_cli.registered_commands
     app.registered_commands += annotate_cli.registered_commands
+    app.registered_commands += transcript_cli.registered_commands
     tasks_app.registered_commands += authoring_cli.registered_commands
 
 

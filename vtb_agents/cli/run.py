@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, get_args
 
@@ -24,7 +24,6 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
 
     from vtb_agents.config import RunConfig
     from vtb_agents.results import TaskResult
-    from vtb_agents.tasks.model import Task
 
 ProgressFn = Callable[["TaskResult", int, int], None]
 run_cli = cli_app()
@@ -61,43 +60,34 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
             signal.signal(signal.SIGINT, previous)
 
 
-@contextmanager
-def with_report_images(out_dir: Path, tasks: Sequence[Task], progress: ProgressFn) -> Iterator[ProgressFn]:
-    """``progress``, which also makes the report's images in the background from the first result on
-    (:class:`~vtb_agents.report.ReportPreparer`), so that ``report.html`` is quick once the run ends.
-    It starts only then: by its first result the run directory is checked and locked as this run's."""
-    from vtb_agents.report import ReportPreparer
-
-    with ExitStack() as stack:
-        preparers: list[ReportPreparer] = []
-
-        def on_result(result: TaskResult, done: int, total: int) -> None:
-            progress(result, done, total)
-            if not preparers:
-                preparers.append(stack.enter_context(ReportPreparer(out_dir, tasks)))
-            preparers[0].add(result)
-
-        yield on_result
-
-
 def summary_table(summary: dict[str, Any]) -> Table:
-    """APR and ARS overall and per category, domain and turn case."""
+    """APR and ARS with their 95% intervals, overall and per category, domain and turn case (and
+    pass@k / pass^k with epochs)."""
     from rich.table import Table
 
-    def pct(value: float | None) -> str:
-        return "-" if value is None else f"{100 * value:.1f}%"
+    from vtb_agents.report.markup import interval, pct
 
+    epochs = summary.get("epochs", 1)
     title = f"{summary.get('model')} (judge: {summary['judge']['model']})"
+    if epochs > 1:
+        title += f", {epochs} epochs per task"
     failed = (summary.get("infrastructure_errors") or {}).get("count", 0)
     if failed:
-        title += (f"\n[bold red]INCOMPLETE: {failed} task(s) ungraded by infrastructure failures; "
-                  "scores over graded tasks only[/]")
-    table = Table("group", "n", "graded", "APR", "ARS", title=title)
-    table.add_row("overall", str(summary["tasks"]), str(summary["graded"]), pct(summary["apr"]), pct(summary["ars"]))
+        title += (f"\n[bold red]INCOMPLETE: {failed} episode(s) ungraded by infrastructure failures; "
+                  "scores over graded ones only[/]")
+    passes = ("pass@k", "pass^k") if epochs > 1 else ()
+    table = Table("group", "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes, title=title,
+                  caption="95% CI: Student's t over task means (README \"Epochs and intervals\")")
+
+    def row(name: str, block: dict[str, Any]) -> None:
+        more = (pct(block.get("pass_at_k")), pct(block.get("pass_hat_k"))) if passes else ()
+        table.add_row(name, str(block["n"]), str(block["graded"]), pct(block["apr"]), interval(block["apr_ci95"]),
+                      pct(block["ars"]), interval(block["ars_ci95"]), *more)
+
+    row("overall", {**summary, "n": summary["tasks"]})
     for section in ("by_category", "by_domain", "by_turncase"):
         for name, block in summary[section].items():
-            table.add_row(f"{section[3:]}: {name}", str(block["n"]), str(block["graded"]), pct(block["apr"]),
-                          pct(block["ars"]))
+            row(f"{section[3:]}: {name}", block)
     return table
 
 
@@ -117,6 +107,7 @@ def run(options: RunOptions,
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
+    from vtb_agents.report import preparing_report
     from vtb_agents.rundir.errors import RunError, StoppedRun
     from vtb_agents.runner.run import run_suite
 
@@ -125,11 +116,14 @@ def run(options: RunOptions,
     if langsmith_experiment:
         from vtb_agents.cli.langsmith import run_langsmith_experiment
 
+        if config.epochs != 1:
+            fail("--epochs runs in the run directory only: a LangSmith experiment runs each task once")
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
     resume = run_resume_command(options, config, out_dir, judge_cache)
-    with progress_bar(len(selected)) as (on_result, stop), with_report_images(out_dir, selected, on_result) as progress:
+    with (progress_bar(len(selected) * config.epochs) as (on_result, stop),
+          preparing_report(out_dir, selected, on_result) as progress):
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
                                 judge_cache=judge_cache, executor=options.make_executor(), stop=stop,
@@ -143,7 +137,9 @@ def run(options: RunOptions,
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
     if summary.get("missing"):
-        err.print(f"interrupted: {summary['tasks']} of {len(selected)} task(s) done; continue with: {resume}",
+        total = len(selected) * config.epochs
+        err.print(f"interrupted: {total - summary['missing']} of {total} episode(s) done "
+                  f"({len(selected)} task(s) × {config.epochs} epoch(s)); continue with: {resume}",
                   highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
     from vtb_agents.report import write_report
@@ -208,12 +204,13 @@ def ablate(options: RunOptions,
     selected = options.selected_tasks()
     resume = run_resume_command(options, base, out_dir, judge_cache, "ablate",
                                 *(item for setting in settings for item in ("--setting", setting)))
-    with progress_bar(len(selected) * len(chosen)) as (on_result, stop):
+    total = len(selected) * len(chosen) * base.epochs
+    with progress_bar(total) as (on_result, stop):
         done = {"n": 0}
 
         def count(result: TaskResult, _done: int, _total: int) -> None:
             done["n"] += 1
-            on_result(result, done["n"], len(selected) * len(chosen))
+            on_result(result, done["n"], total)
 
         try:
             summaries = run_ablations(selected, base, out_dir, settings=chosen, resume=options.resume,

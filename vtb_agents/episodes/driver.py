@@ -2,7 +2,8 @@
 
 The one driver for every strategy, a user's own agent included: the strategy answers each turn
 inside the category graph; the driver does the rest, the same way for all of them.
-One thread per task (checkpointed when a checkpointer is given, e.g. SQLite in a run directory).
+One thread per episode, that is per task and epoch (checkpointed when a checkpointer is given, e.g.
+SQLite in a run directory).
 The sandbox receives each turn's images when the turn starts. With ``history="golden"`` (the
 reference harness's default) the assistant's earlier answers are replaced by the golden answers
 before the next turn; with ``history="model"`` the model's own answers stay. When a follow-up
@@ -25,6 +26,7 @@ from langgraph.types import Command, Durability
 
 from vtb_agents.artifacts import ArtifactStore, image_ref_block, to_png
 from vtb_agents.config import EpisodeSettings
+from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.partial import keeping_partial
 from vtb_agents.graphs.prompts import system_prompt
@@ -131,41 +133,59 @@ def record_settings(strategy: str, settings: EpisodeSettings, *, tools: Sequence
                                  resumer=resumer, **sandbox_settings(sandbox), graph=graph)
 
 
+def episode_thread_id(task_id: str, epoch: int = 1) -> str:
+    """The checkpoint thread of one episode: the task's id for epoch 1 (as a run without epochs has
+    it), ``<id>#epoch<k>`` for later epochs, so that a task's epochs never share a thread."""
+    return task_id if epoch == 1 else f"{task_id}#epoch{epoch}"
+
+
 def episode_config(task: Task, model_name: str, strategy: str, settings: EpisodeSettings,
-                   thread_id: str | None = None) -> dict[str, Any]:
-    """The LangGraph config of one episode: its thread (default: the task's id), limits, run name, tags and metadata."""
+                   thread_id: str | None = None, epoch: int = 1) -> dict[str, Any]:
+    """The LangGraph config of one episode: its thread (default: :func:`episode_thread_id` of the
+    task and ``epoch``), limits, run name, tags and metadata (the epoch too, from 2 on)."""
     return {
-        "configurable": {"thread_id": thread_id or task.id},
+        "configurable": {"thread_id": thread_id or episode_thread_id(task.id, epoch)},
         "recursion_limit": recursion_limit(settings.max_tool_rounds),
-        "run_name": f"vtb:{task.id}",
+        "run_name": f"vtb:{task.id}" + ("" if epoch == 1 else f"#epoch{epoch}"),
         "tags": [task.category, task.domain, model_name, f"strategy:{strategy}", f"prompt:{settings.prompt_level}",
                  f"history:{settings.history}", *settings.tags],
         "metadata": {"task_id": task.id, "category": task.category, "domain": task.domain, "model": model_name,
-                     "strategy": strategy},
+                     "strategy": strategy, **({"epoch": epoch} if epoch != 1 else {})},
     }
 
 
 def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseTool], *, sandbox: Sandbox,
                 artifacts: ArtifactStore, model_name: str, settings: EpisodeSettings = EpisodeSettings(),
                 checkpointer: Any = None, resumer: Resumer | None = None, strategy: Strategy = react,
-                graph: CompiledStateGraph[Any, EpisodeContext, Any, Any] | None = None) -> Episode:
+                graph: CompiledStateGraph[Any, EpisodeContext, Any, Any] | None = None, epoch: int = 1,
+                recorder: TranscriptRecorder | None = None) -> Episode:
     """Run every turn of ``task`` with ``strategy`` inside its category graph and return the episode.
 
     ``tools`` are the run's tools; their code tools are bound here to ``sandbox``. ``model`` is
     None for strategies that bring their own (a user's agent). ``graph`` is the category graph
     already compiled for ``strategy`` and ``checkpointer`` (a run compiles each category once); by
-    default it is compiled here. Errors raised by the model or graph propagate: the runner records
-    them per task.
+    default it is compiled here. ``epoch`` (``vtb run --epochs``) picks the episode's own checkpoint
+    thread (:func:`episode_thread_id`). ``recorder`` records the task's transcript (every model call,
+    tool call and strategy step, whatever the agent; the runner passes one and writes it), one of
+    the graph's callbacks; the episode's ``strategy_image_ops`` are counted from it. Errors raised
+    by the model or graph propagate: the runner records them per task.
     """
+    recorder = recorder or TranscriptRecorder(artifacts)
     resumer = resumer or ScriptedResumer()
     graph = graph or build_category_graph(task.category, strategy, checkpointer=checkpointer or InMemorySaver())
     context = episode_context(model, tools, sandbox, artifacts, settings)
-    config = episode_config(task, model_name, strategy.name, settings)
+    config = episode_config(task, model_name, strategy.name, settings, epoch=epoch)
     episode = Episode(task_id=task.id, model=model_name, settings=record_settings(
         strategy.name, settings, tools=[t.name for t in tools], resumer=resumer.name, sandbox=sandbox,
         graph=graph.name))
     with keeping_partial(episode), task_time_limit(settings.task_timeout_s, sandbox, config) as limited:
-        drive_turns(task, graph, limited, context, episode, resumer)
+        # one of the callbacks of every run of the episode; a call the time limit cuts off may stay
+        # open in it (LangChain does not promise the handlers' order), and the transcript says so
+        recorded = {**limited, "callbacks": [*limited.get("callbacks", []), recorder]}
+        try:
+            drive_turns(task, graph, recorded, context, episode, resumer)
+        finally:  # a partial episode (a timeout) keeps the count of what its strategy made too
+            episode.strategy_image_ops = recorder.strategy_image_ops()
         return episode
 
 

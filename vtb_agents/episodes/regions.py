@@ -81,21 +81,18 @@ def reference_regions(task: Task, sandbox: Sandbox, timeout_s: float) -> list[li
 
 class ReferenceRegionCache:
     """Reference crops by task content: they depend only on the task's code steps and images, so a
-    process runs each task's reference code once (epochs, repeated runs, tests), not once per episode."""
+    run (one per process of a run: see ``RunResources``) runs each reference once, however many
+    epochs or copies of a task it holds, not once per episode."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._found: dict[str, list[list[ImageRegion]]] = {}
 
-    def clear(self) -> None:
-        """Forget every task's reference crops (a benchmark measuring their cost)."""
-        with self._lock:
-            self._found.clear()
-
     @staticmethod
     def key(task: Task, sandbox_kind: str) -> str:
-        """sha256 of the sandbox kind, the task id, each turn's images and code steps, and the image bytes."""
-        digest = hashlib.sha256(json.dumps([sandbox_kind, task.id, [
+        """sha256 of the sandbox kind, each turn's images and code steps, and the image bytes (not the
+        task id: two tasks with the same code on the same images crop the same regions)."""
+        digest = hashlib.sha256(json.dumps([sandbox_kind, [
             [turn.images, [[s.tool, s.args] for s in turn.trajectory if s.tool in CODE_TOOL_NAMES]]
             for turn in task.turns]], sort_keys=True, default=str).encode())
         for image in task.images:
@@ -114,6 +111,3 @@ class ReferenceRegionCache:
         with self._lock:
             return self._found.setdefault(key, found)
 
-
-REFERENCE_REGIONS = ReferenceRegionCache()
-"""The process's cache of reference crops (see :class:`ReferenceRegionCache`)."""

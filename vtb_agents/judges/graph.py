@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Annotated, Any
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -24,6 +25,9 @@ from typing_extensions import TypedDict
 from vtb_agents.judges.base import RubricJudge
 from vtb_agents.config import CriticalRule
 from vtb_agents.judges.grade import rubric_verdict, score_verdicts
+from vtb_agents.judges.record import record_verdict
+from vtb_agents.strategies.base import as_node
+from vtb_agents.transcript import JUDGING_STEP, STEP_METADATA_KEY
 from vtb_agents.results import Episode, RubricVerdict, TaskGrade
 from vtb_agents.tasks.model import Task
 
@@ -61,10 +65,11 @@ def _fan_out(state: GradingState) -> list[Send] | str:
             for i in range(len(rubrics))]
 
 
-def _judge_rubric(state: RubricJob, runtime: Runtime[GradingContext]) -> dict[str, Any]:
+def _judge_rubric(state: RubricJob, runtime: Runtime[GradingContext], config: RunnableConfig) -> dict[str, Any]:
     turn, rubric = state["task"].rubrics[state["index"]]
     ctx = runtime.context
     verdict = rubric_verdict(state["task"], state["episode"], ctx.judge, turn, rubric, ctx.critical_rule)
+    record_verdict(config, state["task"], state["episode"], ctx.judge, state["index"], verdict)
     return {"verdicts": [(state["index"], verdict)]}
 
 
@@ -77,7 +82,7 @@ def _aggregate(state: GradingState, runtime: Runtime[GradingContext]) -> dict[st
 def build_grading_graph() -> CompiledStateGraph[GradingState, GradingContext, GradingState, GradingState]:
     """Compile the grading graph (stateless, so one compiled graph serves every task)."""
     builder = StateGraph(GradingState, context_schema=GradingContext)
-    builder.add_node("judge_rubric", _judge_rubric)
+    builder.add_node("judge_rubric", as_node(_judge_rubric))
     builder.add_node("aggregate", _aggregate)
     builder.add_conditional_edges(START, _fan_out, ["judge_rubric", "aggregate"])
     builder.add_edge("judge_rubric", "aggregate")
@@ -86,9 +91,14 @@ def build_grading_graph() -> CompiledStateGraph[GradingState, GradingContext, Gr
 
 
 def grade_episode(task: Task, episode: Episode, judge: RubricJudge, critical_rule: CriticalRule = "weight",
-                  *, max_concurrency: int | None = None) -> TaskGrade:
-    """Grade ``episode`` of ``task`` through the grading graph (judge calls run in parallel)."""
-    config: RunnableConfig = {"run_name": f"vtb-grade:{task.id}", "metadata": {"task_id": task.id, "judge": judge.name}}
+                  *, max_concurrency: int | None = None, callbacks: list[BaseCallbackHandler] | None = None
+                  ) -> TaskGrade:
+    """Grade ``episode`` of ``task`` through the grading graph (judge calls run in parallel).
+
+    ``callbacks`` see the grading run: the task's transcript recorder gets every rubric's verdict
+    (a custom event, cached ones included) with the judge model calls made for it."""
+    config: RunnableConfig = {"run_name": f"vtb-grade:{task.id}", "callbacks": list(callbacks or []),
+                              "metadata": {"task_id": task.id, "judge": judge.name, STEP_METADATA_KEY: JUDGING_STEP}}
     if max_concurrency:
         config["max_concurrency"] = max_concurrency
     state = build_grading_graph().invoke({"task": task, "episode": episode}, config,

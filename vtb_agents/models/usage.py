@@ -12,6 +12,10 @@ Per turn: the episode driver calls :func:`set_turn` with the 0-based turn index 
 a turn to the graph (and again when it resumes after a clarifying question, with the new turn);
 calls made while a turn is set are also summed under that turn. A call whose run metadata carries
 ``vtb_turn`` is counted under that turn instead.
+
+A reply the model cache answered (:mod:`vtb_agents.models.cache`) is counted as the call it
+replays, with the usage the provider reported then, and also summed in ``from_cache``: its tokens
+are the original's, what it costs is nothing (:mod:`vtb_agents.analysis.cost`).
 """
 
 from __future__ import annotations
@@ -30,14 +34,18 @@ from langchain_core.tracers.context import register_configure_hook
 from vtb_agents.results import TokenUsage
 
 TURN_METADATA_KEY = "vtb_turn"
+CACHE_HIT_METADATA_KEY = "vtb_model_cache_key"
+"""Set in a reply's ``response_metadata`` (to its request key) when the model cache answered it
+(:mod:`vtb_agents.models.cache`): counted in ``from_cache`` too."""
 
 _active: ContextVar[UsageTracker | None] = ContextVar("vtb_usage_tracker", default=None)
 
 
 def usage_of(message: AIMessage) -> TokenUsage | None:
-    """The usage a reply reports (None when its ``usage_metadata`` is missing)."""
+    """The usage a reply reports (None when its ``usage_metadata`` is missing, or holds no token
+    counts: LangChain adds ``total_cost: 0`` to a cached reply that had none)."""
     meta = message.usage_metadata
-    if not meta:
+    if not meta or "input_tokens" not in meta:
         return None
     inputs, outputs = meta.get("input_token_details") or {}, meta.get("output_token_details") or {}
     return TokenUsage(calls=1, input_tokens=meta.get("input_tokens", 0), output_tokens=meta.get("output_tokens", 0),
@@ -53,6 +61,7 @@ class UsageTracker(BaseCallbackHandler):
         super().__init__()
         self._lock = threading.Lock()
         self.total = TokenUsage()
+        self.from_cache = TokenUsage()
         self.by_turn: dict[int, TokenUsage] = {}
         self.turn: int | None = None
         self._run_turns: dict[UUID, int] = {}
@@ -76,8 +85,11 @@ class UsageTracker(BaseCallbackHandler):
         message = generation.message if isinstance(generation, ChatGeneration) else None
         usage = usage_of(message) if isinstance(message, AIMessage) else None
         usage = usage or TokenUsage(calls=1, calls_without_usage=1)
+        cached = isinstance(message, AIMessage) and CACHE_HIT_METADATA_KEY in message.response_metadata
         with self._lock:
             self.total = self.total + usage
+            if cached:
+                self.from_cache = self.from_cache + usage
             turn = self._run_turns.pop(run_id, None)
             if turn is not None:
                 self.by_turn[turn] = self.by_turn.get(turn, TokenUsage()) + usage

@@ -59,14 +59,20 @@ def _decode(b64: str) -> bytes | None:
 
 
 class _Hasher:
-    def __init__(self) -> None:
+    def __init__(self, known: dict[str, WireImage] | None = None) -> None:
         self.images: list[WireImage] = []
+        self.known = known
 
-    def image(self, b64: str, mime_type: str) -> dict[str, str] | None:
-        data = _decode(b64)
-        if data is None:
-            return None
-        image = WireImage(hashlib.sha256(data).hexdigest(), data, mime_type)
+    def image(self, text: str, mime_type: str, start: int = 0) -> dict[str, str] | None:
+        """``{"sha256"}`` of the base64 image ``text[start:]`` (``text`` may be a data URL)."""
+        image = self.known.get(text) if self.known is not None else None
+        if image is None:
+            data = _decode(text[start:])
+            if data is None:
+                return None
+            image = WireImage(hashlib.sha256(data).hexdigest(), data, mime_type)
+            if self.known is not None:
+                self.known[text] = image
         self.images.append(image)
         return {"sha256": image.sha256}
 
@@ -74,7 +80,7 @@ class _Hasher:
         if isinstance(value, str):
             match = _DATA_URL.match(value)
             if match:
-                return self.image(value[match.end():], match.group(1).lower()) or value
+                return self.image(value, match.group(1).lower(), match.end()) or value
             return value
         if isinstance(value, Mapping):
             return self.mapping(value)
@@ -105,9 +111,14 @@ def _message_json(message: BaseMessage, hasher: _Hasher) -> dict[str, Any]:
     return data
 
 
-def wire_request(messages: Sequence[BaseMessage]) -> WireRequest:
-    """The JSON form of ``messages`` with every inlined base64 image replaced by ``{"sha256"}``."""
-    hasher = _Hasher()
+def wire_request(messages: Sequence[BaseMessage], known: dict[str, WireImage] | None = None) -> WireRequest:
+    """The JSON form of ``messages`` with every inlined base64 image replaced by ``{"sha256"}``.
+
+    ``known`` memoises images by their base64 text across requests (a conversation re-sends its
+    images with every call): an image seen before is not decoded and hashed again. Python keeps a
+    string's hash, so looking up the same string object (the artifact store caches the encoded
+    images) costs nothing however large the image."""
+    hasher = _Hasher(known)
     return WireRequest([_message_json(m, hasher) for m in messages], hasher.images)
 
 

@@ -1,29 +1,34 @@
 """Compare runs: one row per run (model, settings, APR, ARS, per-category APR, tool metrics, tokens and
-estimated cost) as rich tables for the terminal and an HTML page with APR-against-tool-use scatter plots.
+estimated cost), and every pair of runs compared task by task (:mod:`vtb_agents.analysis.paired`), as
+rich tables for the terminal, JSON (:meth:`Comparison.to_dict`) and an HTML page with the flipped tasks
+linked to both runs' task pages, APR against cost with the Pareto front, and APR against tool use.
 
-Only ``run.json``, ``summary.json`` and the task ids at the start of each ``results.jsonl`` line are
-read, so comparing large runs is instant. Runs that cover different task sets are compared as they
-are (each run's scores over its own tasks), and :meth:`Comparison.coverage` says which tasks differ.
+The rows come from ``run.json`` and ``summary.json``; the pairs from each run's ``results.jsonl``.
+Runs that cover different task sets are compared as they are in the rows (each run's scores over its
+own tasks), :meth:`Comparison.coverage` says which tasks differ, and the pairs are over the common
+tasks only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from vtb_agents.analysis.paired import PairedComparison, RunResults, compare_pairs
+from vtb_agents.analysis.pareto import CostPoint
 from vtb_agents.report.markup import esc, num, page, pct, table
-from vtb_agents.report.plots import scatter_svg
+from vtb_agents.report.paired import UNPAIRED_NOTE, left_out, paired_html, paired_rich
+from vtb_agents.report.plots import pareto_svg, scatter_svg
 from vtb_agents.report.usage import usd
-from vtb_agents.rundir.read import ReportError, RunMeta, read_meta
+from vtb_agents.rundir.read import ReportError, RunMeta, complete_results, read_meta
 from vtb_agents.rundir.records import RunUsage
 from vtb_agents.config import RunConfig
-from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.tasks.normalize import CATEGORIES
 
 
@@ -105,11 +110,12 @@ class Coverage:
 
 @dataclass
 class Comparison:
-    """Rows of :func:`run_row`, the categories any run has (paper order first), and the task ids of
-    each run by label (when read from the run directories)."""
+    """Rows of :func:`run_row`, the categories any run has (paper order first), and, when read from
+    the run directories, the task ids of each run by label and every pair of runs compared."""
 
     rows: list[RunRow]
     task_ids: dict[str, set[str]] = field(default_factory=dict)
+    paired: list[PairedComparison] = field(default_factory=list)
 
     def coverage(self) -> Coverage | None:
         """How the runs' task sets differ, or None when they are the same (or fewer than two runs)."""
@@ -159,7 +165,24 @@ class Comparison:
             scores.add_row(first, *cells[4:7], *cells[-6:-3])
             by_category.add_row(cells[0], *cells[7:-6])
             costs.add_row(cells[0], *cells[-3:])
-        return Group(scores, by_category, costs)
+        if not self.paired:
+            return Group(scores, by_category, costs)
+        notes = [f"{pair.b} vs {pair.a}: {text}" for pair in self.paired for text in left_out(pair)]
+        if notes:
+            notes.append(f"Those are left out of the paired figures; {UNPAIRED_NOTE}.")
+        return Group(scores, by_category, costs, paired_rich(self.paired), *(Text(n, style="dim") for n in notes))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The comparison as JSON (``vtb compare --json``): ``runs`` (the rows), ``coverage`` (None when
+        every run has the same tasks) and ``paired`` (one object per pair, README "Paired comparison")."""
+        coverage = self.coverage()
+        return {"runs": [asdict(row) for row in self.rows], "coverage": asdict(coverage) if coverage else None,
+                "paired": [pair.model_dump(mode="json") for pair in self.paired]}
+
+    def cost_points(self) -> tuple[list[CostPoint], list[str]]:
+        """The runs with a known cost and APR as chart points, and the labels of those without."""
+        points = [CostPoint(r.run, r.cost, r.apr) for r in self.rows if r.cost is not None and r.apr is not None]
+        return points, [r.run for r in self.rows if r.cost is None or r.apr is None]
 
     def to_html(self, *, compact: bool = False) -> str:
         """The comparison as an HTML table; ``compact`` leaves out run, judge and settings (the single-run
@@ -173,18 +196,30 @@ class Comparison:
 
 
 def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
-    """Read every run's ``run.json`` and ``summary.json`` (a :class:`ReportError` names a bad one)."""
+    """Read every run (``run.json``, ``summary.json``, ``results.jsonl``; a :class:`ReportError` names a
+    bad one) and compare each pair of them task by task."""
     if not run_dirs:
         raise ReportError("no run directories to compare")
     paths = [Path(p) for p in run_dirs]
     labels = _labels(paths)
-    rows = [run_row(read_meta(path), label) for path, label in zip(paths, labels)]
-    return Comparison(rows, {label: ResultsStore(path).task_ids() for path, label in zip(paths, labels)})
+    metas = [read_meta(path) for path in paths]
+    runs = [RunResults(label=label, results=complete_results(meta.path, ReportError), model=meta.settings.model,
+                       judge=meta.settings.judge) for meta, label in zip(metas, labels)]
+    return Comparison(rows=[run_row(meta, label) for meta, label in zip(metas, labels)],
+                      task_ids={run.label: {r.task_id for r in run.results} for run in runs},
+                      paired=compare_pairs(runs))
 
 
 def write_comparison(run_dirs: Sequence[Path | str], out_html: Path | str) -> Path:
-    """Write the comparison page (table and scatter plots of APR against proactivity and volume)."""
-    comparison = compare_runs(run_dirs)
+    """Compare ``run_dirs`` (:func:`compare_runs`) and write the page (:func:`write_comparison_page`)."""
+    return write_comparison_page(compare_runs(run_dirs), out_html)
+
+
+def write_comparison_page(comparison: Comparison, out_html: Path | str) -> Path:
+    """Write the comparison page: the table, the paired comparison with the flips linked to both runs'
+    task pages (:mod:`vtb_agents.report.paired`), APR against cost with the Pareto front, and APR
+    against proactivity and volume."""
+    out = Path(out_html)
     points = [(r.run, r.proactivity, r.apr) for r in comparison.rows]
     volume = [(r.run, r.volume, r.apr) for r in comparison.rows]
     plots = [scatter_svg(points, xlabel="proactivity (% of tasks with a tool call)", ylabel="APR (%)",
@@ -193,12 +228,20 @@ def write_comparison(run_dirs: Sequence[Path | str], out_html: Path | str) -> Pa
                          title="APR against volume")]
     shown = "".join(f'<div class="plot">{svg}</div>' for svg in plots if svg) or \
         '<p class="note">No run has both APR and tool metrics to plot.</p>'
+    cost_points, unpriced = comparison.cost_points()
+    pareto = pareto_svg(cost_points)
+    cost_note = (f'<p class="note">Not plotted (cost or APR unknown): {esc(", ".join(unpriced))}.</p>'
+                 if unpriced else "")
+    cost_plot = (f'<div class="plot pareto">{pareto}</div>' if pareto else "") + cost_note
     runs = "".join(f"<li><b>{esc(r.run)}</b>: {esc(r.path)}</li>" for r in comparison.rows)
     coverage = comparison.coverage()
     warning = f'<p class="note"><b>Warning:</b> {esc(coverage.text())}</p>' if coverage else ""
+    run_dirs = {r.run: Path(r.path) for r in comparison.rows}
     body = (f"<h1>Run comparison</h1><p class=\"sub\">{len(comparison.rows)} run(s)</p>"
-            f"<ul>{runs}</ul>{warning}{comparison.to_html()}<h2>APR and tool use</h2><div class=\"grid\">{shown}</div>")
-    out = Path(out_html)
+            f"<ul>{runs}</ul>{warning}{comparison.to_html()}"
+            f"{paired_html(comparison.paired, run_dirs, out.parent)}"
+            f"<h2>APR and cost</h2>{cost_plot}"
+            f"<h2>APR and tool use</h2><div class=\"grid\">{shown}</div>")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page("Run comparison", body), encoding="utf-8")
     return out

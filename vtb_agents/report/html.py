@@ -1,9 +1,11 @@
-"""The run report: ``RUN_DIR/report.html``, a self-contained page (inline CSS and SVG plots, no
-scripts, no network) with thumbnails and full-size images under ``RUN_DIR/report_files/``.
+"""The run report: ``RUN_DIR/report.html``, an offline page (inline CSS, SVG plots and script, no
+network), one page per task under ``RUN_DIR/tasks/`` and the images under ``RUN_DIR/report_files/``.
 
-Sections: header (what was run, resolved model settings, sandbox isolation, counts, why tasks are
-ungraded), scores in the paper's style with breakdowns, tool-use metrics, judge counts, tokens and
-estimated cost, then one collapsible section per task.
+``report.html`` opens on the task table (:mod:`vtb_agents.report.task_table`: filters, search, a
+link to each task's page), then the run (what was run, resolved model settings, sandbox isolation,
+counts, why tasks are ungraded), scores in the paper's style with breakdowns and plots, tool-use
+metrics, judge counts, tokens and estimated cost. Task details live on the task pages
+(:mod:`vtb_agents.report.task_page`), loaded only when opened.
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
+from vtb_agents.analysis.cost import task_cost
+from vtb_agents.models.presets import prices_for
 from vtb_agents.report.compare import Comparison, run_row, settings_text
 from vtb_agents.report.images import ReportImages
-from vtb_agents.report.markup import badge, esc, num, page, pct, table
+from vtb_agents.report.markup import esc, interval, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
-from vtb_agents.report.task_html import anchor, outcome, task_section
+from vtb_agents.report.task_page import TaskPage, write_task_pages
+from vtb_agents.report.task_table import task_table, write_search_index
 from vtb_agents.report.usage import settings_rows, usage_section
 from vtb_agents.rundir.lock import RunDirBusy, run_dir_lock
 from vtb_agents.rundir.read import ReportError, RunData, load_run
-from vtb_agents.rundir.records import GroupScore, RunSummary
+from vtb_agents.rundir.records import GroupScore, RunSummary, Uncertainty
 from vtb_agents.tasks.model import Task
 
 REPORT_FILE = "report.html"
@@ -29,8 +34,9 @@ ISOLATION = {"bwrap": "bubblewrap namespaces: host out of reach", "fallback": "n
              "host files readable", "process": "plain process, no namespaces: debugging only",
              "e2b": "remote E2B sandbox"}
 """What each sandbox isolation level means (``vtb_agents/sandbox/isolation.py`` has the details)."""
-INDEX_LIMIT = 300
-"""At most this many failed/ungraded task links in the index (every task still has its section)."""
+SECTIONS = (("tasks", "Tasks"), ("run", "Run"), ("scores", "Scores"), ("tool-use", "Tool use"), ("judge", "Judge"),
+            ("cost", "Tokens and cost"))
+"""The page's sections, in order (element id, title), linked from the top of the page."""
 
 
 def _kv(rows: list[tuple[str, Any]], caption: str = "") -> str:
@@ -48,11 +54,9 @@ def _setting_counts(data: RunData, key: str) -> Counter[str]:
     return Counter(str(value) for value in values if value is not None)
 
 
-def header(data: RunData) -> str:
-    """Title, headline numbers, run settings and counts, and why tasks are ungraded."""
+def title(data: RunData) -> str:
+    """Title, headline numbers, links to the sections, and whether the run is incomplete."""
     s, settings = data.summary, data.settings
-    isolation = _setting_counts(data, "sandbox_isolation")
-    tools = next((r.episode.settings.tools for r in data.results if r.episode.settings.tools is not None), None)
     model = s.model or settings.model
     kpis = [("APR", pct(s.apr)), ("ARS", pct(s.ars)), ("tasks", s.tasks), ("graded", s.graded),
             ("ungraded", s.ungraded), ("tool calls", s.tool_metrics.calls)]
@@ -60,7 +64,9 @@ def header(data: RunData) -> str:
              f'<p class="sub">{esc(data.path.resolve())} · judge {esc(settings.judge)} · '
              f'started {esc(data.run.started_at or "?")} · vtb-agents {esc(data.run.vtb_agents or "?")}</p>',
              '<div class="kpis">' + "".join(f"<div class=\"kpi\"><b>{esc(v)}</b><span>{esc(k)}</span></div>"
-                                            for k, v in kpis) + "</div>"]
+                                            for k, v in kpis) + "</div>",
+             '<nav class="sections">' + "".join(f'<a href="#{key}">{esc(name)}</a>' for key, name in SECTIONS)
+             + "</nav>"]
     failed = s.infrastructure_errors
     if failed.count:
         ids = failed.task_ids
@@ -70,6 +76,16 @@ def header(data: RunData) -> str:
                      "<code>vtb run --resume --retry-errors</code>.</div>")
     if data.tasks_note:
         parts.append(f'<div class="warn-box">{esc(data.tasks_note)}</div>')
+    return "".join(parts)
+
+
+def run_section(data: RunData) -> str:
+    """Run settings and counts, and why tasks are ungraded."""
+    s, settings = data.summary, data.settings
+    isolation = _setting_counts(data, "sandbox_isolation")
+    tools = next((r.episode.settings.tools for r in data.results if r.episode.settings.tools is not None), None)
+    model = s.model or settings.model
+    parts = []
     episodes = s.episodes
     rows = [("model", model), ("strategy", settings.strategy_spec), ("judge", settings.judge),
             *settings_rows(data.run),
@@ -88,7 +104,7 @@ def header(data: RunData) -> str:
               ("tasks stopped by the model's context window (graded)", episodes.context_exceeded),
               ("outcomes", ", ".join(f"{k} {n}" for k, n in s.outcomes.items()) or "-"),
               ("critical weight/flag disagreements", s.critical_disagreements)]
-    parts.append(f'<h2>Run</h2><div class="grid">{_kv(rows, "Settings")}{_kv(counts, "Counts")}')
+    parts.append(f'<h2 id="run">Run</h2><div class="grid">{_kv(rows, "Settings")}{_kv(counts, "Counts")}')
     reasons = Counter(_reason_group(r.grade.reason) for r in data.results if not r.grade.graded)
     if reasons:
         parts.append(table(["why ungraded", "tasks"], ([esc(k), esc(n)] for k, n in reasons.most_common()),
@@ -97,20 +113,24 @@ def header(data: RunData) -> str:
     return "".join(parts)
 
 
-def _blocks(title: str, blocks: dict[str, GroupScore]) -> str:
-    rows = ([esc(name), esc(b.n), esc(b.graded), pct(b.apr), pct(b.ars)] for name, b in blocks.items())
-    return table([title, "n", "graded", "APR", "ARS"], rows)
+def _blocks(title: str, blocks: dict[str, GroupScore], epochs: int) -> str:
+    """A table of groups' APR and ARS with their 95% intervals (and pass@k, pass^k with epochs)."""
+    passes = ["pass@k", "pass^k"] if epochs > 1 else []
+    rows = ([esc(name), esc(b.n), esc(b.graded), pct(b.apr), interval(b.apr_ci95), pct(b.ars), interval(b.ars_ci95),
+             *([pct(b.pass_at_k), pct(b.pass_hat_k)] if passes else [])] for name, b in blocks.items())
+    return table([title, "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes], rows)
 
 
 def scores(data: RunData) -> str:
     """The paper-style row, APR/ARS breakdowns and the APR-by-category plot."""
     s = data.summary
-    overall = {"overall": GroupScore(n=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars)}
+    overall = {"overall": GroupScore(n=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars,
+                                     **s.model_dump(include=set(Uncertainty.model_fields)))}
     paper = Comparison([run_row(data, data.path.resolve().name)]).to_html(compact=True)
     plot = apr_by_category_svg(s)
-    return ("<h2>Scores</h2>" + paper + '<div class="grid">'
-            + _blocks("", overall) + _blocks("category", s.by_category)
-            + _blocks("domain", s.by_domain) + _blocks("turn case", s.by_turncase)
+    return ('<h2 id="scores">Scores</h2>' + paper + '<div class="grid">'
+            + _blocks("", overall, s.epochs) + _blocks("category", s.by_category, s.epochs)
+            + _blocks("domain", s.by_domain, s.epochs) + _blocks("turn case", s.by_turncase, s.epochs)
             + "</div>" + (f'<div class="plot">{plot}</div>' if plot else ""))
 
 
@@ -127,7 +147,7 @@ def tool_use(summary: RunSummary) -> str:
     ops = table(["image operation", "occurrences"],
                 ([esc(k), esc(v)] for k, v in tm.image_ops.items()), caption="Image operations")
     plot = image_ops_svg(summary)
-    return (f'<h2>Tool use</h2><div class="grid">{_kv(metrics, "Tool metrics")}{per_tool}{ops}</div>'
+    return (f'<h2 id="tool-use">Tool use</h2><div class="grid">{_kv(metrics, "Tool metrics")}{per_tool}{ops}</div>'
             + (f'<div class="plot">{plot}</div>' if plot else '<p class="note">No image operations recorded.</p>'))
 
 
@@ -136,45 +156,43 @@ def judge_section(summary: RunSummary) -> str:
     j = summary.judge
     rows = [("judge", j.model), ("LLM judge calls", j.calls), ("deterministic checks", j.checks),
             ("unjudged rubrics", j.unjudged), ("judge errors", j.errors), ("cache hits", j.cache_hits)]
-    return f"<h2>Judge</h2>{_kv(rows)}"
+    return f'<h2 id="judge">Judge</h2>{_kv(rows)}'
 
 
-def tasks_part(data: RunData, images: ReportImages, *, expand: bool) -> str:
-    """An index of failed and ungraded tasks, then every task's section."""
-    flagged = [r for r in data.results if outcome(r)[0] != "pass"]
-    links = " ".join(f'<a href="#{anchor(r.task_id)}">{esc(r.task_id)}</a> {badge(*outcome(r))}'
-                     for r in flagged[:INDEX_LIMIT])
-    more = f' <span class="note">and {len(flagged) - INDEX_LIMIT} more</span>' if len(flagged) > INDEX_LIMIT else ""
-    index = f"<p>Not passed: {links}{more}</p>" if flagged else "<p>Every task passed.</p>"
-    sections = "".join(task_section(r, data.tasks.get(r.task_id), images, expand=expand) for r in data.results)
-    return f"<h2>Tasks ({len(data.results)})</h2>{index}{sections}"
+def task_pages(data: RunData) -> list[TaskPage]:
+    """The page of every result (task and epoch) of the run with its cost, by task id and epoch (the
+    table's first order)."""
+    model_prices, judge_prices = prices_for(data.summary.model or data.settings.model), prices_for(data.settings.judge)
+    return [TaskPage(r, data.tasks.get(r.task_id), task_cost(r, model_prices, judge_prices), epoch=r.epoch)
+            for r in sorted(data.results, key=lambda r: (r.task_id, r.epoch))]
 
 
-def write_report(run_dir: Path | str, *, tasks: Sequence[Task] | str | Path | None = None,
-                 expand: bool = False) -> Path:
-    """Write ``RUN_DIR/report.html`` (and ``RUN_DIR/report_files/``) and return the page's path.
+def write_report(run_dir: Path | str, *, tasks: Sequence[Task] | str | Path | None = None) -> Path:
+    """Write ``RUN_DIR/report.html``, a page per task in ``RUN_DIR/tasks/`` and the images and text
+    search index in ``RUN_DIR/report_files/``; return the report's path.
 
-    ``tasks`` (tasks or a task source) defaults to the source recorded in ``run.json``; ``expand``
-    opens every task section (for printing or screenshots). Raises ``ReportError`` for a missing
-    or unfinished run directory, or one another process is writing (the run directory's lock).
+    ``tasks`` (tasks or a task source) defaults to the source recorded in ``run.json``. Raises
+    ``ReportError`` for a missing or unfinished run directory, or one another process is writing
+    (the run directory's lock).
     """
     if not Path(run_dir).is_dir():
         raise ReportError(f"{run_dir}: no such run directory")
     try:
         with run_dir_lock(Path(run_dir), "vtb report"):
-            return _write_report(load_run(run_dir, tasks), expand)
+            return _write_report(load_run(run_dir, tasks))
     except RunDirBusy as exc:
         raise ReportError(str(exc)) from None
 
 
-def _write_report(data: RunData, expand: bool) -> Path:
-    images = ReportImages(data.path)
-    body = (header(data) + scores(data) + tool_use(data.summary) + judge_section(data.summary)
-            + usage_section(data.summary)
-            + tasks_part(data, images, expand=expand))
+def _write_report(data: RunData) -> Path:
+    pages = task_pages(data)
+    write_task_pages(data.path, pages, ReportImages(data.path))
+    write_search_index(data.path, pages)
+    body = (title(data) + task_table(pages, epochs=data.summary.epochs > 1) + run_section(data) + scores(data)
+            + tool_use(data.summary) + judge_section(data.summary) + usage_section(data.summary))
     out = data.path / REPORT_FILE
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page(f"VTB report: {data.summary.model or data.settings.model}", body),
+    tmp.write_text(page(f"VTB report: {data.summary.model or data.settings.model}", body, script="table.js"),
                    encoding="utf-8")
     tmp.replace(out)
     return out

@@ -65,6 +65,7 @@ class ReportImages:
         self.root = self.run_dir / FILES_DIR
         self.artifacts = ArtifactStore(self.run_dir / "artifacts")
         self._done: dict[str, ImageLink] = {}
+        self._files_read: dict[tuple[Path | None, str, Path | None], ImageLink] = {}
 
     def from_ref(self, ref: str, name: str) -> ImageLink:
         """An image the run stored as artifact ``ref`` (a tool's output image)."""
@@ -72,12 +73,21 @@ class ReportImages:
             source = self.artifacts.path(ref)
         except ValueError:
             return ImageLink(name, problem=f"bad artifact reference {ref!r}")
-        if not source.exists():
+        if ref not in self._done and not source.exists():
             return ImageLink(name, problem="artifact missing from the run directory")
-        return self._export(name, ref, source.read_bytes(), source)
+        return self._export(name, ref, source, source)
 
     def from_task(self, image: TaskImage, name: str) -> ImageLink:
-        """One of the task's own images (from the task source, or the run's copy of it)."""
+        """One of the task's own images (from the task source, or the run's copy of it); a file
+        shown again (in another turn or task) is read and hashed once."""
+        if image.data is not None:
+            return self._read_task_image(image, name)
+        source = (image.folder, image.file, image.path)
+        if source not in self._files_read:
+            self._files_read[source] = self._read_task_image(image, name)
+        return replace(self._files_read[source], name=name)
+
+    def _read_task_image(self, image: TaskImage, name: str) -> ImageLink:
         try:
             data = image.read_bytes()
         except OSError as exc:
@@ -87,15 +97,17 @@ class ReportImages:
         source = stored if stored.exists() else image.path if image.path and image.path.exists() else None
         return self._export(name, ref, data, source)
 
-    def _export(self, name: str, ref: str, raw: bytes, source: Path | None) -> ImageLink:
+    def _export(self, name: str, ref: str, image: bytes | Path, source: Path | None) -> ImageLink:
         if ref not in self._done:  # an image shown twice (e.g. in every turn) is read once
-            self._done[ref] = self._files(ref, raw, source)
+            self._done[ref] = self._files(ref, image, source)
         return replace(self._done[ref], name=name)
 
-    def _files(self, ref: str, raw: bytes, source: Path | None) -> ImageLink:
-        """Thumbnail and full-size file of the image ``raw`` (named by ``ref``), or why there are none."""
+    def _files(self, ref: str, data: bytes | Path, source: Path | None) -> ImageLink:
+        """Thumbnail and full-size file of the image ``data`` (its bytes or its file; named by ``ref``),
+        or why there are none. Of a file, only the header is read when the thumbnail exists."""
+        raw = data if isinstance(data, bytes) else None
         try:
-            with Image.open(io.BytesIO(raw)) as image:
+            with Image.open(io.BytesIO(raw) if raw is not None else data) as image:
                 size, ext = image.size, _EXTENSIONS.get((image.format or "").upper(), ".img")
                 thumb = self.root / "thumbs" / f"{ref}.jpg"
                 if not thumb.exists():

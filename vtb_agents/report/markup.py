@@ -2,7 +2,8 @@
 
 Every value from a task, a model or a judge is untrusted: it only reaches the page through
 :func:`esc`. The page shell is ``templates/page.html`` filled with :class:`string.Template`,
-with the stylesheet ``templates/report.css`` inlined (no network fetches, no scripts).
+with the stylesheet ``templates/report.css`` inlined and, where a page needs one, an inline script from
+``templates/`` (no network fetches, no external files but the run directory's own).
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ def esc(value: Any) -> str:
 def pct(value: float | None) -> str:
     """A 0..1 fraction as a percentage with one decimal, ``-`` when absent (like the paper)."""
     return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def interval(bounds: Sequence[float] | None) -> str:
+    """A 0..1 interval as percentages with one decimal (``41.2–58.8``), ``-`` when absent."""
+    return "-" if bounds is None else f"{100 * bounds[0]:.1f}–{100 * bounds[1]:.1f}"
 
 
 def num(value: float | int | None, digits: int = 2) -> str:
@@ -64,7 +70,9 @@ def _template(name: str) -> str:
     return (TEMPLATES / name).read_text(encoding="utf-8")
 
 
-def page(title: str, body: str) -> str:
-    """A complete, self-contained HTML document (``body`` is HTML, ``title`` text)."""
+def page(title: str, body: str, *, script: str | None = None) -> str:
+    """A complete, self-contained HTML document (``body`` is HTML, ``title`` text); ``script`` names
+    a file of ``templates/`` inlined at the end of the body (our own code, never data)."""
+    inline = f"<script>\n{_template(script)}</script>" if script else ""
     return Template(_template("page.html")).substitute(
-        title=esc(title), css=_template("report.css"), body=body)
+        title=esc(title), css=_template("report.css"), body=body, script=inline)

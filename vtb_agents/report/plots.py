@@ -15,10 +15,13 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from vtb_agents.analysis.image_ops import IMAGE_OPS
+from vtb_agents.analysis.pareto import CostPoint, pareto_front
 from vtb_agents.report.markup import esc
 from vtb_agents.rundir.records import RunSummary
 
 BAR = "#2f6fb2"
+FRONT = "#c2410c"
+"""Colour of the Pareto front's points and line (not used elsewhere in the report)."""
 GRID = "#d9d9d9"
 FONT = 12
 """Font size (px) of tick and value labels; titles are a little larger."""
@@ -104,30 +107,45 @@ def _svg(width: float, height: float, title: str, parts: Sequence[str]) -> str:
             f"<title>{esc(title)}</title>{''.join(parts)}</svg>")
 
 
-def bar_svg(labels: Sequence[str], values: Sequence[float], *, title: str, ylabel: str,
-            percent: bool = False, notes: Sequence[str] | None = None) -> str:
-    """A vertical bar chart; ``percent`` shows 0..1 values as 0..100 %. ``notes`` label each bar.
+def _error_bar(frame: Frame, center: float, half_width: float, low: float, high: float) -> str:
+    """A whisker from ``low`` to ``high`` (data values) at ``center``, with caps ``half_width`` wide."""
+    y_low, y_high = frame.y(low), frame.y(high)
+    caps = "".join(f"M{_n(center - half_width)} {_n(y)}H{_n(center + half_width)}" for y in (y_low, y_high))
+    return (f'<path class="errorbar" d="M{_n(center)} {_n(y_low)}V{_n(y_high)}{caps}" stroke="#222" '
+            f'stroke-width="1.5" fill="none" data-low="{low:g}" data-high="{high:g}"/>')
 
-    Each bar is labelled above with its value (and its note on a second line); with more than four
-    bars the category labels are rotated so that long names do not overlap.
+
+def bar_svg(labels: Sequence[str], values: Sequence[float], *, title: str, ylabel: str,
+            percent: bool = False, notes: Sequence[str] | None = None,
+            errors: Sequence[Sequence[float] | None] | None = None) -> str:
+    """A vertical bar chart; ``percent`` shows 0..1 values as 0..100 %. ``notes`` label each bar;
+    ``errors`` give each bar an error bar from its ``[low, high]`` (same units as ``values``; None: none).
+
+    Each bar is labelled above with its value (and its note on a second line), above its error bar;
+    with more than four bars the category labels are rotated so that long names do not overlap.
     """
-    shown = [100 * v for v in values] if percent else [float(v) for v in values]
+    scale = 100.0 if percent else 1.0
+    shown = [scale * v for v in values]
+    whiskers = [None if e is None else (scale * e[0], scale * e[1]) for e in (errors or [None] * len(values))]
     rotate = len(labels) > 4
     width = max(300.0, 72.0 * len(labels))
     longest = CHAR * max((len(label) for label in labels), default=0)
     label_room = 0.5 * longest + FONT if rotate else 22.0  # sin 30° of a label rotated by 30°
     left = max(60.0, 0.87 * CHAR * len(labels[0]) - width / len(labels) / 2 + 8) if rotate else 60.0
     frame = Frame(left=left, top=36 + (14 if notes else 0), width=width, height=200, x_max=max(1, len(labels)),
-                  y_max=118 if percent else (max(shown, default=0) or 1) * 1.25)
+                  y_max=118 if percent else (max([*shown, *(w[1] for w in whiskers if w)], default=0) or 1) * 1.25)
     y_ticks = list(range(0, 101, 20)) if percent else [t for t in nice_ticks(frame.y_max / 1.25)
                                                          if t <= frame.y_max]
     parts = _axes(frame, x_ticks=None, y_ticks=y_ticks, xlabel="", ylabel=ylabel, title=title)
     step = frame.width / max(1, len(labels))
-    for i, (label, value, note) in enumerate(zip(labels, shown, notes or [""] * len(shown))):
+    for i, (label, value, note, whisker) in enumerate(zip(labels, shown, notes or [""] * len(shown), whiskers)):
         center = frame.left + step * (i + 0.5)
         top = frame.y(max(0.0, value))
         parts.append(f'<rect class="bar" x="{_n(center - 0.325 * step)}" y="{_n(top)}" width="{_n(0.65 * step)}" '
                      f'height="{_n(frame.bottom - top)}" fill="{BAR}" data-value="{value:g}"/>')
+        if whisker is not None:
+            parts.append(_error_bar(frame, center, 0.12 * step, *whisker))
+            top = min(top, frame.y(whisker[1]))
         lines = [f"{value:.0f}%" if percent else f"{value:g}"] + ([note] if note else [])
         for j, line in enumerate(lines):  # the last line sits just above the bar
             parts.append(_text(center, top - 4 - 14 * (len(lines) - 1 - j), line, size=FONT - 1,
@@ -139,12 +157,16 @@ def bar_svg(labels: Sequence[str], values: Sequence[float], *, title: str, ylabe
 
 
 def apr_by_category_svg(summary: RunSummary) -> str | None:
-    """APR per category (bars labelled with graded counts); None when no category has a graded task."""
-    rows = [(name, block.apr, block.graded) for name, block in summary.by_category.items() if block.apr is not None]
+    """APR per category (bars labelled with graded counts) with its 95% interval as an error bar
+    where there is one; None when no category has a graded task."""
+    rows = [(name, block) for name, block in summary.by_category.items() if block.apr is not None]
     if not rows:
         return None
-    return bar_svg([name for name, _, _ in rows], [apr for _, apr, _ in rows], title="APR by category",
-                   ylabel="APR (%)", percent=True, notes=[f"n={graded}" for _, _, graded in rows])
+    intervals = any(block.apr_ci95 is not None for _, block in rows)
+    return bar_svg([name for name, _ in rows], [block.apr or 0.0 for _, block in rows],
+                   title="APR by category" + (" (error bars: 95% CI)" if intervals else ""), ylabel="APR (%)",
+                   percent=True, notes=[f"n={block.graded}" for _, block in rows],
+                   errors=[block.apr_ci95 for _, block in rows])
 
 
 def image_ops_svg(summary: RunSummary) -> str | None:
@@ -182,3 +204,39 @@ def scatter_svg(points: Sequence[tuple[str, float | None, float | None]], *, xla
         parts.append(_text(cx + 6, cy - 5, ", ".join(labels), anchor="start", size=FONT - 1, extra=' class="label"'))
     right = max(16.0, 10 + CHAR * max(len(", ".join(labels)) for labels in merged.values()))
     return _svg(frame.left + frame.width + right, frame.bottom + 48, title, parts)
+
+
+def pareto_svg(points: Sequence[CostPoint], *, title: str = "APR against cost") -> str | None:
+    """APR against estimated cost of runs, the Pareto front (:func:`pareto_front`) drawn as a line
+    through its points (class ``front``; the others are ``point``); None without points.
+
+    Both axes start at zero; runs at the same point share one dot and one label.
+    """
+    if not points:
+        return None
+    front = {(p.cost, p.apr) for p in pareto_front(points)}
+    merged: dict[tuple[float, float], list[str]] = {}
+    for p in points:
+        merged.setdefault((p.cost, p.apr), []).append(p.label)
+    top = max(p.cost for p in points)
+    x_max = top * 1.3 if top > 0 else 1.0
+    frame = Frame(left=60, top=36, width=400, height=260, x_max=x_max, y_max=105)
+    x_ticks = [t for t in nice_ticks(x_max) if t <= x_max]
+    parts = _axes(frame, x_ticks=x_ticks, y_ticks=range(0, 101, 20), xlabel="estimated cost of the run (USD)",
+                  ylabel="APR (%)", title=title)
+    line = " ".join(f"{_n(frame.x(cost))},{_n(frame.y(100 * apr))}" for cost, apr in sorted(front))
+    parts.append(f'<polyline class="front-line" points="{line}" fill="none" stroke="{FRONT}" stroke-width="1.5" '
+                 'stroke-dasharray="4 3"/>')
+    for (cost, apr), labels in merged.items():
+        on_front = (cost, apr) in front
+        cx, cy = frame.x(cost), frame.y(100 * apr)
+        parts.append(f'<circle class="{"front" if on_front else "point"}" cx="{_n(cx)}" cy="{_n(cy)}" '
+                     f'r="{5 if on_front else 4}" fill="{FRONT if on_front else BAR}" data-cost="{cost:g}" '
+                     f'data-apr="{100 * apr:g}"><title>{esc(", ".join(labels))}</title></circle>')
+        parts.append(_text(cx + 7, cy - 5, ", ".join(labels), anchor="start", size=FONT - 1, extra=' class="label"'))
+    legend_y = frame.bottom + 52
+    parts.append(f'<circle cx="{_n(frame.left)}" cy="{_n(legend_y - 4)}" r="5" fill="{FRONT}"/>')
+    parts.append(_text(frame.left + 10, legend_y, "Pareto front: no other run is as cheap and as good",
+                       anchor="start", size=FONT - 1, extra=' class="legend"'))
+    right = max(16.0, 10 + CHAR * max(len(", ".join(labels)) for labels in merged.values()))
+    return _svg(frame.left + frame.width + right, legend_y + 12, title, parts)

@@ -5,8 +5,9 @@ cost: several milliseconds per image, about 1 s for 64 tasks of the sample suite
 0.1 s for the page. A :class:`ReportPreparer` makes those files in one background thread while the
 tasks wait on their models: the tasks' own images from the start, each result's tool images as the
 result arrives. :func:`~vtb_agents.report.html.write_report` then finds them on disk (files are named
-by content) and only writes the page; whatever is not prepared yet it makes itself, so preparing is
-purely a head start and never changes the report.
+by content) and only writes the pages; whatever is not prepared yet it makes itself, so preparing is
+purely a head start and never changes the report. :func:`preparing_report` wires a preparer into a
+run's progress callback (``vtb run`` and :func:`vtb_agents.evaluate` both use it).
 """
 
 from __future__ import annotations
@@ -15,14 +16,20 @@ import logging
 import os
 import queue
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Sequence
 
 from vtb_agents.report.images import ReportImages
-from vtb_agents.report.task_html import task_section, turn_images
+from vtb_agents.report.task_page import TaskPage
+from vtb_agents.report.transcript_html import turn_images
 from vtb_agents.results import TaskResult
 from vtb_agents.tasks.model import Task
+
+ProgressFn = Callable[[TaskResult, int, int], None]
+"""A run's progress callback: (result, tasks done, tasks in the run)."""
 
 log = logging.getLogger(__name__)
 NICENESS = 10
@@ -79,5 +86,23 @@ class ReportPreparer:
             for index in range(len(item.turns)):
                 for image, name in turn_images(item, index):
                     self.images.from_task(image, name)
-        else:  # the section's HTML is dropped: making it makes exactly the images the page shows
-            task_section(item, self.tasks.get(item.task_id), self.images)
+        else:  # the page's HTML is dropped: making it makes exactly the images the page shows
+            TaskPage(item, self.tasks.get(item.task_id), cost=None).html(self.images)
+
+
+@contextmanager
+def preparing_report(run_dir: Path, tasks: Sequence[Task], progress: ProgressFn | None = None) -> Iterator[ProgressFn]:
+    """``progress`` (if any), which also makes the report's images in the background from the first result
+    on (:class:`ReportPreparer`), so that the report is quick once the run ends. It starts only then: by
+    its first result the run directory is checked and locked as this run's."""
+    with ExitStack() as stack:
+        preparers: list[ReportPreparer] = []
+
+        def on_result(result: TaskResult, done: int, total: int) -> None:
+            if progress is not None:
+                progress(result, done, total)
+            if not preparers:
+                preparers.append(stack.enter_context(ReportPreparer(run_dir, tasks)))
+            preparers[0].add(result)
+
+        yield on_result

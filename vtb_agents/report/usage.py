@@ -48,4 +48,4 @@ def usage_section(summary: RunSummary) -> str:
     if usage.model.calls_without_usage or usage.judge.calls_without_usage:
         notes.append("Some calls reported no usage (their tokens are unknown, not zero).")
     note = "".join(f'<p class="note">{esc(n)}</p>' for n in notes)
-    return f'<h2>Tokens and cost</h2><div class="grid">{tokens}{costs}</div>{note}'
+    return f'<h2 id="cost">Tokens and cost</h2><div class="grid">{tokens}{costs}</div>{note}'

@@ -64,6 +64,14 @@ class FinishedRun:
             raise RunError(f"task id(s) of the run not found in the task source: {', '.join(missing[:10])}")
         return by_id
 
+    def single_epoch(self, what: str) -> FinishedRun:
+        """This run, if it ran each task once; a :class:`RunError` naming ``what`` (a command that
+        reads one result per task) for a run with ``--epochs`` above 1."""
+        if self.settings.epochs != 1:
+            raise RunError(f"{self.path}: {what} reads one result per task, and this run has "
+                           f"{self.settings.epochs} epochs per task (vtb run --epochs)")
+        return self
+
 
 def read_record(run_dir: Path | str) -> tuple[RunRecord, RunConfig]:
     """``run_dir``'s ``run.json`` and its settings; a missing directory or file is a :class:`RunError`."""

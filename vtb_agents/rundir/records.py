@@ -17,7 +17,7 @@ from vtb_agents.config import RunConfig, complete_record
 from vtb_agents.results import TaskResult, TokenUsage
 
 __all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RegionIoU",
-           "RegionScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics"]
+           "RegionScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics", "Uncertainty"]
 
 
 class ModelRecord(BaseModel):
@@ -47,8 +47,22 @@ class RunRecord(BaseModel):
         return complete_record(config)
 
 
-class GroupScore(BaseModel):
-    """APR and ARS of one group of tasks (a category, a domain, a turn case)."""
+class Uncertainty(BaseModel):
+    """Standard errors and 95% intervals of APR and ARS (clustered by task), and with epochs pass@k
+    and pass^k (:mod:`vtb_agents.analysis.uncertainty`); None where not defined (fewer than two
+    tasks; pass@k at one epoch)."""
+
+    apr_stderr: float | None = None
+    apr_ci95: list[float] | None = None
+    ars_stderr: float | None = None
+    ars_ci95: list[float] | None = None
+    pass_at_k: float | None = None
+    pass_hat_k: float | None = None
+
+
+class GroupScore(Uncertainty):
+    """APR and ARS of one group of tasks (a category, a domain, a turn case), with their intervals.
+    ``n`` counts tasks, ``graded`` those with a graded epoch."""
 
     model_config = ConfigDict(extra="allow")
     n: int
@@ -58,7 +72,8 @@ class GroupScore(BaseModel):
 
 
 class InfrastructureErrors(BaseModel):
-    """The tasks an infrastructure failure left ungraded (until ``--retry-errors``)."""
+    """The episodes an infrastructure failure left ungraded (until ``--retry-errors``): how many, and
+    their tasks' ids."""
 
     count: int = 0
     task_ids: list[str] = Field(default_factory=list)
@@ -74,6 +89,8 @@ class ToolMetrics(BaseModel):
     calls: int = 0
     by_tool: dict[str, int] = Field(default_factory=dict)
     image_ops: dict[str, int] = Field(default_factory=dict)
+    strategy_image_ops: dict[str, int] = Field(default_factory=dict)
+    """Images the strategy's own steps made, by operation (``crop``, ``mark``): not tool calls."""
 
 
 class RegionScore(BaseModel):
@@ -116,12 +133,14 @@ class EpisodeCounts(BaseModel):
 
 
 class RunUsage(BaseModel):
-    """Tokens of the model and of the judge over a run, and how many results had no usage."""
+    """Tokens of the model and of the judge over a run, how many results had no usage, and how many
+    calls the model cache answered (``cache_hits``; their tokens are counted as originally reported)."""
 
     model_config = ConfigDict(extra="allow")
     model: TokenUsage = Field(default_factory=TokenUsage)
     judge: TokenUsage = Field(default_factory=TokenUsage)
     tasks_without_usage: int = 0
+    cache_hits: int = 0
 
 
 class RunCost(BaseModel):
@@ -136,7 +155,7 @@ class RunCost(BaseModel):
     prices: dict[str, Any] = Field(default_factory=dict)
 
 
-class RunSummary(BaseModel):
+class RunSummary(Uncertainty):
     """A run's ``summary.json`` as a typed object, with the run directory it came from."""
 
     model_config = ConfigDict(extra="allow")
@@ -144,6 +163,7 @@ class RunSummary(BaseModel):
     graded: int
     apr: float | None
     ars: float | None
+    epochs: int = 1
     ungraded: int = 0
     complete: bool = True
     missing: int = 0

@@ -1,15 +1,17 @@
-"""The results store of a run directory: ``results.jsonl``, one task per line, flushed as tasks finish.
+"""The results store of a run directory: ``results.jsonl``, one episode per line, flushed as tasks finish.
 
 An append that fails (disk full) is cut back to the last complete line, so a failed write never
 leaves half a record. A crash can still leave a partial last line, and a results file written by
 an older version may hold a torn line in the middle: :meth:`ResultsStore.load_for_resume` moves
 such bytes to ``results.jsonl.corrupt`` (never silently dropped) and keeps every whole record, so
-the affected task simply runs again. A task's result can be superseded: ``vtb run --resume
---retry-errors`` appends a new line for a task an infrastructure failure left ungraded, and that
-later line replaces it (:func:`latest_results`), so the file stays append-only. Any other second
-line for a task (what two writers on one directory would leave) is ignored, and loading says so:
-the first record of each task id is kept. The JSON lines are the only record (no index beside them:
-a run's readers load the whole file, see :mod:`vtb_agents.rundir.read`).
+the affected task simply runs again. A line is one episode: a task id and its
+``epoch`` (1..K with ``vtb run --epochs K``; 1 otherwise), and (task id, epoch) is the key. A
+result can be superseded: ``vtb run --resume --retry-errors`` appends a new line for an episode an
+infrastructure failure left ungraded, and that later line replaces it (:func:`latest_results`), so
+the file stays append-only. Any other second line for an episode (what two writers on one directory
+would leave) is ignored, and loading says so: the first record of each (task id, epoch) is kept.
+The JSON lines are the only record (no index beside them: a run's readers load the whole file, see
+:mod:`vtb_agents.rundir.read`).
 """
 
 from __future__ import annotations
@@ -141,21 +143,28 @@ class ResultsStore:
 
 
 def latest_results(results: list[TaskResult], *, source: Path | str) -> list[TaskResult]:
-    """One result per task id, in the order first written: the first record, unless a later one
-    retries it after an infrastructure failure (``--retry-errors``), which then replaces it.
-    Other duplicates are ignored with a warning naming ``source``."""
-    kept: dict[str, TaskResult] = {}
+    """One result per episode, keyed by (task id, epoch), in the order first written: the first
+    record, unless a later one retries it after an infrastructure failure (``--retry-errors``),
+    which then replaces it. Other duplicates are ignored with a warning naming ``source``."""
+    kept: dict[tuple[str, int], TaskResult] = {}
     ignored: list[str] = []
     for result in results:
-        first = kept.get(result.task_id)
+        key = episode_key(result)
+        first = kept.get(key)
         if first is None or first.infrastructure_failed:
-            kept[result.task_id] = result
+            kept[key] = result
         else:
-            ignored.append(result.task_id)
+            ignored.append(result.task_id if result.epoch == 1 else f"{result.task_id} (epoch {result.epoch})")
     if ignored:
         _log.warning("%s: %d duplicate line(s) for task(s) %s ignored (the first record of each is used)",
                      source, len(ignored), ", ".join(sorted(set(ignored))[:10]))
     return list(kept.values())
+
+
+def episode_key(result: TaskResult) -> tuple[str, int]:
+    """What identifies one result of a run: its task id and epoch (a run writes each once, or again
+    only to retry an infrastructure failure)."""
+    return result.task_id, result.epoch
 
 
 def _split_torn(raw: bytes) -> tuple[bytes | None, bytes]:

@@ -1,8 +1,9 @@
 """Executors: how a run's tasks are spread over workers. Results come back to one writer.
 
-Every executor implements one protocol, :class:`Executor`: it is given the tasks and the
-:class:`RunJob` (the in-process ``work`` and what workers elsewhere rebuild it from) and says
-whether it runs in this process (``in_process``), which is what lets Python objects reach it.
+Every executor implements one protocol, :class:`Executor`: it is given the episodes to run (each a
+:class:`TaskEpoch`: a task and its epoch, ``vtb run --epochs``) and the :class:`RunJob` (the
+in-process ``work`` and what workers elsewhere rebuild it from) and says whether it runs in this
+process (``in_process``), which is what lets Python objects reach it.
 ``LocalExecutor`` runs tasks in a thread pool driven by asyncio with bounded concurrency (model
 calls are network-bound, sandboxes are separate processes). Setting ``stop`` (Ctrl-C) stops
 scheduling: running tasks finish and are written, the rest wait for ``--resume``.
@@ -23,7 +24,17 @@ from vtb_agents.tasks.model import Task
 if TYPE_CHECKING:
     from vtb_agents.config import RunConfig
 
-Work = Callable[[Task], TaskResult]
+
+
+@dataclass(frozen=True)
+class TaskEpoch:
+    """One episode to run: ``task``, for the ``epoch``-th time (1..K, ``vtb run --epochs K``)."""
+
+    task: Task
+    epoch: int = 1
+
+
+Work = Callable[[TaskEpoch], TaskResult]
 Sink = Callable[[TaskResult], None]
 
 
@@ -47,8 +58,8 @@ class Executor(Protocol):
         """True if tasks run in this process (``job.work``), so Python objects can reach them."""
         ...
 
-    def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
-        """Run until every task is done or ``stop`` is set (then finish the running ones)."""
+    def run(self, tasks: Iterable[TaskEpoch], job: RunJob, sink: Sink, stop: threading.Event) -> None:
+        """Run until every episode is done or ``stop`` is set (then finish the running ones)."""
         ...
 
 
@@ -67,17 +78,17 @@ class LocalExecutor:
         """Always: the tasks run in this process's threads."""
         return True
 
-    def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
-        """Run ``job.work`` on the tasks; results reach ``sink`` in the calling thread, in the order they finish."""
+    def run(self, tasks: Iterable[TaskEpoch], job: RunJob, sink: Sink, stop: threading.Event) -> None:
+        """Run ``job.work`` on the episodes; results reach ``sink`` in the calling thread, in the order they finish."""
         asyncio.run(self._run(list(tasks), job.work, sink, stop))
 
-    async def _run(self, tasks: list[Task], work: Work, sink: Sink, stop: threading.Event) -> None:
+    async def _run(self, tasks: list[TaskEpoch], work: Work, sink: Sink, stop: threading.Event) -> None:
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="vtb-task") as pool:
             slots = asyncio.Semaphore(self.concurrency)
             running: set[asyncio.Task[None]] = set()
 
-            async def one(task: Task) -> None:
+            async def one(task: TaskEpoch) -> None:
                 try:
                     sink(await loop.run_in_executor(pool, work, task))
                 finally:

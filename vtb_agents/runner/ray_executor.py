@@ -48,10 +48,9 @@ from typing import Any, Iterable
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, RUN_FILE, worker_checkpoints
 from vtb_agents.config import RunConfig
-from vtb_agents.runner.executors import RunJob, Sink
+from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
 from vtb_agents.runner.resources import RunResources, open_resources
 from vtb_agents.runner.run import RunError, run_task
-from vtb_agents.tasks.model import Task
 
 try:
     import ray
@@ -106,18 +105,18 @@ class TaskWorker:
                            "must be on storage every Ray worker shares")
         check_writable(out / ARTIFACTS_DIR)
         return open_resources(self.config, artifacts=out / ARTIFACTS_DIR, judge_cache=judge_cache,
-                              checkpoints=out / worker_checkpoints(self.index))
+                              checkpoints=out / worker_checkpoints(self.index), run_dir=out)
 
     def ready(self) -> WorkerState:
         """Where this worker runs, and its start-up error (None once it can run tasks)."""
         node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""
         return WorkerState(os.getpid(), node, socket.gethostname(), self.error)
 
-    def run(self, task: Task) -> str:
-        """Run and grade ``task``; its ``results.jsonl`` line (validated again by the driver)."""
+    def run(self, item: TaskEpoch) -> str:
+        """Run and grade one episode; its ``results.jsonl`` line (validated again by the driver)."""
         if self.resources is None:
             raise RunError(f"worker {self.index} did not start: {self.error}")
-        return run_task(task, self.config, self.resources).model_dump_json()
+        return run_task(item.task, self.config, self.resources, epoch=item.epoch).model_dump_json()
 
     def close(self) -> None:
         """Close the worker's resources (checkpoint database, judge cache)."""
@@ -175,7 +174,7 @@ class RayExecutor:
         """Never: workers rebuild the run's resources from ``job.config`` in their own processes."""
         return False
 
-    def run(self, tasks: Iterable[Task], job: RunJob, sink: Sink, stop: threading.Event) -> None:
+    def run(self, tasks: Iterable[TaskEpoch], job: RunJob, sink: Sink, stop: threading.Event) -> None:
         """Run the tasks on Ray workers; results reach ``sink`` here, in the order they finish.
 
         Setting ``stop`` schedules nothing more: running tasks finish and are written. The first
@@ -242,7 +241,7 @@ class RayExecutor:
         _log.info("Ray: %d worker(s) on %d node(s)", len(workers), len({state.node_id for state in states}))
         return True
 
-    def _drive(self, pending: deque[Task], workers: list[_Worker], inflight: dict[Any, _Worker], sink: Sink,
+    def _drive(self, pending: deque[TaskEpoch], workers: list[_Worker], inflight: dict[Any, _Worker], sink: Sink,
                stop: threading.Event) -> None:
         errors: list[BaseException] = []
         while True:
@@ -250,10 +249,10 @@ class RayExecutor:
                 worker = max((w for w in workers if w.alive), key=lambda w: w.free, default=None)
                 if worker is None or worker.free == 0:
                     break
-                task = pending.popleft()
+                item = pending.popleft()
                 worker.free -= 1
-                inflight[worker.actor.run.remote(task)] = worker
-                _log.debug("task %s: Ray worker %d", task.id, worker.index)
+                inflight[worker.actor.run.remote(item)] = worker
+                _log.debug("task %s (epoch %d): Ray worker %d", item.task.id, item.epoch, worker.index)
             if not inflight:
                 break
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=self.poll_s)

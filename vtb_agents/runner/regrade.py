@@ -4,7 +4,8 @@
 Episodes are re-used as they are; verdicts come from the judge cache where present, and judge
 calls that failed before are asked again (failures are never cached). The run's
 ``results.jsonl`` is rewritten atomically (a crash leaves the old file whole) and ``run.json``
-records the new judge, so that a later ``--resume`` continues with it.
+records the new judge, so that a later ``--resume`` continues with it. Each task's transcript
+gets the new verdicts in place of the old (its episode events stay).
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vtb_agents.analysis.metrics import summarize
+from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.judges import judge_record, load_judge
 from vtb_agents.config import CriticalRule
+from vtb_agents.judges.cache import judge_for_epoch
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import TaskResult, task_outcome
 from vtb_agents.rundir.errors import RunError
-from vtb_agents.rundir.layout import JUDGE_CACHE_FILE, RUN_FILE
+from vtb_agents.rundir.layout import JUDGE_CACHE_FILE, RUN_FILE, artifacts_dir
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.read import open_finished_run, read_record
@@ -29,8 +33,10 @@ from vtb_agents.rundir.records import ModelRecord
 from vtb_agents.config import RunConfig
 from vtb_agents.rundir.settings import with_grading
 from vtb_agents.rundir.store import ResultsStore, write_json_atomic
+from vtb_agents.rundir.transcripts import regraded_transcript
 from vtb_agents.runner.resources import open_judge
 from vtb_agents.tasks.model import Task
+from vtb_agents.transcript import JudgeEvent
 
 
 @dataclass(frozen=True)
@@ -69,9 +75,14 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
         judge_of_run = load_judge(judge_spec, request_timeout_s)
         regraded = []
         with open_judge(judge_of_run, judge_cache or run_dir / JUDGE_CACHE_FILE) as judge:
+            artifacts = ArtifactStore(artifacts_dir(run_dir))
             for done, result in enumerate(results, start=1):
+                recorder = TranscriptRecorder(artifacts)  # the new verdicts replace the transcript's
                 with track_usage() as judge_usage:
-                    grade = grade_episode(by_id[result.task_id], result.episode, judge, critical_rule)
+                    grade = grade_episode(by_id[result.task_id], result.episode, judge_for_epoch(judge, result.epoch),
+                                          critical_rule, callbacks=[recorder])
+                judged = [e for e in recorder.transcript(result.task_id).events if isinstance(e, JudgeEvent)]
+                regraded_transcript(run_dir, result.task_id, judged, result.epoch)
                 # a result written before usage was recorded keeps none: its model's tokens are unknown
                 usage = result.usage.model_copy(update={"judge": judge_usage.total}) if result.usage else None
                 regraded.append(result.model_copy(update={"grade": grade, "usage": usage,
@@ -82,7 +93,7 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
         record = with_grading(finished.run, judge_spec, critical_rule).model_copy(
             update={"judge": ModelRecord.model_validate(judge_record(judge_spec))})
         write_json_atomic(run_dir / RUN_FILE, record.model_dump(mode="json"))
-        summary = summarize(regraded, judge_name=judge_spec,
+        summary = summarize(regraded, judge_name=judge_spec, epochs=finished.settings.epochs,
                             extra={"model": finished.settings.model, "strategy": finished.settings.strategy_spec,
                                    "critical_rule": critical_rule})
         write_summary(run_dir, summary)

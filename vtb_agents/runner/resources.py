@@ -23,12 +23,14 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
+from vtb_agents.episodes.regions import ReferenceRegionCache
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.defaults import OBJECT_PREFIX, AgentSpec
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
+from vtb_agents.models.cache import ModelCache
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory, refuse_object_name
 from vtb_agents.config import RunConfig
 from vtb_agents.sandbox import backend, open_sandbox, probe_in_background
@@ -65,7 +67,9 @@ class RunResources:
     """What every task of a run shares, complete from creation (built by :func:`open_resources`).
 
     ``open_sandbox()`` opens a fresh sandbox of the run's kind for one episode; ``artifacts`` and
-    ``checkpointer`` are None where a caller keeps its own (the Studio server).
+    ``checkpointer`` are None where a caller keeps its own (the Studio server); ``model_cache`` is the
+    run's model-call cache (``--model-cache``), None without one. ``run_dir`` is where each task's
+    transcript is written (None: not written).
     """
 
     judge: RubricJudge
@@ -76,8 +80,11 @@ class RunResources:
     resumer: Resumer | None = None
     artifacts: ArtifactStore | None = None
     checkpointer: SqliteSaver | None = None
+    model_cache: ModelCache | None = None
+    run_dir: Path | None = None
     graphs: dict[str, CompiledStateGraph[Any, EpisodeContext, Any, Any]] = field(default_factory=dict, compare=False,
                                                                                  repr=False)
+    reference_regions: ReferenceRegionCache = field(default_factory=ReferenceRegionCache, compare=False, repr=False)
 
     def graph(self, category: str) -> CompiledStateGraph[Any, EpisodeContext, Any, Any]:
         """The category's graph around the run's strategy, with its checkpointer, compiled once per run."""
@@ -133,6 +140,19 @@ def open_judge(judge: RubricJudge, cache: Path | None) -> Iterator[RubricJudge]:
 
 
 @contextmanager
+def open_model_cache(config: RunConfig) -> Iterator[ModelCache | None]:
+    """The run's model-call cache (``model_cache``, read only with ``model_cache_only``), closed on exit."""
+    if config.model_cache is None:
+        yield None
+        return
+    cache = ModelCache(Path(config.model_cache), only=config.model_cache_only)
+    try:
+        yield cache
+    finally:
+        cache.close()
+
+
+@contextmanager
 def open_checkpoints(path: Path) -> Iterator[SqliteSaver]:
     """A SQLite checkpointer at ``path`` (one thread per task), closed at the end."""
     connection = sqlite3.connect(path, check_same_thread=False)
@@ -147,18 +167,21 @@ def open_checkpoints(path: Path) -> Iterator[SqliteSaver]:
 
 
 def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
-                   judge_cache: Path | None = None,
-                   objects: RunObjects = NO_OBJECTS) -> AbstractContextManager[RunResources]:
+                   judge_cache: Path | None = None, objects: RunObjects = NO_OBJECTS,
+                   run_dir: Path | None = None) -> AbstractContextManager[RunResources]:
     """The run's resources, as a context manager that closes them.
 
     Specs (strategy, model, judge, resumer, user model) are resolved now: a bad one raises
     ValueError before any file is touched. On entering, the artifact store at ``artifacts``, the
     checkpointer at ``checkpoints`` and the verdict cache at ``judge_cache`` open (each only if
-    given). ``objects`` from Python stand in for the specs of ``config`` that name them.
+    given), and the config's model cache. ``objects`` from Python stand in for the specs of
+    ``config`` that name them; tasks' transcripts are written into ``run_dir`` (if given).
     """
     if AgentSpec.parse(config.model) is not None and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
                          f"it cannot be combined with --strategy {config.strategy}")
+    if config.model_cache_only and not Path(str(config.model_cache)).is_file():
+        raise ValueError(f"model cache {config.model_cache}: no such file (a cache-only run replays a recorded cache)")
     if config.sandbox == "local":  # probed while the model's libraries load: first tasks need not wait
         probe_in_background()
     strategy = objects.strategy or load_strategy(config.strategy_spec)
@@ -182,7 +205,8 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
                 judge=stack.enter_context(open_judge(judge, judge_cache)), strategy=strategy, tools=tools,
                 open_sandbox=open_box, models=models, resumer=resumer,
                 artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
-                checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None)
+                checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None,
+                model_cache=stack.enter_context(open_model_cache(config)), run_dir=run_dir)
 
     return opened()
 

@@ -2,7 +2,9 @@
 
 The run directory holds ``run.json`` (what was run, how), ``results.jsonl``, ``artifacts/`` and
 ``summary.json``. Results already written are never rewritten: a run resumes by skipping the task
-ids it has, and refuses to mix settings or to overwrite another run.
+ids it has, and refuses to mix settings or to overwrite another run. With ``epochs`` K (``vtb run
+--epochs K``) each task runs K times as independent episodes (own checkpoint thread, own sandbox,
+own judge verdicts); a result line is one (task, epoch), and a resume skips the pairs it has.
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from typing import Any, Callable, Sequence
 from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.analysis.regions import score_regions
-from vtb_agents.episodes.driver import run_episode
-from vtb_agents.episodes.regions import REFERENCE_REGIONS, has_reference_code
+from vtb_agents.episodes.driver import episode_thread_id, run_episode
+from vtb_agents.episodes.recorder import TranscriptRecorder
+from vtb_agents.episodes.regions import has_reference_code
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges import judge_record
+from vtb_agents.judges.cache import judge_for_epoch
 from vtb_agents.models.spec import model_record
+from vtb_agents.models.cache import ModelCacheMiss, task_model_calls
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, is_infrastructure, task_outcome
 from vtb_agents.rundir.create import prepare_run_dir as create_run_dir
@@ -30,9 +35,10 @@ from vtb_agents.rundir.errors import RunError, StoppedRun
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.records import RunRecord
-from vtb_agents.rundir.store import ResultsStore, latest_results
+from vtb_agents.rundir.store import ResultsStore, episode_key, latest_results
+from vtb_agents.rundir.transcripts import write_transcript
 from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
-from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob
+from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob, TaskEpoch
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunResources, open_resources
 from vtb_agents.runner.saving import ResultSaver, storage_cause
@@ -51,56 +57,74 @@ EXIT_INCOMPLETE = 3
 ProgressFn = Callable[[TaskResult, int, int], None]
 
 
-def run_task(task: Task, config: RunConfig, resources: RunResources) -> TaskResult:
-    """Run and grade one task; its ``outcome`` says how it ended (README "Outcomes").
+def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: int = 1) -> TaskResult:
+    """Run and grade one episode of ``task`` (its ``epoch``-th run); its ``outcome`` says how it ended
+    (README "Outcomes").
 
-    A failure is recorded, never raised: the model's own (task timeout, step limit) keeps the
-    turns finished before it and is graded, unanswered turns failing their rubrics; an
-    infrastructure failure (provider, sandbox, storage, harness) leaves the task ungraded.
+    A failure is recorded, never raised, except a miss of a cache-only model cache
+    (:class:`~vtb_agents.models.cache.ModelCacheMiss`), which stops the run. The model's own
+    (task timeout, step limit) keeps the turns finished before it and is graded, unanswered turns
+    failing their rubrics; an infrastructure failure (provider, sandbox, storage, harness) leaves
+    the task ungraded. With a run directory (``resources.run_dir``) the episode's transcript is
+    written there (for ``epoch``) before the result is returned, failed episodes included (README
+    "Transcripts").
     """
     started = time.perf_counter()
-    with track_usage() as model_usage:
-        try:
-            with resources.open_sandbox() as sandbox:
-                episode = episode_for_task(task, config, resources, sandbox)
-            episode.outcome = episode.ended
-        except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
-            if storage_cause(exc) is not None:
-                raise  # a full disk is the run's problem, not the task's: the run stops (runner/saving.py)
-            episode = failed_episode(task.id, config.model, exc)
-    measure_regions(task, episode, config, resources)
-    with track_usage() as judge_usage:
-        try:
-            grade = grade_episode(task, episode, resources.judge, config.critical_rule)
-        except Exception as exc:  # a grading failure is this task's, never the run's
-            if storage_cause(exc) is not None:
-                raise
-            grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}",
-                              critical_rule=config.critical_rule)
+    recorder = TranscriptRecorder(resources.artifacts) if resources.artifacts is not None else None
+    with task_model_calls(resources.model_cache, task.id, epoch) as calls:
+        with track_usage() as model_usage:
+            try:
+                with resources.open_sandbox() as sandbox:
+                    episode = episode_for_task(task, config, resources, sandbox, epoch=epoch, recorder=recorder)
+                episode.outcome = episode.ended
+            except Exception as exc:  # recorded per task: one failing task must not end a 1,204-task run
+                if storage_cause(exc) is not None:
+                    raise  # a full disk is the run's problem, not the task's: the run stops (runner/saving.py)
+                episode = failed_episode(task.id, config.model, exc)
+        if calls is not None:
+            calls.raise_miss()  # a cache-only run that missed stops: the task is not written
+        measure_regions(task, episode, config, resources)
+        with track_usage() as judge_usage:
+            try:
+                grade = grade_episode(task, episode, judge_for_epoch(resources.judge, epoch), config.critical_rule,
+                                      callbacks=[recorder] if recorder is not None else None)
+            except Exception as exc:  # a grading failure is this task's, never the run's
+                if storage_cause(exc) is not None:
+                    raise
+                grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}",
+                                  critical_rule=config.critical_rule)
+        if calls is not None:
+            calls.raise_miss()
+    if recorder is not None and resources.run_dir is not None:
+        write_transcript(resources.run_dir, recorder.transcript(task.id), epoch)
     return TaskResult(
-        task_id=task.id, category=task.category, category_raw=task.category_raw, domain=task.domain,
+        task_id=task.id, epoch=epoch, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, strategy=config.strategy_spec,
         episode=episode, grade=grade, duration_s=round(time.perf_counter() - started, 4),
         outcome=task_outcome(episode, grade),
-        usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total),
+        usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total,
+                        model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache),
     )
 
 
-def episode_for_task(task: Task, config: RunConfig, resources: RunResources, sandbox: Sandbox) -> Episode:
-    """Run ``task``'s episode in ``sandbox`` with the run's strategy (errors propagate)."""
+def episode_for_task(task: Task, config: RunConfig, resources: RunResources, sandbox: Sandbox, *,
+                     epoch: int = 1, recorder: TranscriptRecorder | None = None) -> Episode:
+    """Run ``task``'s episode (of ``epoch``, on its own thread) in ``sandbox`` with the run's strategy,
+    into ``recorder``'s transcript (errors propagate)."""
     if resources.artifacts is None:
         raise RunError("run resources have no artifact store: open them with a run directory's artifacts")
-    if resources.checkpointer is not None:
-        resources.checkpointer.delete_thread(task.id)  # a task re-run after a crash starts afresh
+    if resources.checkpointer is not None:  # an episode re-run after a crash starts afresh
+        resources.checkpointer.delete_thread(episode_thread_id(task.id, epoch))
     model = resources.models(task) if resources.models is not None else None
     return run_episode(task, model, resources.tools, sandbox=sandbox, graph=resources.graph(task.category),
                        artifacts=resources.artifacts, model_name=config.model, settings=config.episode,
-                       checkpointer=resources.checkpointer, resumer=resources.resumer, strategy=resources.strategy)
+                       checkpointer=resources.checkpointer, resumer=resources.resumer, strategy=resources.strategy,
+                       epoch=epoch, recorder=recorder)
 
 
 def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: RunResources) -> None:
     """Record on each turn the reference's crops and ``best_crop_iou`` (README "Looked at the right
-    place"): the reference code runs once per task and process in a fresh sandbox (episodes/regions.py).
+    place"): the reference code runs once per task content and run in a fresh sandbox (episodes/regions.py).
 
     Skipped for an episode an infrastructure failure ended, for a task whose reference runs no code,
     and for sandboxes other than ``local``, the one whose worker tracks regions (an E2B sandbox would
@@ -111,7 +135,8 @@ def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: 
     if config.sandbox != "local" or is_infrastructure(episode.ended) or not has_reference_code(task):
         return
     try:
-        reference = REFERENCE_REGIONS.get(task, config.sandbox, resources.open_sandbox, config.episode.code_timeout_s)
+        reference = resources.reference_regions.get(task, config.sandbox, resources.open_sandbox,
+                                                    config.episode.code_timeout_s)
     except SandboxError as exc:
         _log.warning("task %s: the reference trajectory's crops were not measured: %s", task.id, exc)
         return
@@ -136,13 +161,14 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
               executor: Executor | None = None, stop: threading.Event | None = None,
               objects: RunObjects = NO_OBJECTS, retry_errors: bool = False) -> dict[str, Any]:
-    """Run every task not yet in ``out``, append each result as it finishes, write ``summary.json``.
+    """Run every episode (task and epoch, ``config.epochs`` per task) not yet in ``out``, append each
+    result as it finishes, write ``summary.json``.
 
-    ``executor`` spreads the tasks (default: one at a time here); setting ``stop`` finishes the
+    ``executor`` spreads the episodes (default: one at a time here); setting ``stop`` finishes the
     running tasks and writes the summary of what is done. ``retry_errors`` (with ``resume``) runs
-    again the tasks an infrastructure failure left ungraded, and only those; their new lines
+    again the episodes an infrastructure failure left ungraded, and only those; their new lines
     supersede the old ones (:func:`~vtb_agents.rundir.store.latest_results`). The summary's
-    ``complete`` is False while any task is missing or ungraded by an infrastructure failure.
+    ``complete`` is False while any episode is missing or ungraded by an infrastructure failure.
     ``objects`` from Python (a model, judge, strategy, tools) stand in for the specs of ``config``,
     which records their names.
     """
@@ -158,27 +184,33 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
     cache = judge_cache or out / JUDGE_CACHE_FILE
     opening = open_resources(config, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
-                             judge_cache=cache, objects=objects)  # bad specs fail here, before any file
+                             judge_cache=cache, objects=objects, run_dir=out)  # bad specs fail here, before any file
     out.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run
         results: list[TaskResult] = []
+        total = len(tasks) * config.epochs
 
         def saved(result: TaskResult) -> None:
             results.append(result)
             if progress:
-                progress(result, len(results), len(tasks))
+                progress(result, len(results), total)
 
         store = ResultsStore(out)
         sink = ResultSaver(store, stop, saved)  # a disk error stops the run, loses nothing saved
         try:
             done = prepare_run_dir(out, config, resume=resume)
             results.extend(done)
-            finished = {r.task_id for r in done if not (retry_errors and r.infrastructure_failed)}
-            with opening as resources:
-                todo = [t for t in tasks if t.id not in finished]
-                job = RunJob(sink.guard(lambda task: run_task(task, config, resources)), config, out, cache)
+            finished = {episode_key(r) for r in done if not (retry_errors and r.infrastructure_failed)}
+            with opening as resources:  # epoch by epoch: a stopped run has whole epochs first
+                todo = [TaskEpoch(t, epoch) for epoch in range(1, config.epochs + 1) for t in tasks
+                        if (t.id, epoch) not in finished]
+                job = RunJob(sink.guard(lambda item: run_task(item.task, config, resources, epoch=item.epoch)),
+                             config, out, cache)
                 executor.run(todo, job, sink, stop)  # workers in other processes open their own resources
+        except ModelCacheMiss as miss:  # results written so far stay; a resume continues
+            raise RunError(f"{miss}; the run stopped with {sink.saved} new result(s) saved in {out}; resume without "
+                           "--model-cache-only to call the model for what the cache lacks") from miss
         except Exception as exc:
             if (cause := storage_cause(exc)) is None:
                 raise
@@ -187,9 +219,9 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         if failure:
             raise StoppedRun(failure)
         wanted = set(ids)
-        results = latest_results(results, source=store.path)  # a retried task's new result replaces the old one
-        kept = [r for r in results if r.task_id in wanted]
-        summary = summarize(kept, judge_name=config.judge, expected=len(wanted),
+        results = latest_results(results, source=store.path)  # a retried episode's new result replaces the old one
+        kept = [r for r in results if r.task_id in wanted and r.epoch <= config.epochs]
+        summary = summarize(kept, judge_name=config.judge, expected=len(wanted), epochs=config.epochs,
                             extra={"model": config.model, "strategy": config.strategy_spec,
                                    "critical_rule": config.critical_rule})
         write_summary(out, summary)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from vtb_agents.models.cache import ModelCacheMiss
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.store import ResultsStore, StorageError
 
@@ -89,13 +90,16 @@ class ResultSaver:
         self.stop.set()
 
     def guard(self, work: Callable[[T], TaskResult]) -> Callable[[T], TaskResult]:
-        """``work`` that stops the run when it fails on the disk (the error still propagates)."""
+        """``work`` that stops the run when it fails on the disk or misses a cache-only model cache (the
+        error still propagates): no new task starts, running ones finish and are saved."""
         def guarded(item: T) -> TaskResult:
             try:
                 return work(item)
             except Exception as exc:
                 if (cause := storage_cause(exc)) is not None:
                     self.failed(cause)
+                elif isinstance(exc, ModelCacheMiss):
+                    self.stop.set()
                 raise
         return guarded
 

@@ -18,6 +18,7 @@ from typing import Any, Sequence, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END, StateGraph
@@ -30,6 +31,7 @@ from vtb_agents.strategies.base import EpisodeContext, TurnState, as_node
 from vtb_agents.strategies.observe import observation_message, round_messages, with_native_images
 from vtb_agents.tools import VISION_TOOLS, guard_tool
 from vtb_agents.tools.python_tools import VISION_TOOL_NAME
+from vtb_agents.transcript import STEP_METADATA_KEY
 
 ROUND_CAP_MESSAGE = ("Not run: the limit of {cap} tool rounds for this turn is reached. "
                      "Give your final answer now with what you have.")
@@ -81,9 +83,13 @@ def tool_specs(tools: Sequence[BaseTool], files: list[str]) -> list[dict[str, An
 
 
 def call_model(ctx: EpisodeContext, messages: Sequence[AnyMessage], *, tools: bool = True,
-               instruction: str | None = None, config: RunnableConfig | None = None) -> AIMessage:
+               instruction: str | None = None, config: RunnableConfig | None = None,
+               step: str | None = None) -> AIMessage:
     """One model call: the system prompt (plus ``instruction``), the conversation with its images
-    materialised, and the episode's tools bound unless ``tools`` is False."""
+    materialised, and the episode's tools bound unless ``tools`` is False. ``step`` names the
+    strategy step making the call in its transcript (default: the graph node)."""
+    if step is not None:
+        config = merge_configs(config, {"metadata": {STEP_METADATA_KEY: step}})
     if ctx.model is None:
         raise ValueError("this strategy needs a model: pass --model provider:model (or replay)")
     model = ctx.model.bind_tools(tool_specs(ctx.tools, ctx.sandbox.list_files())) if tools and ctx.tools else ctx.model

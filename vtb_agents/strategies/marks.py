@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState
 from vtb_agents.strategies.react import build_step_then_loop
+from vtb_agents.strategies.steps import record_step
 from vtb_agents.strategies.views import make_views, turn_images, views_message
 
 GRID = 4
@@ -68,9 +69,11 @@ def mark_images(state: TurnState, runtime: Runtime[EpisodeContext], config: Runn
     views = make_views(ctx, MARK_CODE.format(names=names, grid=GRID))
     originals = {name: tuple(view["size"]) for name in names for view in views
                  if view["name"] == "marked_" + name.rsplit(".", 1)[0] + ".png"}
+    table = mark_table(list(originals), originals)
+    record_step(config, "marks", text=table, views=views, image_op="mark", data={"grid": GRID})
     text = ("Set-of-Mark views: each image overlaid with numbered marks (grid cells). Refer to regions by "
             "their mark numbers, and crop a mark's box from the original image (not the marked view) to read "
-            "details. Mark boxes in pixels (x0, y0, x1, y1):\n" + mark_table(list(originals), originals))
+            "details. Mark boxes in pixels (x0, y0, x1, y1):\n" + table)
     return {"messages": [views_message(text, views)]}
 
 

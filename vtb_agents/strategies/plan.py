@@ -17,6 +17,7 @@ from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState
 from vtb_agents.strategies.loop import call_model
 from vtb_agents.strategies.react import build_step_then_loop
+from vtb_agents.strategies.steps import record_step
 
 PLAN_INSTRUCTION = (
     "Do not answer yet and do not call tools. Write a short numbered plan (at most 6 steps): which "
@@ -29,7 +30,9 @@ EXECUTE_REQUEST = ("Now carry out your plan step by step with the tools, revise 
 
 def write_plan(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
     """Ask for the plan (no tools), keep it, and ask for its execution."""
-    plan = call_model(runtime.context, state["messages"], tools=False, instruction=PLAN_INSTRUCTION, config=config)
+    plan = call_model(runtime.context, state["messages"], tools=False, instruction=PLAN_INSTRUCTION, config=config,
+                      step="plan")
+    record_step(config, "plan", text=plan.text)
     return {"messages": [AIMessage(content=plan.text), HumanMessage(content=EXECUTE_REQUEST)]}
 
 

@@ -19,6 +19,7 @@ from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.loop import call_model
 from vtb_agents.strategies.react import build_react_graph, turn_graph_builder
+from vtb_agents.strategies.steps import record_step
 
 CRITIQUE_REQUEST = (
     "Review your answer above against the question, without calling tools: list every part of the "
@@ -32,7 +33,8 @@ REVISE_REQUEST = ("Revise your answer once in light of this review: check what i
 def critique(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
     """Ask for a review of the first answer (no tools) and then for the revision."""
     request = HumanMessage(content=CRITIQUE_REQUEST)
-    review = call_model(runtime.context, [*state["messages"], request], tools=False, config=config)
+    review = call_model(runtime.context, [*state["messages"], request], tools=False, config=config, step="critique")
+    record_step(config, "critique", text=review.text)
     return {"messages": [request, AIMessage(content=review.text), HumanMessage(content=REVISE_REQUEST)]}
 
 

@@ -26,6 +26,7 @@ from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState
 from vtb_agents.strategies.loop import call_model
 from vtb_agents.strategies.react import build_step_then_loop
+from vtb_agents.strategies.steps import record_step
 from vtb_agents.strategies.views import make_views, turn_images, views_message
 
 MAX_DEPTH = 2
@@ -154,16 +155,23 @@ def zoom_search(state: TurnState, runtime: Runtime[EpisodeContext], config: Runn
     turn = current_turn(messages)[0] + 1
     known: dict[str, View] = {}
     instruction = PROPOSE_INSTRUCTION.replace("{sources}", ", ".join(images))
+    step = "zoom.propose"
     while True:
-        reply = call_model(ctx, messages, tools=False, instruction=instruction, config=config)
+        reply = call_model(ctx, messages, tools=False, instruction=instruction, config=config, step=step)
         proposal = AIMessage(content=reply.text)
-        views = plan_views(parse_regions(reply.text), known, images, len(known), turn)
+        regions = parse_regions(reply.text)
+        record_step(config, step, text=reply.text, data={"regions": [r.model_dump(mode="json") for r in regions]})
+        views = plan_views(regions, known, images, len(known), turn)
         if not views:
             return {"messages": [*added, proposal]}
         made = make_views(ctx, CROP_CODE.format(jobs=[(v.name, v.image, v.box) for v in views], side=ZOOM_SIDE))
         known.update({v.name: v for v in views})
         captions = "\n".join(f"{v.name}: {v.image} box {tuple(round(x, 3) for x in v.box)} (depth {v.depth})"
                              for v in views)
+        record_step(config, "zoom.views", text=captions, views=made, image_op="crop",
+                    data={"views": [{"name": v.name, "image": v.image, "box": list(v.box), "depth": v.depth,
+                                     "confidence": v.confidence} for v in views]})
+        step = "zoom.refine"
         shown = views_message("Zoomed views of the proposed regions (boxes in fractions of the image):\n" + captions,
                               made)
         messages += [proposal, shown]

@@ -16,15 +16,18 @@ answer asks the user something, the thread pauses in ``ask`` with ``{"question",
 "next_prompt"}``: resume with an empty string to let the context's resumer reply (``scripted``: the
 task's next prompt; LangGraph does not deliver a null resume), or with your own reply, and the
 next ``episode`` step opens the next turn with it. The grading graph then gives per-rubric verdicts
-and the score.
+and the score. The output's ``transcript`` holds the episode's transcript events so far (model and
+tool calls, strategy steps: README "Transcripts"), recorded by each ``episode`` step as ``vtb run``
+records them; the verdicts are in ``grade``.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from langchain_core.messages import AnyMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import merge_configs
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from langgraph.graph.state import CompiledStateGraph
@@ -34,6 +37,7 @@ from typing_extensions import TypedDict
 
 from vtb_agents.api import load_tasks
 from vtb_agents.episodes.driver import drive_turn, episode_config, record_settings, turn_input
+from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.results import Episode, TurnRecord
 from vtb_agents.runner.resources import RunResources
@@ -63,6 +67,7 @@ class TaskOutput(TypedDict, total=False):
     episode: dict[str, Any]
     answers: list[str]
     grade: dict[str, Any]
+    transcript: list[dict[str, Any]]
 
 
 class TaskState(TypedDict, total=False):
@@ -78,6 +83,7 @@ class TaskState(TypedDict, total=False):
     episode: dict[str, Any]
     answers: list[str]
     grade: dict[str, Any]
+    transcript: list[dict[str, Any]]
 
 
 def resolve_task(state: TaskState, ctx: RunConfig) -> Task:
@@ -113,7 +119,8 @@ def load(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig]) 
     SESSIONS.discard(thread_id(config))
     return {"task": task.model_dump(mode="json"), "task_id": None,
             "images": [artifacts.put(image.read_bytes()) for image in task.images],
-            "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "turns": [], "question": None, "reply": None}
+            "messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)], "turns": [], "question": None, "reply": None,
+            "transcript": []}
 
 
 def episode_graph(resources: RunResources, category: str) -> CompiledStateGraph[Any, EpisodeContext, Any, Any]:
@@ -146,9 +153,13 @@ def episode(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig
                                                   sandbox=session.sandbox, graph="task"))
         context = live_context(ctx, resources, session, task)
         step = turn_input(task, len(turns), state["messages"], ctx.episode.history, context, reply, asked=asked)
-        messages, question = drive_turn(graph, inner, context, record, step)
+        recorder = TranscriptRecorder(session.artifacts)  # this turn's events, as the driver records a run's
+        recorded = cast(dict[str, Any], merge_configs(cast(RunnableConfig, inner), {"callbacks": [recorder]}))
+        messages, question = drive_turn(graph, recorded, context, record, step)
+    events = [event.model_dump(mode="json") for event in recorder.transcript(task.id).events]
     update: dict[str, Any] = {"messages": messages, "turns": [t.model_dump(mode="json") for t in record.turns],
-                              "question": question, "reply": None}
+                              "question": question, "reply": None,
+                              "transcript": [*state.get("transcript", []), *events]}
     if question is None and len(record.turns) == len(task.turns):
         update |= {"episode": record.model_dump(mode="json"), "answers": [t.answer for t in record.turns]}
     return update

@@ -1,0 +1,48 @@
+"""One SQLite file shared by the threads of a process and by other processes: the judge's verdict
+cache and the model-call cache keep their rows in one.
+
+Why one helper: both caches are written by up to N task threads at once and, under the Ray
+executor, by several worker processes on the same file. The file runs in WAL mode (readers never
+wait for a writer, a crash loses at most the transaction being written: each write commits on its
+own), a writer that finds the file locked waits up to ``busy_timeout_s`` instead of failing, and
+one connection per process is used by every thread behind a lock (``check_same_thread=False``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+__all__ = ["SharedSqlite"]
+
+
+class SharedSqlite:
+    """A SQLite file opened for shared use; ``schema`` statements (``CREATE TABLE IF NOT EXISTS``) run on open."""
+
+    def __init__(self, path: Path, schema: Sequence[str], busy_timeout_s: float = 30.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            for statement in schema:
+                self._db.execute(statement)
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        """The first row ``sql`` selects (None if none)."""
+        with self._lock:
+            row: tuple[Any, ...] | None = self._db.execute(sql, tuple(params)).fetchone()
+        return row
+
+    def write(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run one writing statement in its own committed transaction."""
+        with self._lock, self._db:
+            self._db.execute(sql, tuple(params))
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()

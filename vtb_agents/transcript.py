@@ -1,0 +1,169 @@
+"""The transcript of one task: every model call, tool call, strategy step and judge call, in order.
+
+Why: a score says *what*, the transcript says *why*. It is written once per task (and epoch) to
+``RUN_DIR/transcripts/<stem>.json`` when the task ends (:mod:`vtb_agents.rundir.transcripts`,
+the one reader and writer), recorded by the one recorder of the episode driver
+(:mod:`vtb_agents.episodes.recorder`), and read by ``vtb transcript RUN TASK_ID`` and the report.
+
+Images are never inlined: wherever a request, a tool or a strategy step has an image, the
+transcript holds ``{"sha256": <hex>}``, the sha256 of the exact bytes (for a model request: the
+bytes sent, after downscaling), and the bytes are stored once in the run's ``artifacts/`` under
+that hash (``artifacts/<first two hex digits>/<sha256>.img``).
+
+Schema (JSON, README "Transcripts")::
+
+    {"task_id": str,
+     "events": [                      # in the order they happened (judge events last, by rubric)
+       {"kind": "model", "step": str, "turn": int | null,
+        "model": str | null,          # the model name the parameters give
+        "messages": [{"role", "content", "name"?, "tool_calls"?, "tool_call_id"?}],  # as sent; images {"sha256"}
+        "images": [{"sha256": str}],  # every image of the request, in order (an image sent twice is listed twice)
+        "params": {...},              # invocation parameters (model, temperature, tools, ...)
+        "response": {"text", "content", "reasoning", "tool_calls", "invalid_tool_calls", "metadata"} | null,
+        "tokens": {"input_tokens", "output_tokens", "total_tokens", ...} | null,
+        "latency_s": float | null, "error": str | null},
+       {"kind": "tool", "step": str, "turn": int | null, "name": str, "call_id": str | null,
+        "args": {...}, "output": str, "images": [{"sha256", "name", "size"}], "duration_s": float | null,
+        "error": str | null},
+       {"kind": "step", "step": str, "turn": int | null, "text": str | null, "data": {...},
+        "images": [{"sha256", "name", "size"}], "image_op": str | null},
+       {"kind": "judge", "step": "judge", "turn": int, "index": int, "rubric_id": str, "rubric": str,
+        "weight": int, "critical": bool, "judge": str, "status": str, "explanation": str, "cached": bool,
+        "prompt": str | null, "calls": [<model call: the fields of a model event without kind/step/turn>]}
+     ]}
+
+``step`` names the node or strategy step that made the event: ``model`` and ``round_cap`` (the tool
+loop), ``zoom.propose`` / ``zoom.refine`` / ``zoom.views`` (zoom), ``marks``, ``plan``,
+``critique`` and ``judge``; a user's agent's own nodes keep their names (``model`` for
+``create_agent``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from vtb_agents.results import TokenUsage, VerdictStatus
+
+__all__ = ["JUDGE_EVENT", "JUDGING_STEP", "STEP_EVENT", "STEP_METADATA_KEY", "Event", "ImageRef", "JudgeEvent",
+           "ModelCall", "ModelEvent", "ModelResponse", "StepEvent", "ToolEvent", "Transcript", "TranscriptImage"]
+
+STEP_EVENT = "vtb_step"
+"""Name of the LangChain custom event a strategy dispatches with a :class:`StepEvent`."""
+JUDGE_EVENT = "vtb_judge"
+"""Name of the LangChain custom event the grading graph dispatches with a :class:`JudgeEvent`."""
+STEP_METADATA_KEY = "vtb_step"
+"""Run metadata naming the step of a model call (``zoom.propose``, ``plan``...; default: the LangGraph node)."""
+JUDGING_STEP = "judge"
+"""``vtb_step`` of the grading graph's runs: model calls under it are judge calls, not episode events."""
+
+
+class ImageRef(BaseModel):
+    """An image by the sha256 of its bytes (stored in ``artifacts/``)."""
+
+    sha256: str
+
+
+class TranscriptImage(ImageRef):
+    """An image a tool or strategy step made: its hash, file name and size ``[width, height]``."""
+
+    name: str = ""
+    size: list[int] | None = None
+
+
+class ModelResponse(BaseModel):
+    """A model's reply as it came: its text, raw content (blocks, reasoning blocks included), the
+    reasoning text the provider returned, the tool calls (valid and invalid) and its metadata."""
+
+    text: str = ""
+    content: Any = None
+    reasoning: str | None = None
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    invalid_tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelCall(BaseModel):
+    """One request to a chat model and what came of it (a reply, or an error)."""
+
+    model: str | None = None
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    images: list[ImageRef] = Field(default_factory=list)
+    params: dict[str, Any] = Field(default_factory=dict)
+    response: ModelResponse | None = None
+    tokens: TokenUsage | None = None
+    latency_s: float | None = None
+    error: str | None = None
+
+
+class ModelEvent(ModelCall):
+    """A model call of the episode, made by ``step`` in ``turn`` (0-based)."""
+
+    kind: Literal["model"] = "model"
+    step: str
+    turn: int | None = None
+
+
+class ToolEvent(BaseModel):
+    """A tool call: its arguments, its output (text), the images it saved, how long it took, its error."""
+
+    kind: Literal["tool"] = "tool"
+    step: str
+    turn: int | None = None
+    name: str
+    call_id: str | None = None
+    args: Any = None
+    output: str = ""
+    images: list[TranscriptImage] = Field(default_factory=list)
+    duration_s: float | None = None
+    error: str | None = None
+
+
+class StepEvent(BaseModel):
+    """A strategy step's own artefacts: a plan or critique (``text``), zoom proposals and boxes
+    (``data``), the views or marked images it made (``images``; ``image_op`` says which operation
+    made them, ``crop`` or ``mark``, counted as ``strategy_image_ops`` in the summary)."""
+
+    kind: Literal["step"] = "step"
+    step: str
+    turn: int | None = None
+    text: str | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    images: list[TranscriptImage] = Field(default_factory=list)
+    image_op: str | None = None
+
+
+class JudgeEvent(BaseModel):
+    """The verdict on one rubric (``index``: its position among the task's rubrics): who decided it
+    (``judge``: the judge's name, ``check`` or ``episode``), the status and explanation, whether it
+    came from the verdict cache, the judge prompt and the judge's model calls (none when cached)."""
+
+    kind: Literal["judge"] = "judge"
+    step: str = "judge"
+    turn: int
+    index: int
+    rubric_id: str
+    rubric: str
+    weight: int
+    critical: bool
+    judge: str
+    status: VerdictStatus
+    explanation: str = ""
+    cached: bool = False
+    prompt: str | None = None
+    calls: list[ModelCall] = Field(default_factory=list)
+
+
+Event = Annotated[ModelEvent | ToolEvent | StepEvent | JudgeEvent, Field(discriminator="kind")]
+
+
+class Transcript(BaseModel):
+    """One task's transcript (one epoch of it): ``{"task_id", "events"}``."""
+
+    task_id: str
+    events: list[Event] = Field(default_factory=list)
+
+    def of_kind(self, kind: str) -> list[Event]:
+        """The events of one ``kind`` (``model``, ``tool``, ``step``, ``judge``), in order."""
+        return [event for event in self.events if event.kind == kind]
