@@ -47,7 +47,8 @@ from ray_nodes import CLUSTER_ENV, LocalRayCluster  # noqa: E402
 
 from vtb_agents.rundir.store import ResultsStore  # noqa: E402
 
-SECTION = "## Ray executor on a local 3-node cluster"
+SECTIONS = {"calc": "## Ray executor on a local 3-node cluster",
+            "code": "## Ray executor on a local 3-node cluster, with code in the sandbox"}
 WORKER_LINE = re.compile(r"Ray worker (\d+) \(node ([0-9a-f]+)\): (\d+) task")
 """The executor's ``-v`` line at the end of a run: which node each worker ran on and how many tasks it ran."""
 
@@ -214,7 +215,8 @@ def write_benchmarks(args: argparse.Namespace, body: str) -> None:
     path = ROOT / "BENCHMARKS.md"
     text = path.read_text()
     repeats, load = run_notes(args.repeat)
-    section = (f"{SECTION}\n\n`bench/ray_cluster.py --workload {args.workload}`: a head and two worker nodes, "
+    title = SECTIONS[args.workload]
+    section = (f"{title}\n\n`bench/ray_cluster.py --workload {args.workload}`: a head and two worker nodes, "
                f"each its own `ray start` process with one CPU (`tests/ray_nodes.py`), **all on this 2-core "
                f"machine**: a cluster's wiring measured, not a cluster's capacity. The real `vtb run` with "
                f"`--executor ray --ray-address` against a fresh cluster each time, next to `vtb run` with the "
@@ -226,7 +228,7 @@ def write_benchmarks(args: argparse.Namespace, body: str) -> None:
                f"{body}\n\nLoad average when the run ended: {load}.\n\n"
                f"Reproduce: `.venv/bin/python bench/ray_cluster.py --workload {args.workload} --write` "
                f"(`--baseline DIR` adds another checkout's executor, e.g. `git archive main | tar -x -C DIR`).\n")
-    path.write_text(put_section(text, SECTION, section, first=False))
+    path.write_text(put_section(text, title, section, first=False))
 
 
 def main() -> None:
