@@ -22,7 +22,12 @@ against ``python -c "import typer, rich"``, and the time vtb adds per model call
 zero-latency model (model spans compared, concurrency 1). ``--write`` puts the table into
 BENCHMARKS.md (one section per workload).
 
-    .venv/bin/python bench/cli_throughput.py [--workload calc|code] [--quick] [--write]
+``--executor processes`` adds a third contender, ``vtb run --executor processes`` (``--workers``),
+interleaved with the others, and reports next to the thread executor the CPU each process spends
+per model call during the model span (sampled from /proc: the command's process, and each worker
+process by its name ``vtb-worker-N``); ``--write`` then puts that table in its own section.
+
+    .venv/bin/python bench/cli_throughput.py [--workload calc|code] [--executor local|processes] [--quick] [--write]
 """
 
 from __future__ import annotations
@@ -125,10 +130,20 @@ def write_suite(root: Path, count: int) -> Path:
 
 # ---------------------------------------------------------------- the contenders, each a command
 
-def tree_rss(*roots: int) -> int:
-    """Resident memory (bytes) of the processes ``roots`` and all their descendants, from /proc (one scan)."""
+@dataclass(frozen=True)
+class Proc:
+    """One process of a tree at one moment: resident memory, CPU time so far, its name (``comm``)."""
+
+    rss: int
+    cpu_s: float
+    name: str
+
+
+def tree_snapshot(*roots: int) -> dict[int, Proc]:
+    """The processes ``roots`` and all their descendants, from /proc (one scan)."""
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
+    procs: dict[int, Proc] = {}
+    tick = os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -137,15 +152,23 @@ def tree_rss(*roots: int) -> int:
             statm = Path(f"/proc/{entry}/statm").read_text().split()
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-        rss[int(entry)] = int(statm[1]) * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, list(roots)
+        name, rest = stat.split("(", 1)[1].rsplit(")", 1)
+        fields = rest.split()
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        procs[int(entry)] = Proc(int(statm[1]) * os.sysconf("SC_PAGE_SIZE"), (int(fields[11]) + int(fields[12])) / tick,
+                                 name)
+    found, todo = {}, list(roots)
     while todo:
         current = todo.pop()
-        total += rss.get(current, 0)
+        if current in procs:
+            found[current] = procs[current]
         todo += children.get(current, [])
-    return total
+    return found
+
+
+def tree_rss(*roots: int) -> int:
+    """Resident memory (bytes) of the processes ``roots`` and all their descendants, from /proc."""
+    return sum(p.rss for p in tree_snapshot(*roots).values())
 
 
 @dataclass
@@ -154,19 +177,43 @@ class Measured:
     span: float  # first to last model request
     first_request: float | None = None  # seconds from start to the first request
     peak_rss: int = 0
-    stderr: str = field(default="", repr=False)
+    calls: int = 0  # model requests in the span
+    cpu_main: float = 0.0  # CPU seconds of the command's own process during the model span
+    cpu_workers: tuple[float, ...] = ()  # the same, per worker process (`vtb-worker-N`), by N
+    stderr: str = field(default="", repr=False)  # what the command wrote there (its -v log lines)
+
+    def cpu_per_call_ms(self) -> tuple[float, tuple[float, ...]]:
+        """CPU per model call (ms) of the command's process, and of each worker process: CPU in the
+        model span over the calls made in it (a worker: its share, the calls over the workers)."""
+        calls = max(self.calls, 1)
+        share = calls / len(self.cpu_workers) if self.cpu_workers else calls
+        return 1000 * self.cpu_main / calls, tuple(1000 * cpu / share for cpu in self.cpu_workers)
+
+
+def span_cpu(samples: list[tuple[float, dict[int, Proc]]], times: list[float],
+             pids: list[int]) -> tuple[int, list[float | None]]:
+    """The model requests between the first and the last sample taken within the model span (request
+    ``times``), and the CPU seconds each of ``pids`` spent between those two samples (None for a
+    process not alive at both: a short-lived child that briefly bore its parent's name)."""
+    within = [(t, snapshot) for t, snapshot in samples if min(times) <= t <= max(times)] or samples[-1:]
+    (t0, begin), (t1, end) = within[0], within[-1]
+    calls = sum(1 for t in times if t0 <= t <= t1)
+    return calls, [end[pid].cpu_s - begin[pid].cpu_s if pid in begin and pid in end else None for pid in pids]
 
 
 def run_command(command: list[str], env: dict[str, str], log: Path, model: str, also: Sequence[int] = ()) -> Measured:
-    """Run ``command`` to its end: its wall time, model span, first request and the peak RSS of its tree
-    (plus the trees of the processes ``also``, e.g. the nodes of a Ray cluster it uses), and its stderr."""
+    """Run ``command`` to its end: its wall time, model span, first request, the peak RSS of its tree
+    (with the trees of the processes ``also``: the nodes of a Ray cluster it uses, say), the CPU its
+    process and its worker processes spent during the model span, and its stderr."""
     start_epoch, start = time.time(), time.perf_counter()
     with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a chatty command never blocks on it
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errors, text=True,
                                    cwd=NEUTRAL_CWD)
-        peak = 0
+        peak, samples = 0, []
         while process.poll() is None:
-            peak = max(peak, tree_rss(process.pid, *also))
+            snapshot = tree_snapshot(process.pid, *also)
+            samples.append((time.time(), snapshot))
+            peak = max(peak, sum(p.rss for p in snapshot.values()))
             time.sleep(0.05)
         wall = time.perf_counter() - start
         errors.seek(0)
@@ -174,14 +221,20 @@ def run_command(command: list[str], env: dict[str, str], log: Path, model: str, 
     if process.returncode != 0:
         raise RuntimeError(f"{command[1]} exited {process.returncode}: {stderr.strip()[-500:]}")
     times = request_times(log, model)
-    return Measured(wall, max(times) - min(times), min(times) - start_epoch, peak, stderr)
+    first, last = min(times), max(times)
+    workers = sorted({(p.name, pid) for _, snapshot in samples for pid, p in snapshot.items()
+                      if p.name.startswith("vtb-worker")})
+    calls, cpu = span_cpu(samples, times, [process.pid, *(pid for _, pid in workers)])
+    return Measured(wall, last - first, first - start_epoch, peak, calls=calls, cpu_main=round(cpu[0] or 0.0, 3),
+                    cpu_workers=tuple(round(c, 3) for c in cpu[1:] if c is not None), stderr=stderr)
 
 
-def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log: Path, source: Path = ROOT) -> Measured:
-    """One ``vtb run`` (of the checkout ``source``) over the suite."""
+def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log: Path, source: Path = ROOT,
+            executor: list[str] | None = None) -> Measured:
+    """One ``vtb run`` (of the checkout ``source``) over the suite; ``executor``: its executor flags."""
     env = {**os.environ, "OPENAI_BASE_URL": url, "OPENAI_API_KEY": "bench", "PYTHONPATH": str(source)}
     command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(suite), "--model", f"openai:{model}",
-               "--judge", "rule", "--concurrency", str(concurrency), "--out", str(out)]
+               "--judge", "rule", "--concurrency", str(concurrency), "--out", str(out), *(executor or [])]
     return run_command(command, env, log, model)
 
 
@@ -248,7 +301,8 @@ def median_of(rows: list[Measured], field: str) -> float:
 def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     suite = write_suite(root, args.tasks)
     log = root / "requests.log"
-    contenders = ("vtb", "loop", *(["base"] if args.baseline else []))
+    contenders = ("vtb", "loop", *(["base"] if args.baseline else []),
+                  *(["proc"] if args.executor == "processes" else []))
     results: dict[int, dict[str, list[Measured]]] = {n: {who: [] for who in contenders} for n in args.levels}
     runs = 0
     with api_server(args.latency, log, args.workload) as url:
@@ -259,10 +313,11 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     runs += 1
                     model = f"{who}-{n}-{rep}"
                     if who != "loop":
-                        source = ROOT if who == "vtb" else Path(args.baseline)
+                        source = Path(args.baseline) if who == "base" else ROOT
+                        flags = processes_flags(args) if who == "proc" else []
                         results[n][who].append(retried(
-                            lambda k, runs=runs, model=model, n=n, source=source: run_vtb(
-                                suite, root / f"run-{runs}-{k}", url, f"{model}-{k}", n, log, source)))
+                            lambda k, runs=runs, model=model, n=n, source=source, flags=flags: run_vtb(
+                                suite, root / f"run-{runs}-{k}", url, f"{model}-{k}", n, log, source, flags)))
                     else:
                         results[n]["loop"].append(run_loop(suite, url, model, n, log))
                     print(f"  N={n:2d} {who:4s} rep {rep}: {results[n][who][-1]}", flush=True)
@@ -280,6 +335,37 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     help_s, base_s, floor_s, before_s = startup_times(max(5, args.repeat * 2), args.baseline)
     return {"results": results, "zero_vtb": zero_vtb, "zero_loop": zero_loop, "zero_base": zero_base,
             "help": help_s, "base": base_s, "floor": floor_s, "help_before": before_s}
+
+
+def processes_flags(args: argparse.Namespace) -> list[str]:
+    """The executor flags of the ``proc`` contender: ``--executor processes`` (and ``--workers``)."""
+    return ["--executor", "processes", *(["--workers", str(args.workers)] if args.workers else [])]
+
+
+def processes_table(args: argparse.Namespace, m: dict[str, Any]) -> str:
+    """Threads (``--executor local``) and processes side by side: share of ideal, CPU per model call
+    in each process that runs tasks (and in the parent that writes the results), peak RSS."""
+    calls = args.tasks * CALLS_PER_TASK
+    lines = ["| concurrency N | threads: share of ideal (whole command / model span) | processes: share of ideal "
+             "(whole command / model span) | loop: share of ideal (whole command) | processes / threads (whole "
+             "command) | CPU per model call, threads: the one process | CPU per model call, processes: each worker "
+             "process; the parent | peak RSS of the tree: threads / processes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for n in args.levels:
+        ideal = calls * args.latency / n
+        vtb, proc, loop = (m["results"][n][who] for who in ("vtb", "proc", "loop"))
+        threads_whole, proc_whole = share(ideal, median_of(vtb, "wall")), share(ideal, median_of(proc, "wall"))
+        thread_ms = statistics.median(r.cpu_per_call_ms()[0] for r in vtb)
+        worker_ms = [statistics.median(r.cpu_per_call_ms()[1][i] for r in proc if len(r.cpu_per_call_ms()[1]) > i)
+                     for i in range(max(len(r.cpu_workers) for r in proc))]
+        parent_ms = statistics.median(r.cpu_per_call_ms()[0] for r in proc)
+        lines.append(
+            f"| {n} | {threads_whole:.2f} / {share(ideal - args.latency, median_of(vtb, 'span')):.2f} | "
+            f"{proc_whole:.2f} / {share(ideal - args.latency, median_of(proc, 'span')):.2f} | "
+            f"{share(ideal, median_of(loop, 'wall')):.2f} | {proc_whole / threads_whole:.2f} | {thread_ms:.1f} ms | "
+            f"{' and '.join(f'{w:.1f} ms' for w in worker_ms)} ({len(worker_ms)} workers); {parent_ms:.1f} ms | "
+            f"{median_of(vtb, 'peak_rss') / 2**20:,.0f} MB / {median_of(proc, 'peak_rss') / 2**20:,.0f} MB |")
+    return "\n".join(lines)
 
 
 def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
@@ -322,16 +408,49 @@ def table(args: argparse.Namespace, m: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_notes(repeat: int) -> tuple[str, str]:
-    """How the numbers were taken ("medians of 2 repetitions") and the load average at the end."""
-    repeats = f"medians of {repeat} repetitions" if repeat > 1 else "one repetition"
-    return repeats, ", ".join(f"{x:.1f}" for x in os.getloadavg())
+PROCESSES_SECTION = "## Many cores: threads and processes, CPU per model call"
+
+
+def write_section(title: str, section: str) -> None:
+    """Put ``section`` (starting with its ``title`` line) into BENCHMARKS.md, replacing the one there."""
+    path = ROOT / "BENCHMARKS.md"
+    text = path.read_text()
+    start = text.find(title + "\n")
+    if start >= 0:
+        end = text.find("\n## ", start + len(title))
+        text = text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
+    else:
+        first = text.find("\n## ")
+        text = text[:first + 1] + section + "\n" + text[first + 1:]
+    path.write_text(text)
+
+
+def write_processes(args: argparse.Namespace, body: str) -> None:
+    """The threads-and-processes section of BENCHMARKS.md."""
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    repeats = f"medians of {args.repeat} repetitions" if args.repeat > 1 else "one repetition"
+    workers = f"--workers {args.workers}" if args.workers else "the default --workers"
+    cores = len(os.sched_getaffinity(0))
+    section = (f"{PROCESSES_SECTION}\n\n`bench/cli_throughput.py --workload {args.workload} --executor processes`: "
+               f"the real `vtb run` with the thread executor (`--executor local`) and with `--executor processes` "
+               f"({workers}), next to the loop, interleaved, {repeats}; {args.tasks} one-turn tasks, "
+               f"{CALLS_PER_TASK} calls each ({ROUNDS[args.workload]}), {args.latency:g} s per call. CPU per model "
+               f"call: the CPU time a process spent between the first and the last model request (sampled from "
+               f"/proc every 50 ms, start-up and the report left out) over the requests made meanwhile; for a "
+               f"worker process (`vtb-worker-N` in `ps`), over its share of them. One process of threads can make "
+               f"at most 1,000 / (CPU ms per call) calls per second, whatever the API's speed.\n\n{body}\n\n"
+               f"This machine has {cores} cores (shared; load average when the run ended: {load}), so processes "
+               f"cannot show here what they give on a machine with many: the columns to read are the CPU per call "
+               f"per process (the ceiling each process has) and that the shares match.\n\n"
+               f"Reproduce: `.venv/bin/python bench/cli_throughput.py --workload {args.workload} --executor "
+               f"processes --tasks {args.tasks} --latency {args.latency:g} --levels "
+               f"{' '.join(map(str, args.levels))} --repeat {args.repeat} --write`.\n")
+    write_section(PROCESSES_SECTION, section)
 
 
 def write_benchmarks(args: argparse.Namespace, body: str) -> None:
-    path = ROOT / "BENCHMARKS.md"
-    text = path.read_text()
-    repeats, load = run_notes(args.repeat)
+    repeats = f"medians of {args.repeat} repetitions" if args.repeat > 1 else "one repetition"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     title = SECTIONS[args.workload]
     section = (f"{title}\n\n`bench/cli_throughput.py --workload {args.workload}`: the real `vtb run` as a "
                f"subprocess against a local chat-completions server (its own process) with {args.latency:g} s "
@@ -345,20 +464,7 @@ def write_benchmarks(args: argparse.Namespace, body: str) -> None:
                f"row, measured side by side, rather than absolute numbers).\n\n"
                f"Reproduce: `.venv/bin/python bench/cli_throughput.py --workload {args.workload} --write` "
                f"(`--quick` for a smoke check).\n")
-    path.write_text(put_section(text, title, section, first=True))
-
-
-def put_section(text: str, title: str, section: str, *, first: bool) -> str:
-    """``text`` (BENCHMARKS.md) with the section headed ``title`` replaced by ``section``; a new one goes
-    before the first section (``first``) or at the end."""
-    start = text.find(title + "\n")
-    if start >= 0:
-        end = text.find("\n## ", start + len(title))
-        return text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
-    if not first:
-        return text.rstrip("\n") + "\n\n" + section
-    head = text.find("\n## ")
-    return text[:head + 1] + section + "\n" + text[head + 1:]
+    write_section(title, section)
 
 
 def main() -> None:
@@ -374,6 +480,10 @@ def main() -> None:
     parser.add_argument("--workload", choices=WORKLOADS, default="calc",
                         help="calc: two calculator rounds (no code, so no sandbox process); "
                              "code: a Python crop in the sandbox, then the calculator")
+    parser.add_argument("--executor", choices=("local", "processes"), default="local",
+                        help="processes: also run vtb with --executor processes, side by side with the thread "
+                             "executor, and report the CPU per model call of each process")
+    parser.add_argument("--workers", type=int, default=None, help="--workers of --executor processes")
     parser.add_argument("--serve", nargs=3, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve is not None:
@@ -385,7 +495,12 @@ def main() -> None:
         measured = measure(args, Path(tmp))
     body = table(args, measured)
     print(body)
-    if args.write:
+    if args.executor == "processes":
+        both = processes_table(args, measured)
+        print(both)
+    if args.write and args.executor == "processes":  # its own section: the workload's stays as measured
+        write_processes(args, both)
+    elif args.write:
         write_benchmarks(args, body)
 
 

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from cli_throughput import (CALLS_PER_TASK, ROUNDS, WORKLOADS, Measured, api_server,  # noqa: E402
-                            put_section, run_command, run_notes, share, tree_rss, write_suite)
+                            run_command, share, tree_rss, write_section, write_suite)
 from ray_nodes import CLUSTER_ENV, LocalRayCluster  # noqa: E402
 
 from vtb_agents.rundir.store import ResultsStore  # noqa: E402
@@ -212,9 +212,8 @@ def table(args: argparse.Namespace, results: dict[int, dict[str, list[Any]]]) ->
 
 
 def write_benchmarks(args: argparse.Namespace, body: str) -> None:
-    path = ROOT / "BENCHMARKS.md"
-    text = path.read_text()
-    repeats, load = run_notes(args.repeat)
+    repeats = f"medians of {args.repeat} repetitions" if args.repeat > 1 else "one repetition"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     title = SECTIONS[args.workload]
     section = (f"{title}\n\n`bench/ray_cluster.py --workload {args.workload}`: a head and two worker nodes, "
                f"each its own `ray start` process with one CPU (`tests/ray_nodes.py`), **all on this 2-core "
@@ -229,7 +228,7 @@ def write_benchmarks(args: argparse.Namespace, body: str) -> None:
                f"{body}\n\nLoad average when the run ended: {load}.\n\n"
                f"Reproduce: `.venv/bin/python bench/ray_cluster.py --workload {args.workload} --write` "
                f"(`--baseline DIR` adds another checkout's executor, e.g. `git archive main | tar -x -C DIR`).\n")
-    path.write_text(put_section(text, title, section, first=False))
+    write_section(title, section)
 
 
 def main() -> None:

@@ -14,10 +14,11 @@ from vtb_agents.judges.base import Judgement  # noqa: E402
 from vtb_agents.rundir.store import ResultsStore  # noqa: E402
 from vtb_agents.config import RunConfig  # noqa: E402
 from vtb_agents.runner.executors import LocalExecutor  # noqa: E402
-from vtb_agents.runner.ray_executor import RayExecutor, TaskWorker  # noqa: E402
+from vtb_agents.runner.ray_executor import RayExecutor  # noqa: E402
 from vtb_agents.runner.resources import open_judge  # noqa: E402
 from vtb_agents.runner.run import RunError, run_suite  # noqa: E402
 from vtb_agents.rundir.transcripts import read_transcript  # noqa: E402
+from vtb_agents.runner.worker import TaskWorker  # noqa: E402
 from vtb_agents.tasks import load_tasks  # noqa: E402
 
 PID_AGENT = '''
@@ -122,13 +123,13 @@ def test_a_worker_that_cannot_import_the_agent_says_so(tasks, tmp_path, monkeypa
 
 def test_a_worker_refuses_a_run_directory_it_cannot_see(tmp_path):
     worker = TaskWorker(RunConfig(model="replay"), str(tmp_path / "elsewhere"), str(tmp_path / "cache.sqlite"), 0)
-    assert worker.error is not None and "must be on storage every Ray worker shares" in worker.error
+    assert worker.error is not None and "must be on storage every worker process shares" in worker.error
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.json").write_text("{}")
     (tmp_path / "run" / "artifacts").write_text("a file where the folder should be")
     worker = TaskWorker(RunConfig(model="replay"), str(tmp_path / "run"), str(tmp_path / "cache.sqlite"), 0)
     assert worker.error is not None
-    assert "cannot write" in worker.error and "writable by every Ray worker" in worker.error
+    assert "cannot write" in worker.error and "writable by every worker process" in worker.error
 
 
 @ray.remote

@@ -68,6 +68,7 @@ def selection_flags(options: RunOptions) -> list[str]:
     flags += ["--skip-invalid"] if options.skip_invalid else []
     flags += ["--concurrency", str(options.concurrency)] if options.concurrency != 1 else []
     flags += ["--executor", options.executor] if options.executor != "local" else []
+    flags += ["--workers", str(options.workers)] if options.workers else []
     flags += ["--ray-address", options.ray_address] if options.ray_address else []
     return flags
 

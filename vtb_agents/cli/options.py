@@ -99,6 +99,7 @@ class RunOptions:
     status: list[str]
     skip_invalid: bool
     executor: str
+    workers: Optional[int]
     ray_address: Optional[str]
 
     @classmethod
@@ -133,9 +134,10 @@ class RunOptions:
         return select_tasks(self.tasks, self.category, self.task_id, self.limit, status=self.status,
                             skip_invalid=self.skip_invalid)
 
-    def make_executor(self) -> Any:
-        """The executor of ``--executor``: local threads, or Ray actors (the ``ray`` extra)."""
-        return make_executor(self.executor, self.ray_address, self.concurrency)
+    def make_executor(self, prestart: bool = False) -> Any:
+        """The executor of ``--executor``: local threads, local processes, or Ray actors (the ``ray``
+        extra). ``prestart``: local processes start now (they load the libraries meanwhile)."""
+        return make_executor(self.executor, self.ray_address, self.concurrency, self.workers, prestart)
 
 
 def setting_parameter(option: str) -> inspect.Parameter:
@@ -169,7 +171,11 @@ def _shared(
                                      "or accepted (repeatable; tasks without a review block have none)."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid", help="Run the tasks that pass validation and list "
                                       "the skipped ones (default: any invalid task refuses the run)."),
-    executor: str = typer.Option("local", help="Where tasks run: 'local' (threads here) or 'ray' (Ray actors)."),
+    executor: str = typer.Option("local", help="Where tasks run: 'local' (threads here), 'processes' (several "
+                                 "local processes, each running its share of --concurrency in threads) or 'ray' "
+                                 "(Ray actors)."),
+    workers: Optional[int] = typer.Option(None, min=1, help="With --executor processes: how many processes (default: "
+                                          "one per 32 tasks of --concurrency, at least 1, at most the cores)."),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join (default: a new local instance, "
                                               "or RAY_ADDRESS)."),
 ) -> None:
@@ -258,18 +264,29 @@ def _selected(item: Task | TaskLoadError, category: set[str], task_id: set[str],
             and (not status or item.review is not None and item.review.status in status))
 
 
-def make_executor(kind: str, ray_address: str | None, concurrency: int) -> Any:
-    """The executor for ``--executor``: local threads, or Ray actors (the ``ray`` extra)."""
+def make_executor(kind: str, ray_address: str | None, concurrency: int, workers: int | None = None,
+                  prestart: bool = False) -> Any:
+    """The executor for ``--executor``: local threads, local processes (``--workers``; started now
+    with ``prestart``, so that they load the libraries while the run gets ready), or Ray actors (the
+    ``ray`` extra)."""
     from vtb_agents.runner.executors import LocalExecutor
 
-    check_choice("--executor", kind, ("local", "ray"))
+    check_choice("--executor", kind, ("local", "processes", "ray"))
     if ray_address and kind != "ray":
         fail("--ray-address needs --executor ray")
+    if workers is not None and kind != "processes":
+        fail("--workers needs --executor processes")
     if kind == "local":
         return LocalExecutor(concurrency)
+    if kind == "processes":
+        from vtb_agents.runner.process_executor import ProcessExecutor
+
+        processes = ProcessExecutor(concurrency, workers)
+        if prestart:
+            processes.prestart()
+        return processes
     try:
         from vtb_agents.runner.ray_executor import RayExecutor
     except ImportError as exc:
         fail(f"{exc} (install the 'ray' extra: pip install 'vtb-agents[ray]')")
     return RayExecutor(address=ray_address, concurrency=concurrency)
-

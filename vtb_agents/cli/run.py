@@ -1,7 +1,7 @@
 """``vtb run``, ``vtb ablate`` and ``vtb grade``: commands on ``run_cli``, mounted by :mod:`vtb_agents.cli`.
 
-Long runs show a progress bar (ETA, pass rate so far) and stop cleanly on Ctrl-C: running tasks
-finish and are written, and ``--resume`` continues; a second Ctrl-C aborts at once.
+Long runs show a progress bar (ETA, pass rate so far) and stop cleanly on Ctrl-C or SIGTERM: running
+tasks finish and are written, and ``--resume`` continues; a second Ctrl-C (or SIGTERM) aborts at once.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ run_cli = cli_app()
 
 @contextmanager
 def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
-    """A progress callback and a stop event set by Ctrl-C (a second Ctrl-C aborts)."""
+    """A progress callback and a stop event set by Ctrl-C or SIGTERM (a second one aborts)."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
@@ -51,13 +51,16 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
         def on_interrupt(signum: int, frame: Any) -> None:
             stop.set()
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort)")
 
         previous = signal.signal(signal.SIGINT, on_interrupt)
+        previous_term = signal.signal(signal.SIGTERM, on_interrupt)
         try:
             yield on_result, stop
         finally:
             signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGTERM, previous_term)
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -107,9 +110,7 @@ def run(options: RunOptions,
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
-    from vtb_agents.report import preparing_report
     from vtb_agents.rundir.errors import RunError, StoppedRun
-    from vtb_agents.runner.run import run_suite
 
     config = options.config(prompt_level=prompt_level, no_tools=not tools, no_vision_tool=not vision_tool)
     selected = options.selected_tasks()
@@ -121,12 +122,16 @@ def run(options: RunOptions,
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
+    executor = options.make_executor(prestart=True)  # worker processes load the libraries as the runner does
+    from vtb_agents.report import preparing_report
+    from vtb_agents.runner.run import run_suite
+
     resume = run_resume_command(options, config, out_dir, judge_cache)
     with (progress_bar(len(selected) * config.epochs) as (on_result, stop),
           preparing_report(out_dir, selected, on_result) as progress):
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
-                                judge_cache=judge_cache, executor=options.make_executor(), stop=stop,
+                                judge_cache=judge_cache, executor=executor, stop=stop,
                                 retry_errors=options.retry_errors)
         except StoppedRun as exc:
             fail(f"{exc}: {resume}")

@@ -6,7 +6,7 @@ RUN_DIR/
   results.jsonl        one task per line, appended as tasks finish (RESULTS_FILE)
   summary.json         APR, ARS, breakdowns, tool metrics, usage (SUMMARY_FILE)
   artifacts/           content-addressed images of the episodes (ARTIFACTS_DIR)
-  checkpoints.sqlite   the LangGraph checkpoints (CHECKPOINT_FILE; checkpoints-N.sqlite per Ray worker)
+  checkpoints.sqlite   the LangGraph checkpoints (CHECKPOINT_FILE; checkpoints-N.sqlite per worker process)
   judge_cache.sqlite   cached verdicts of an LLM judge (JUDGE_CACHE_FILE)
   transcripts/         one JSON transcript per task and epoch (TRANSCRIPTS_DIR, transcript_file)
   tasks/               one offline HTML page per task and epoch, linked from report.html (TASK_PAGES_DIR)
@@ -37,7 +37,8 @@ CORRUPT_SUFFIX = ".corrupt"
 
 
 def worker_checkpoints(index: int) -> str:
-    """The checkpoint file of Ray worker ``index`` (no two processes write one SQLite file)."""
+    """The checkpoint file of worker process ``index`` (Ray, ``--executor processes``): no two
+    processes write one SQLite file."""
     return f"checkpoints-{index}.sqlite"
 
 

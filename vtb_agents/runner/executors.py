@@ -6,7 +6,9 @@ in-process ``work`` and what workers elsewhere rebuild it from) and says whether
 process (``in_process``), which is what lets Python objects reach it.
 ``LocalExecutor`` runs tasks in a thread pool driven by asyncio with bounded concurrency (model
 calls are network-bound, sandboxes are separate processes). Setting ``stop`` (Ctrl-C) stops
-scheduling: running tasks finish and are written, the rest wait for ``--resume``.
+scheduling: running tasks finish and are written, the rest wait for ``--resume``. Executors
+whose tasks run in other processes (``process_executor.py``, ``ray_executor.py``) share a worker
+(``worker.py``) and a driver loop (``dispatch.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,98 @@
+"""One worker process's share of a run: its resources built once, then one task at a time.
+
+Executors whose tasks run in other processes (the Ray actors of ``ray_executor.py``, the local
+processes of ``process_executor.py``) cannot ship the ``work`` closure of a :class:`RunJob`: it
+holds the run's SQLite checkpointer, verdict cache and models. Each worker process builds its own
+from what the job says (``config``, the run directory ``out``, the verdict cache ``judge_cache``)
+with a checkpoint database of its own, ``OUT/checkpoints-{index}.sqlite`` (no two processes write
+one checkpoint file), and sends each result back as its ``results.jsonl`` line: the parent alone
+writes ``results.jsonl`` (``rundir/lock.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
+
+from vtb_agents.config import RunConfig
+from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.layout import ARTIFACTS_DIR, RUN_FILE, worker_checkpoints
+from vtb_agents.runner.executors import TaskEpoch
+from vtb_agents.runner.resources import RunResources, open_resources
+from vtb_agents.runner.run import run_task
+from vtb_agents.runner.saving import storage_cause
+
+
+def check_writable(root: Path) -> None:
+    """Raise a RunError unless this process can create ``root`` and write in it."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".probe-"):
+            pass
+    except OSError as exc:
+        raise RunError(f"a worker on {socket.gethostname()} cannot write {root} ({exc}): the run directory "
+                       "must be writable by every worker process (shared storage on a cluster)") from exc
+
+
+class TaskWorker:
+    """Worker ``index`` of a run: resources built once, then one episode at a time (from any thread).
+
+    Start-up failures are kept (not raised) so that ``ready`` can report them to the driver.
+    """
+
+    def __init__(self, config: RunConfig, out: str, judge_cache: str, index: int) -> None:
+        self.config, self.index = config, index
+        self.resources: RunResources | None = None
+        self.error: str | None = None
+        self._open = ExitStack()
+        try:
+            self.resources = self._open.enter_context(self._resources(Path(out), Path(judge_cache)))
+        except Exception as exc:  # reported by ready()
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def _resources(self, out: Path, judge_cache: Path) -> AbstractContextManager[RunResources]:
+        if not (out / RUN_FILE).is_file():
+            raise RunError(f"{out / RUN_FILE} is not visible on {socket.gethostname()}: the run directory "
+                           "must be on storage every worker process shares")
+        check_writable(out / ARTIFACTS_DIR)
+        return open_resources(self.config, artifacts=out / ARTIFACTS_DIR, judge_cache=judge_cache,
+                              checkpoints=out / worker_checkpoints(self.index), run_dir=out)
+
+    def ready(self) -> tuple[int, str | None]:
+        """(process id, start-up error or None)."""
+        return os.getpid(), self.error
+
+    def run(self, item: TaskEpoch) -> str:
+        """Run and grade one episode; its ``results.jsonl`` line (validated again by the driver)."""
+        if self.resources is None:
+            raise RunError(f"worker {self.index} did not start: {self.error}")
+        return run_task(item.task, self.config, self.resources, epoch=item.epoch).model_dump_json()
+
+    def close(self) -> None:
+        """Close the worker's resources (checkpoint database, verdict cache)."""
+        self._open.close()
+
+
+class TaskFailed(RunError):
+    """A task's ``run`` raised in a worker process (a storage error or a harness bug: ``run_task``
+    records every other failure in the task's result). Rebuilt in the driver from its text; a disk
+    error behind it stays its ``__cause__``, so that the run stops as ``runner/saving.py`` says."""
+
+
+def failure_record(exc: BaseException) -> tuple[str, int | None, str | None]:
+    """What a driver needs to rebuild ``exc`` raised by a task (:func:`task_failure`), as picklable
+    values: its text, and the errno and message of the disk error behind it (if any)."""
+    cause = storage_cause(exc)
+    return f"{type(exc).__name__}: {exc}", cause.errno if cause else None, cause.strerror if cause else None
+
+
+def task_failure(where: str, text: str, code: int | None, strerror: str | None) -> TaskFailed:
+    """The driver's :class:`TaskFailed` for a :func:`failure_record` sent from ``where``."""
+    failure = TaskFailed(f"{where}: {text}")
+    if code is not None:
+        failure.__cause__ = OSError(code, strerror or os.strerror(code))
+    return failure
+
