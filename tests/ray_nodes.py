@@ -143,6 +143,9 @@ class LocalRayCluster:
             _signal_group(node.pid, signal.SIGKILL)
             if node.poll() is None:
                 node.wait(timeout=10)
+        deadline = time.monotonic() + 10  # the folder goes once nothing of the nodes can write into it
+        while time.monotonic() < deadline and any(_group_alive(n.pid) for n in self.nodes):
+            time.sleep(0.1)
         self.nodes = []
         subprocess.run(["rm", "-rf", str(self.root)], check=False)
 
