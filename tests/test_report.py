@@ -103,7 +103,9 @@ def test_report_images_are_small_local_files(run_dir, report):
     pages = "".join(task_pages(run_dir).values())
     thumbs = re.findall(r'<img src="\.\./([^"]+)"', pages)
     fulls = re.findall(r'<a class="zoom" href="\.\./(report_files/[^"]+)"><img', pages)
-    assert len(thumbs) == 6 and len(fulls) == 6  # per task: its image and the cropped transform
+    # per task: its image (under the prompt and in the first request) and the crop (the tool's, and in the
+    # second request)
+    assert len(thumbs) == 12 and len(fulls) == 12
     for rel in thumbs:
         with Image.open(run_dir / rel) as image:
             assert image.format == "JPEG" and max(image.size) <= 320
@@ -129,7 +131,8 @@ def test_untrusted_text_is_escaped(run_dir, report):
     pages = task_pages(run_dir)
     assert all(XSS not in text for text in (report, *pages.values()))
     xss_page = pages[task_page_file(run_dir, "t-xss").name]
-    assert xss_page.count("&lt;script&gt;alert(1)&lt;/script&gt; The number is 42.") == 2  # golden answer and answer
+    # the golden answer, the answer, and the model's reply in the transcript
+    assert xss_page.count("&lt;script&gt;alert(1)&lt;/script&gt; The number is 42.") == 3
     assert "Is &lt;b&gt;this&lt;/b&gt; bold?" in xss_page
     index = (run_dir / "report_files" / "search.js").read_text(encoding="utf-8")
     prefix = "window.vtbSearchIndex = "
@@ -145,7 +148,9 @@ def test_report_without_the_task_source_still_shows_the_run(run_dir, tmp_path):
     assert "3 task(s) of the run are not in the task source" in text
     assert text.count('<tr data-category="') == 3
     pages = task_pages(copy)
-    assert len(pages) == 3 and sum(page.count("<img ") for page in pages.values()) == 3  # tool images only
+    # the transcript's images only: per task the image as sent, the tool's crop and the crop as sent
+    assert len(pages) == 3 and sum(page.count("<img ") for page in pages.values()) == 9
+    assert all('<div class="text prompt">' not in page for page in pages.values())
 
 
 def test_missing_or_unfinished_run_dirs_are_clear_errors(run_dir, tmp_path):

@@ -1,7 +1,8 @@
 """Hostile model code against real sandboxes: each attack is contained, reported, and the next
 call of the same episode still works.
 
-Every test runs at the "bwrap" level; the key ones also at "fallback". With ``CI=true`` a level that
+Every test runs at the "bwrap" level; the key ones also at "fallback", and at "bwrap" both with
+workers forked by the fork server (``forkserver.py``, as root) and started as programs. With ``CI=true`` a level that
 cannot start here is a failure, not a skip (CI installs bubblewrap and runs as root).
 """
 
@@ -24,6 +25,8 @@ import pytest
 from vtb_agents.sandbox import Limits, LocalSandbox, SandboxError
 from vtb_agents.sandbox.cgroup import CgroupUnavailable, open_memory_cgroup
 from vtb_agents.sandbox.isolation import python_roots
+from vtb_agents.sandbox.forkserver import ENV_VAR as FORK_SERVER_ENV
+from vtb_agents.sandbox.forkserver import wanted
 from vtb_agents.sandbox.local import choose_level
 
 pytestmark = pytest.mark.timeout(90)
@@ -42,22 +45,32 @@ def _level_or_skip(level: str) -> None:
         pytest.skip(message)
 
 
-@pytest.fixture(params=BOTH)
-def level(request: pytest.FixtureRequest) -> str:
-    _level_or_skip(request.param)
-    return str(request.param)
+def _variant(param: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The level of a fixture's ``param``: "bwrap" forks its workers from the fork server where it
+    can (as root); "bwrap-spawn" starts each worker as a program (bwrap itself), as elsewhere."""
+    name = param.removesuffix("-spawn")
+    _level_or_skip(name)
+    if param == "bwrap-spawn":
+        monkeypatch.setenv(FORK_SERVER_ENV, "0")
+    elif name == "bwrap" and not wanted(name):
+        pytest.skip("no fork server here (it needs root): the spawn variant covers bwrap")
+    return name
 
 
-@pytest.fixture
-def bwrap_level() -> str:
-    _level_or_skip("bwrap")
-    return "bwrap"
+@pytest.fixture(params=[*BOTH, "bwrap-spawn"])
+def level(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    return _variant(str(request.param), monkeypatch)
+
+
+@pytest.fixture(params=["bwrap", "bwrap-spawn"])
+def bwrap_level(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    return _variant(str(request.param), monkeypatch)
 
 
 @pytest.fixture
 def sb(level: str, tmp_path: Path) -> Iterator[LocalSandbox]:
     with LocalSandbox(tmp_path / "work", isolation=level) as sandbox:
-        assert sandbox.isolation == level
+        assert sandbox.isolation == level and sandbox.fork_server == wanted(level)
         yield sandbox
 
 

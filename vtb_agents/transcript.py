@@ -47,7 +47,8 @@ from pydantic import BaseModel, Field
 from vtb_agents.results import TokenUsage, VerdictStatus
 
 __all__ = ["JUDGE_EVENT", "JUDGING_STEP", "STEP_EVENT", "STEP_METADATA_KEY", "Event", "ImageRef", "JudgeEvent",
-           "ModelCall", "ModelEvent", "ModelResponse", "StepEvent", "ToolEvent", "Transcript", "TranscriptImage"]
+           "ModelCall", "ModelEvent", "ModelResponse", "StepEvent", "ToolEvent", "Transcript", "TranscriptImage",
+           "image_refs"]
 
 STEP_EVENT = "vtb_step"
 """Name of the LangChain custom event a strategy dispatches with a :class:`StepEvent`."""
@@ -167,3 +168,15 @@ class Transcript(BaseModel):
     def of_kind(self, kind: str) -> list[Event]:
         """The events of one ``kind`` (``model``, ``tool``, ``step``, ``judge``), in order."""
         return [event for event in self.events if event.kind == kind]
+
+
+def image_refs(value: Any) -> list[str]:
+    """The sha256 of every ``{"sha256"}`` image reference inside a recorded message's content (a block,
+    a list of blocks, nested), in order: how a reader finds the images of a message."""
+    if isinstance(value, dict):
+        if set(value) == {"sha256"} and isinstance(value["sha256"], str):
+            return [value["sha256"]]
+        return [ref for item in value.values() for ref in image_refs(item)]
+    if isinstance(value, list):
+        return [ref for item in value for ref in image_refs(item)]
+    return []

@@ -179,8 +179,11 @@ def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, 
 
 
 def _paired_cost(run: RunResults, task_ids: set[str]) -> float | None:
-    """Estimated cost of ``task_ids`` (every epoch) in ``run``, at the run's prices."""
+    """Estimated cost of ``task_ids`` (every epoch) in ``run``, at the run's prices; None for no task
+    (nothing paired has no cost to compare, not a cost of $0)."""
     chosen = [r for r in run.results if r.task_id in task_ids]
+    if not chosen:
+        return None
     total: float | None = cost_summary(chosen, model=run.model, judge=run.judge)["total"]
     return total
 

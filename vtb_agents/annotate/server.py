@@ -2,7 +2,9 @@
 run's rubrics by hand, built on the standard library's ``http.server``.
 
 Routes: ``GET /`` the page; ``GET /api/state`` the run's tasks, answers and rubrics (no judge
-verdicts: the labeller must not be anchored by them) with the labels so far; ``GET /image/task/T/I``
+verdicts: the labeller must not be anchored by them) with the labels so far, and per turn the strategy
+steps and tool calls of the task's transcript as HTML, rendered by the task pages' own function
+(:func:`~vtb_agents.report.events_html.event_html`, everything escaped there); ``GET /image/task/T/I``
 and ``GET /image/ref/SHA`` the task's images and the images its tool calls made; ``POST /api/label``
 ``{"task_id", "turn", "rubric_id", "label", "note"}`` saves one label at once (:class:`LabelStore`).
 Every request must name the server by its own host name, and a label must come from the served page
@@ -22,9 +24,13 @@ from typing import Any
 from vtb_agents.annotate.guard import Refusal, RequestGuard
 from vtb_agents.annotate.labels import LabelStore
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.report.events_html import ModelCalls, event_html
+from vtb_agents.report.images import ImageLink
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.read import TaskSource, open_finished_run
+from vtb_agents.rundir.transcripts import find_transcript
 from vtb_agents.tasks.model import Task
+from vtb_agents.transcript import StepEvent, ToolEvent, Transcript
 
 HOST = "127.0.0.1"
 _MIME = ((b"\x89PNG", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"),
@@ -36,7 +42,36 @@ def image_mime(data: bytes) -> str:
     return next((mime for magic, mime in _MIME if data.startswith(magic)), "application/octet-stream")
 
 
-def _turn_view(task_index: int, task: Task, result: TaskResult, turn: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ServedImages:
+    """The annotate server's images of a transcript (:class:`~vtb_agents.report.events_html.ImageSource`):
+    each artifact at ``image/ref/SHA`` (thumbnail and full size alike), or why there is none."""
+
+    artifacts: ArtifactStore
+
+    def from_ref(self, ref: str, name: str) -> ImageLink:
+        """The route of artifact ``ref``."""
+        try:
+            found = self.artifacts.path(ref).exists()
+        except ValueError:
+            return ImageLink(name, problem=f"bad artifact reference {ref!r}")
+        if not found:
+            return ImageLink(name, problem="artifact missing from the run directory")
+        return ImageLink(name, thumb=f"image/ref/{ref}", full=f"image/ref/{ref}")
+
+
+def steps_html(transcript: Transcript | None, turn: int, images: ServedImages) -> str:
+    """The strategy steps and tool calls of ``turn`` in ``transcript``, rendered as on the task pages
+    (:func:`~vtb_agents.report.events_html.event_html`); no verdicts (the labeller must not see them)."""
+    if transcript is None:
+        return ""
+    calls = ModelCalls()
+    return "".join(event_html(event, images, calls, base="/") for event in transcript.events
+                   if isinstance(event, StepEvent | ToolEvent) and event.turn == turn)
+
+
+def _turn_view(task_index: int, task: Task, result: TaskResult, turn: int, transcript: Transcript | None,
+               images: ServedImages) -> dict[str, Any]:
     record = next((t for t in result.episode.turns if t.index == turn), None)
     spec = task.turns[turn]
     answer = record.answer if record else f"(no answer: the episode ended with status {result.episode.status}"\
@@ -44,8 +79,9 @@ def _turn_view(task_index: int, task: Task, result: TaskResult, turn: int) -> di
     return {
         "turn": turn + 1, "prompt": spec.prompt, "golden_answer": spec.golden_answer, "answer": answer,
         "images": [f"/image/task/{task_index}/{i}" for i in spec.images if 0 <= i < len(task.images)],
-        "transformed": [f"/image/ref/{img.ref}" for call in (record.tool_calls if record else [])
-                        for img in call.images],
+        "transformed": [] if transcript is not None else [
+            f"/image/ref/{img.ref}" for call in (record.tool_calls if record else []) for img in call.images],
+        "steps": steps_html(transcript, turn, images),
         "rubrics": [{"rubric_id": r.id, "description": r.description, "weight": r.weight,
                      "critical": r.is_critical(), "objectivity": r.objectivity, "explicitness": r.explicitness}
                     for r in spec.rubrics],
@@ -73,10 +109,13 @@ class AnnotationSession:
     def state(self) -> dict[str, Any]:
         """Everything the page shows, and the labels so far."""
         views: list[dict[str, Any]] = []
+        images = ServedImages(self.artifacts)
         for index, result in enumerate(self.results):
             task = self.tasks[result.task_id]
+            transcript = find_transcript(self.run_dir, result.task_id, result.epoch)
             views.append({"task_id": task.id, "category": task.category, "domain": task.domain,
-                          "turns": [_turn_view(index, task, result, t) for t in range(len(task.turns))]})
+                          "turns": [_turn_view(index, task, result, t, transcript, images)
+                                    for t in range(len(task.turns))]})
         total = sum(len(turn["rubrics"]) for view in views for turn in view["turns"])
         return {"run": str(self.run_dir), "labels_file": str(self.labels.path), "total": total,
                 "tasks": views, "labels": self.labels.rows()}

@@ -51,7 +51,8 @@ def sandbox_exec(code_file: Path = typer.Option(..., "--code-file", help="Python
         pngs = [to_png(path.read_bytes()) for path in image]
     except OSError as exc:
         fail(f"cannot read --image: {exc}")
-    options = {"strict": strict} if sandbox == "local" else {}
+    # one sandbox per command: a fork server (a run's) would only add its own start
+    options = {"strict": strict, "fork_server": False} if sandbox == "local" else {}
     try:
         with open_sandbox(sandbox, workdir=workdir, **options) as box, tempfile.TemporaryDirectory() as scratch:
             for index, data in enumerate(pngs):

@@ -124,6 +124,8 @@ def image_path(sha256: str, artifacts: ArtifactStore) -> str:
 
 def content_lines(content: Any, artifacts: ArtifactStore) -> list[str]:
     """A message's content as lines: its text, and each image as ``[image] PATH``."""
+    from vtb_agents.transcript import image_refs
+
     if isinstance(content, str):
         return [clip(content)] if content else []
     lines: list[str] = []
@@ -138,17 +140,6 @@ def content_lines(content: Any, artifacts: ArtifactStore) -> list[str]:
         elif block:
             lines.append(clip(json.dumps(block, ensure_ascii=False)))
     return lines
-
-
-def image_refs(value: Any) -> list[str]:
-    """The ``{"sha256"}`` image references inside a content block, in order."""
-    if isinstance(value, dict):
-        if set(value) == {"sha256"} and isinstance(value["sha256"], str):
-            return [value["sha256"]]
-        return [ref for item in value.values() for ref in image_refs(item)]
-    if isinstance(value, list):
-        return [ref for item in value for ref in image_refs(item)]
-    return []
 
 
 def model_lines(number: int, event: ModelEvent, artifacts: ArtifactStore,

@@ -1,13 +1,14 @@
 """The report's image files made while a run goes on, so that ``report.html`` is quick at its end.
 
-Decoding and shrinking the images (the tasks' own and the tools' outputs) is nearly all of a report's
-cost: several milliseconds per image, about 1 s for 64 tasks of the sample suite, against well under
-0.1 s for the page. A :class:`ReportPreparer` makes those files in one background thread while the
-tasks wait on their models: the tasks' own images from the start, each result's tool images as the
-result arrives. :func:`~vtb_agents.report.html.write_report` then finds them on disk (files are named
-by content) and only writes the pages; whatever is not prepared yet it makes itself, so preparing is
-purely a head start and never changes the report. :func:`preparing_report` wires a preparer into a
-run's progress callback (``vtb run`` and :func:`vtb_agents.evaluate` both use it).
+Decoding and shrinking the images (the tasks' own and the tools' outputs) is nearly all of a report's cost:
+several milliseconds per image, about 1 s for 64 tasks of the sample suite, against well under 0.1 s for the
+page. A :class:`ReportPreparer` makes those files in one background thread while the tasks wait on their
+models: the tasks' own images from the start, each result's images as the result arrives (those of its task
+page: the tool images and, from the task's transcript, every image sent to the model and every image a
+strategy step made). :func:`~vtb_agents.report.html.write_report` then finds them on disk (files are named by
+content) and only writes the pages; whatever is not prepared yet it makes itself, so preparing is purely a
+head start and never changes the report. :func:`preparing_report` wires a preparer into a run's progress
+callback (``vtb run`` and :func:`vtb_agents.evaluate` both use it).
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 linked from the task table of ``report.html`` and opened only when clicked, so that the report of a
 large run stays small.
 
-A page holds what was run and how it ended (result, outcome, score, tool calls, cost), the episode's
-error and why it is ungraded where so, then the transcript (:func:`~vtb_agents.report.transcript_html.
-transcript_section`). Its images are the report's files under ``RUN_DIR/report_files/`` (``../``
-from the page); a click on a thumbnail shows the full-size image over the page (inline script, no
-network). Every value from the task, the model, the tools or the judge is escaped.
+A page holds what was run and how it ended (result, outcome, score, tool calls, cost), the episode's error and
+why it is ungraded where so, then the transcript (:func:`~vtb_agents.report.transcript_html.
+transcript_section`): the task's transcript record when the run has one (every model call, tool call, strategy
+step and verdict), else the result's tool calls and verdicts. Its images are the report's files under
+``RUN_DIR/report_files/`` (``../`` from the page); a click on a thumbnail shows the full-size image over the
+page (inline script, no network). Every value from the task, the model, the tools or the judge is escaped.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from vtb_agents.report.transcript_html import transcript_section
 from vtb_agents.report.usage import usd
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.layout import TASK_PAGES_DIR, task_page_file
+from vtb_agents.rundir.transcripts import find_transcript
 from vtb_agents.tasks.model import Task
 
 REPORT_LINK = "../report.html"
@@ -59,7 +61,8 @@ class TaskPage:
         return Path(run_dir) / self.href
 
     def html(self, images: ReportImages) -> str:
-        """The complete page."""
+        """The complete page (with the task's transcript when ``images.run_dir`` has one, read here:
+        transcripts are loaded one page at a time, never all at once)."""
         result, task = self.result, self.task
         label, kind = result_label(result)
         grade, episode = result.grade, result.episode
@@ -86,7 +89,8 @@ class TaskPage:
         if task is None:
             parts.append('<p class="note">The task is not in the task source: prompts, golden answers and the '
                          "task's own images are not shown.</p>")
-        parts.append(transcript_section(result, task, images))
+        transcript = find_transcript(images.run_dir, result.task_id, self.epoch)
+        parts.append(transcript_section(result, task, images, transcript=transcript))
         return page(f"{result.task_id}: {label}", "".join(parts), script="task.js")
 
     def write(self, run_dir: Path, images: ReportImages) -> Path:

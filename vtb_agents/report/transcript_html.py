@@ -1,12 +1,12 @@
 """The transcript section of a task page: what happened, turn by turn, beside how it was judged.
 
-:func:`transcript_section` is the one seam a task page calls for it. Today it renders what the run's
-``TaskResult`` holds: per turn the prompt and its images, every tool call (failed ones highlighted),
-the answer beside the golden answer, and each rubric verdict right under the answer it judged. When
-the per-task transcript record (``transcripts/<stem>.json``: model, tool, judge and strategy-step
-events) exists, this function takes it and renders its events here; strategy steps go in a
-``<div class="step">`` (styled apart in ``templates/report.css``), errors in ``.call.failed`` /
-``.warn-box``. Nothing else of the report needs to change.
+:func:`transcript_section` is the one seam a task page calls for it. Per turn: the prompt and its
+images, then what happened, then the answer beside the golden answer with each rubric verdict right
+under it. What happened comes from the task's transcript record (``transcripts/<stem>.json``,
+:mod:`vtb_agents.transcript`) when the run has one: every model call, tool call and strategy step in
+order (:mod:`vtb_agents.report.events_html`), and the judge events as the verdicts (explanation, judge
+model, cached flag, prompt and raw verdict). A task without a transcript (a run written before them)
+falls back to the ``TaskResult``: its tool calls (failed ones highlighted) and verdicts.
 
 Task text, model output, tool output and judge justifications are untrusted and always escaped.
 Images appear as thumbnails linking to full-size files (see :mod:`vtb_agents.report.images`); the
@@ -15,63 +15,23 @@ task page's script shows the full-size image over the page on a click.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
+from dataclasses import dataclass
 
-from vtb_agents.report.images import ImageLink, ReportImages
-from vtb_agents.report.markup import badge, esc, pre, table
+from vtb_agents.report.events_html import ModelCalls, call_box, event_html, figures, judge_table
+from vtb_agents.report.images import ReportImages
+from vtb_agents.report.markup import badge, esc, table
 from vtb_agents.results import RubricVerdict, TaskResult, ToolCallRecord, TurnRecord
 from vtb_agents.tasks.model import Rubric, Task, TaskImage
-
-OUTPUT_LIMIT = 8_000
-CODE_LIMIT = 20_000
-
-
-def figures(links: list[ImageLink], *, base: str) -> str:
-    """Thumbnails, each linking to its full-size file (paths prefixed with ``base``, the way from the
-    page to the run directory); a placeholder says why an image is missing."""
-    if not links:
-        return ""
-    items = []
-    for link in links:
-        if link.thumb is None or link.full is None:
-            items.append(f'<figure><div class="missing">{esc(link.problem)}</div>'
-                         f"<figcaption>{esc(link.name)}</figcaption></figure>")
-            continue
-        size = f" · {link.size[0]}×{link.size[1]}" if link.size else ""
-        items.append(f'<figure><a class="zoom" href="{esc(base + link.full)}"><img src="{esc(base + link.thumb)}" '
-                     f'alt="{esc(link.name)}"></a><figcaption>{esc(link.name)}{size}</figcaption></figure>')
-    return f'<div class="thumbs">{"".join(items)}</div>'
-
-
-def format_output(text: str) -> str:
-    """A tool's text result for reading: the code tools' JSON shown as ``key: value`` blocks."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return text
-    if not isinstance(data, dict):
-        return text
-    parts = []
-    for key, value in data.items():
-        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        shown = shown.rstrip()
-        parts.append(f"{key}:\n{shown}" if "\n" in shown else f"{key}: {shown}")
-    return "\n".join(parts)
-
+from vtb_agents.transcript import JudgeEvent, Transcript
 
 def call_html(call: ToolCallRecord, images: ReportImages, *, base: str) -> str:
-    """One tool call: name, round, status, the code (or arguments), the output and output images;
-    a failed call is marked ``failed`` (highlighted)."""
-    status = badge("ok", "ok") if call.ok else badge("error", "err")
+    """One tool call of a result (a run without transcripts): name, round, status, the code (or
+    arguments), the output and output images; a failed call is marked ``failed`` (highlighted)."""
     took = f" · {call.duration_s:.2f} s" if call.duration_s is not None else ""
-    code = call.args.get("code") if isinstance(call.args.get("code"), str) else None
-    args = pre(code, limit=CODE_LIMIT) if code is not None else \
-        pre(json.dumps(call.args, indent=2, ensure_ascii=False), limit=CODE_LIMIT)
     links = [images.from_ref(img.ref, img.name) for img in call.images]
-    return (f'<div class="call{"" if call.ok else " failed"}"><div class="call-head"><code>{esc(call.name)}</code>'
-            f'<span class="note">round {call.round + 1}{took}</span>{status}</div>{args}'
-            f'{pre(format_output(call.output), limit=OUTPUT_LIMIT, cls="out")}{figures(links, base=base)}</div>')
+    return call_box(call.name, f"round {call.round + 1}{took}", call.args, call.output, figures(links, base=base),
+                    error=None, ok=call.ok)
 
 
 def verdict_rows(verdicts: list[RubricVerdict], rubrics: dict[str, Rubric]) -> list[list[str]]:
@@ -101,9 +61,19 @@ def turn_images(task: Task, index: int) -> list[tuple[TaskImage, str]]:
     return [(task.images[i], task.image_name(i)) for i in (spec.images if spec else []) if 0 <= i < len(task.images)]
 
 
+@dataclass(frozen=True)
+class TurnEvents:
+    """A turn's part of the transcript: its events as HTML (model, tool and step events, in order) and
+    its verdicts (judge events)."""
+
+    html: str
+    judges: list[JudgeEvent]
+
+
 def turn_html(index: int, task: Task | None, record: TurnRecord | None, verdicts: list[RubricVerdict],
-              images: ReportImages, *, base: str) -> str:
-    """One turn: prompt and images, tool calls, answer against the golden answer, verdicts under the answer."""
+              images: ReportImages, *, base: str, events: TurnEvents | None = None) -> str:
+    """One turn: prompt and images, what happened (the transcript's ``events`` when there is one, else the
+    tool calls of the result), the answer against the golden answer, and the verdicts under the answer."""
     spec = task.turns[index] if task and index < len(task.turns) else None
     parts = [f'<h3 id="turn-{index + 1}">Turn {index + 1}']
     if record is not None:
@@ -114,26 +84,57 @@ def turn_html(index: int, task: Task | None, record: TurnRecord | None, verdicts
         parts.append(f'<h4>Prompt</h4><div class="text prompt">{esc(spec.prompt)}</div>')
         links = [images.from_task(image, name) for image, name in turn_images(task, index)] if task else []
         parts.append(figures(links, base=base))
-    if record is not None and record.tool_calls:
+    if events is not None and events.html:
+        parts.append(f'<h4>Model calls, tool calls and strategy steps</h4><div class="events">{events.html}</div>')
+    elif events is None and record is not None and record.tool_calls:
         parts.append("<h4>Tool calls</h4>" + "".join(call_html(c, images, base=base) for c in record.tool_calls))
     answer = esc(record.answer) if record is not None else '<span class="note">no answer recorded</span>'
     golden = esc(spec.golden_answer) if spec is not None else '<span class="note">task not available</span>'
     parts.append(f'<div class="two"><div><h4>Answer</h4><div class="text answer">{answer}</div></div>'
                  f'<div><h4>Golden answer</h4><div class="text golden">{golden}</div></div></div>')
-    if verdicts:
+    if events is not None and events.judges:
+        parts.append("<h4>Rubric verdicts on this answer</h4>"
+                     + judge_table(events.judges, {v.rubric_id: v for v in verdicts}))
+    elif events is None and verdicts:
         rubrics = {r.id: r for r in spec.rubrics} if spec is not None else {}
         parts.append("<h4>Rubric verdicts on this answer</h4>" + verdict_table(verdicts, rubrics))
     return f'<div class="turn">{"".join(parts)}</div>'
 
 
-def transcript_section(result: TaskResult, task: Task | None, images: ReportImages, *, base: str = "../") -> str:
-    """The transcript part of a task page (the seam for the transcript record, see the module doc):
-    every turn of ``result`` with ``task``'s prompts, images and golden answers where known.
+def turn_events(transcript: Transcript, images: ReportImages, *, base: str) -> dict[int | None, TurnEvents]:
+    """The transcript's events by turn (None: events outside any turn), rendered in order; model calls
+    are numbered across the whole transcript."""
+    html: dict[int | None, list[str]] = defaultdict(list)
+    judges: dict[int | None, list[JudgeEvent]] = defaultdict(list)
+    calls = ModelCalls()
+    for event in transcript.events:
+        if isinstance(event, JudgeEvent):
+            judges[event.turn].append(event)
+        else:
+            html[event.turn].append(event_html(event, images, calls, base=base))
+    return {turn: TurnEvents("".join(html.get(turn, [])), judges.get(turn, [])) for turn in {*html, *judges}}
+
+
+def transcript_section(result: TaskResult, task: Task | None, images: ReportImages, *, base: str = "../",
+                       transcript: Transcript | None = None) -> str:
+    """The transcript part of a task page: every turn of ``result`` with ``task``'s prompts, images and
+    golden answers where known, and the events of ``transcript`` (the task's transcript record; None for
+    a task without one: then the tool calls and verdicts of ``result``).
     ``base`` leads from the page to the run directory (task pages live in ``RUN_DIR/tasks/``)."""
     by_turn: dict[int, list[RubricVerdict]] = defaultdict(list)
     for verdict in result.grade.verdicts:
         by_turn[verdict.turn].append(verdict)
     records = {t.index: t for t in result.episode.turns}
-    count = max([len(task.turns) if task else 0, *(i + 1 for i in records), *(i + 1 for i in by_turn)])
-    turns = "".join(turn_html(i, task, records.get(i), by_turn.get(i, []), images, base=base) for i in range(count))
-    return f'<section id="transcript"><h2>Transcript</h2>{turns}</section>'
+    events = turn_events(transcript, images, base=base) if transcript is not None else None
+    turn_ids = [i for i in (events or {}) if i is not None]
+    count = max([len(task.turns) if task else 0, *(i + 1 for i in records), *(i + 1 for i in by_turn),
+                 *(i + 1 for i in turn_ids)])
+    empty = TurnEvents("", []) if events is not None else None
+    turns = "".join(turn_html(i, task, records.get(i), by_turn.get(i, []), images, base=base,
+                              events=events.get(i, empty) if events is not None else None) for i in range(count))
+    outside = events.get(None) if events is not None else None
+    if outside is not None:
+        turns += '<div class="turn"><h3>Outside any turn</h3>' + f'<div class="events">{outside.html}</div>' + (
+            judge_table(outside.judges, {}) if outside.judges else "") + "</div>"
+    source = "the task's transcript" if transcript is not None else "the run's results (no transcript recorded)"
+    return f'<section id="transcript"><h2>Transcript</h2><p class="note">From {source}.</p>{turns}</section>'

@@ -21,7 +21,7 @@ from vtb_agents.rundir.read import read_record
 from vtb_agents.rundir.store import ResultsStore, write_json_atomic
 from vtb_agents.transcript import JudgeEvent, Transcript
 
-__all__ = ["open_transcript", "read_transcript", "regraded_transcript", "write_transcript"]
+__all__ = ["find_transcript", "open_transcript", "read_transcript", "regraded_transcript", "write_transcript"]
 
 
 def write_transcript(run_dir: Path, transcript: Transcript, epoch: int = 1) -> Path:
@@ -45,6 +45,14 @@ def read_transcript(run_dir: Path, task_id: str, epoch: int = 1) -> Transcript:
     if transcript.task_id != task_id:
         raise RunError(f"{path}: holds the transcript of task {transcript.task_id!r}, not {task_id!r}")
     return transcript
+
+
+def find_transcript(run_dir: Path, task_id: str, epoch: int = 1) -> Transcript | None:
+    """The transcript of ``task_id`` (and ``epoch``), None when the run has none for it (a run written
+    before transcripts); an unreadable file is a :class:`~vtb_agents.rundir.errors.RunError`."""
+    if not transcript_file(run_dir, task_id, epoch).exists():
+        return None
+    return read_transcript(run_dir, task_id, epoch)
 
 
 def regraded_transcript(run_dir: Path, task_id: str, verdicts: list[JudgeEvent], epoch: int = 1) -> Path | None:

@@ -68,6 +68,11 @@ class MemoryCgroup:
         except FileNotFoundError:
             return []
 
+    def add(self, pid: int) -> None:
+        """Move process ``pid`` into the cgroup (the fork server's workers join this way: before
+        their first process forks any other, so every process of the worker is counted)."""
+        self.procs.write_text(str(pid))
+
     def describe(self) -> str:
         """One line for run metadata, e.g. ``cgroup v1, 4096 MiB``."""
         return f"cgroup {self.version}, {self.limit_bytes >> 20} MiB"

@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .output import CappedText
 from .removal import remove_entries
@@ -107,13 +107,47 @@ def remove_changes(root: Path, before: TreeScan) -> None:
     remove_entries(root, chosen)
 
 
+class WorkerProcess(Protocol):
+    """The host's handle on a worker's process: one it started (:class:`SpawnedProcess`) or one
+    the fork server forked (``forkserver.ForkedProcess``). ``pid`` leads the worker's process group."""
+
+    pid: int
+
+    def exit_status(self, wait_s: float) -> int | None:
+        """The exit status once the worker has ended (minus n for signal n), else None after ``wait_s``."""
+
+    def wait(self) -> None:
+        """Until the process has ended and been reaped."""
+
+
+class SpawnedProcess:
+    """A worker started as a program: a child of this process."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen, self.pid = popen, popen.pid
+
+    def exit_status(self, wait_s: float) -> int | None:
+        """The exit status once the worker has exited (not reaped yet), or None."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if info is not None:
+                return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
+
+    def wait(self) -> None:
+        self.popen.wait()
+
+
 class WorkerPipes:
     """The host side of a worker's pipes: control frames in and out, stdout/stderr captured.
 
     A subclass starts ``proc`` and sets the fds (non-blocking) and the state attributes below.
     """
 
-    proc: subprocess.Popen[bytes]
+    proc: WorkerProcess
     ctl_w: int
     ctl_r: int
     out_r: int
@@ -199,15 +233,8 @@ class WorkerPipes:
                     self._read_output(sel, key.fd, captures)
 
     def exit_code(self, wait_s: float) -> int | None:
-        """The exit status once the worker has exited (not reaped yet), or None."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            info = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            if info is not None:
-                return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.005)
+        """The exit status once the worker has exited, or None after ``wait_s``."""
+        return self.proc.exit_status(wait_s)
 
     def kill(self, out: CappedText | None = None, err: CappedText | None = None) -> None:
         """Kill the whole process group, collect the last output, close the pipes. Idempotent."""

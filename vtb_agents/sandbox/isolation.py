@@ -111,17 +111,24 @@ def python_roots(python: str) -> list[str]:
     return _outermost(r for r in {*roots, *(os.path.realpath(r) for r in roots)} if r != "/")
 
 
-def bwrap_args(python_dirs: list[str], worker_file: str, workdir: str, env: dict[str, str],
-               tmp_bytes: int, handshake: tuple[int, int] | None) -> tuple[list[str], list[int]]:
+def bwrap_args(python_dirs: list[str], files: dict[str, str], workdir: str | None,
+               env: dict[str, str], tmp_bytes: int, handshake: tuple[int, int] | None,
+               extra_caps: tuple[str, ...] = ()) -> tuple[list[str], list[int]]:
     """bwrap options (before the command) and the fds they read (to pass to bwrap, then close).
 
-    ``handshake`` = (info fd, userns block fd) for the uid-map handshake, when root.
+    ``files`` maps paths inside to host files bound read-only (the worker script, or the fork
+    server's scripts); ``workdir`` is bound read-write at ``INSIDE_WORKDIR``, or None for an
+    empty directory there (the fork server, whose children mount their own). ``handshake`` =
+    (info fd, userns block fd) for the uid-map handshake, when root; ``extra_caps`` are kept
+    besides CAP_SETUID and CAP_SETGID (the fork server's CAP_SYS_ADMIN).
     """
     args = ["--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
     if handshake is not None:  # the worker starts as ns-root with only these, then drops to 65534
         args += ["--info-fd", str(handshake[0]), "--userns-block-fd", str(handshake[1]),
-                 "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+                 "--cap-drop", "ALL"]
+        for cap in ("CAP_SETUID", "CAP_SETGID", *extra_caps):
+            args += ["--cap-add", cap]
     else:
         args += ["--disable-userns"]
     for path in _SYSTEM_DIRS:
@@ -135,7 +142,7 @@ def bwrap_args(python_dirs: list[str], worker_file: str, workdir: str, env: dict
     system = [p for p in _SYSTEM_DIRS if os.path.isdir(p) and not os.path.islink(p)]
     roots = [d for d in _outermost(python_dirs)
              if not any(d == s or d.startswith(s + "/") for s in system)]
-    parents = {os.path.dirname(p) for p in [*roots, INSIDE_WORKER]}
+    parents = {os.path.dirname(p) for p in [*roots, *files]}
     ancestors = {a for p in parents for a in _ancestors(p)}
     args += ["--proc", "/proc", "--dev", "/dev"]
     for tmp in ("/tmp", "/dev/shm"):  # /dev/shm: multiprocessing locks and pools
@@ -144,8 +151,11 @@ def bwrap_args(python_dirs: list[str], worker_file: str, workdir: str, env: dict
         args += ["--perms", "0755", "--dir", directory]
     for root in roots:
         args += ["--ro-bind", root, root]
-    args += ["--ro-bind", worker_file, INSIDE_WORKER, "--bind", workdir, INSIDE_WORKDIR,
-             "--chdir", "/", "--clearenv"]  # the worker enters INSIDE_WORKDIR once it is uid 65534
+    for inside, host in files.items():
+        args += ["--ro-bind", host, inside]
+    args += (["--bind", workdir, INSIDE_WORKDIR] if workdir is not None
+             else ["--perms", "0755", "--dir", INSIDE_WORKDIR])
+    args += ["--chdir", "/", "--clearenv"]  # the worker enters INSIDE_WORKDIR once it is uid 65534
     for key, value in env.items():
         args += ["--setenv", key, value]
     uid, gid = (SANDBOX_ID, SANDBOX_ID) if handshake else (os.getuid(), os.getgid())

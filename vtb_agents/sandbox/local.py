@@ -6,7 +6,10 @@ How the worker is isolated depends on the level (``isolation.py`` says what each
 ``isolation="auto"`` (default, or ``$VTB_SANDBOX_ISOLATION``) takes the best level that works here,
 probed once per process; ``strict=True`` refuses anything but bwrap. The worker starts at the first
 ``run`` call: writing, listing and reading files needs only the working directory, so an episode
-that never runs code costs no process. In every level the worker keeps
+that never runs code costs no process. At the "bwrap" level, as root, the worker is forked by the
+process's fork server (``forkserver.py``: one zygote that imported PIL, NumPy and OpenCV once;
+each worker still gets its own namespaces, working directory, cgroup, uid and filter) unless
+``fork_server=False``; elsewhere it is started as a program. In every level the worker keeps
 its Python state across calls (from any thread: workers are started by one process-wide thread,
 ``spawner.py``, so that they die with the host and not with the caller's thread), a call that
 overruns its timeout kills and restarts it, and stdout/stderr are capped.
@@ -38,7 +41,10 @@ from . import isolation as iso
 from . import seccomp
 from .base import STATE_RESET, ExecResult, SandboxError
 from .cgroup import CgroupUnavailable, MemoryCgroup, join_command, open_memory_cgroup
-from .host import TreeScan, WorkerPipes, changed_files, remove_changes, scan_tree, snapshot
+from . import forkserver
+from .forkserver import ForkServer
+from .host import (SpawnedProcess, TreeScan, WorkerPipes, WorkerProcess, changed_files, remove_changes,
+                   scan_tree, snapshot)
 from .leftovers import owned_tempdir
 from .output import CappedText
 from .removal import RemovalError, discard_tree
@@ -143,8 +149,9 @@ class _Worker(WorkerPipes):
 
     def __init__(self, level: str, python: str, workdir: Path, limits: Limits,
                  start_timeout: float, cgroup: MemoryCgroup | None = None,
-                 seccomp_program: bytes | None = None) -> None:
+                 seccomp_program: bytes | None = None, server: ForkServer | None = None) -> None:
         self.level, self.limits, self.seccomp_program = level, limits, seccomp_program
+        self.server = server
         deadline = time.monotonic() + start_timeout
         ctl_in_r, self.ctl_w = os.pipe()   # parent -> worker
         self.ctl_r, ctl_out_w = os.pipe()  # worker -> parent
@@ -152,17 +159,21 @@ class _Worker(WorkerPipes):
         self.err_r, err_w = os.pipe()
         child_fds, handshake = [ctl_in_r, ctl_out_w, out_w, err_w], None
         try:
-            if level == "bwrap" and iso.drops_uid():  # (info, userns block) pipes of the uid map
+            if server is not None:
+                self.proc: WorkerProcess = server.fork(workdir, list(child_fds), limits,
+                                                       self._forked_setup(), cgroup, deadline)
+            elif level == "bwrap" and iso.drops_uid():  # (info, userns block) pipes of the uid map
                 info_r, info_w = os.pipe()
                 block_r, block_w = os.pipe()
                 handshake, child_fds = (info_r, block_w), [*child_fds, info_w, block_r]
-            argv, env = self._argv(python, workdir, ctl_in_r, ctl_out_w, child_fds,
-                                   (info_w, block_r) if handshake else None)
-            if cgroup is not None:
-                argv = join_command(cgroup.procs, argv)
-            self.proc = spawn(lambda: subprocess.Popen(  # forked by a thread that lives: spawner.py
-                argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
-                pass_fds=tuple(child_fds), start_new_session=True))
+            if server is None:
+                argv, env = self._argv(python, workdir, ctl_in_r, ctl_out_w, child_fds,
+                                       (info_w, block_r) if handshake else None)
+                if cgroup is not None:
+                    argv = join_command(cgroup.procs, argv)
+                self.proc = SpawnedProcess(spawn(lambda: subprocess.Popen(  # by a thread that lives: spawner.py
+                    argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
+                    pass_fds=tuple(child_fds), start_new_session=True)))
         except BaseException:
             self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r, *(handshake or ()))
             raise
@@ -189,6 +200,14 @@ class _Worker(WorkerPipes):
             raise SandboxError(f"the sandbox worker did not start at isolation level {level!r} "
                                f"({status}): {err.text()[-4000:]}")
 
+    def _forked_setup(self) -> dict[str, Any]:
+        """``worker.serve``'s setup for a worker the fork server forks (its site is the zygote's)."""
+        setup: dict[str, Any] = {"level": self.level, "drop": True, "chdir": iso.INSIDE_WORKDIR,
+                                 "tracker": TRACKER_SOURCE}  # patches the preloaded PIL.Image per task
+        if self.seccomp_program is not None:
+            setup["seccomp"] = self.seccomp_program.hex()
+        return setup
+
     def _argv(self, python: str, workdir: Path, ctl_in: int, ctl_out: int, child_fds: list[int],
               handshake: tuple[int, int] | None) -> tuple[list[str], dict[str, str]]:
         """The command line and environment for this level (bwrap options go through a pipe)."""
@@ -212,7 +231,7 @@ class _Worker(WorkerPipes):
         if bwrap is None:
             raise SandboxError("bubblewrap (bwrap) is not installed")
         options, data_fds = iso.bwrap_args(
-            iso.python_roots(python), str(WORKER_PATH), str(workdir),
+            iso.python_roots(python), {iso.INSIDE_WORKER: str(WORKER_PATH)}, str(workdir),
             worker_env(iso.INSIDE_WORKDIR), self.limits.tmp_bytes, handshake)
         child_fds += data_fds
         command = worker_command(python, ctl_in, ctl_out, limits, worker_path=iso.INSIDE_WORKER,
@@ -246,6 +265,11 @@ class _Worker(WorkerPipes):
                 signal.SIGSEGV: " (crash in native code)",
             }.get(sig, "") if sig else "")
         return f"{what}; {STATE_RESET}"
+
+
+@functools.cache
+def _warn_once_without_fork_server(reason: str) -> None:
+    _log.warning("sandbox workers start as programs (no fork server): %s", reason)
 
 
 @functools.cache
@@ -317,7 +341,9 @@ class LocalSandbox:
 
     ``isolation``: "auto" (default; ``None`` reads ``$VTB_SANDBOX_ISOLATION``), "bwrap", "fallback"
     or "process"; afterwards the attribute holds the level actually achieved. ``strict=True``
-    raises SandboxError unless that level is "bwrap". ``memory_cap`` says how the memory of all
+    raises SandboxError unless that level is "bwrap". ``fork_server`` (default: where
+    ``forkserver.wanted`` says so) forks the worker from the process's fork server instead of
+    starting it as a program; the attribute says which. ``memory_cap`` says how the memory of all
     the worker's processes together is capped (``cgroup v1, 4096 MiB``) or why it is not;
     ``syscall_filter`` which seccomp filter the worker runs under (``seccomp.py``). The level is
     chosen (and refused under ``strict``) here; the worker starts at the first :meth:`run`, and a
@@ -331,9 +357,14 @@ class LocalSandbox:
 
     def __init__(self, workdir: Path | None = None, limits: Limits = Limits(),
                  python: str | None = None, start_timeout: float = 30.0,
-                 isolation: str | None = None, strict: bool = False) -> None:
+                 isolation: str | None = None, strict: bool = False,
+                 fork_server: bool | None = None) -> None:
         self._python = python or sys.executable
         self.isolation = choose_level(iso.requested_level(isolation), strict, self._python, limits)
+        if fork_server and self.isolation != "bwrap":
+            raise SandboxError(f"the fork server needs isolation 'bwrap', not {self.isolation!r}")
+        self.fork_server = forkserver.wanted(self.isolation) if fork_server is None else fork_server
+        self._fork_chosen = fork_server is not None  # asked for: its failure is the sandbox's
         self._owns_workdir = workdir is None
         root = owned_tempdir("vtb-sandbox-") if workdir is None else Path(workdir)
         root.mkdir(parents=True, exist_ok=True)
@@ -380,12 +411,30 @@ class LocalSandbox:
         return cgroup
 
     def _start(self) -> _Worker:
+        lost = self._worker.server if self._worker is not None else None
+        if lost is not None and not lost.alive():  # the worker and its state died with the zygote
+            raise SandboxError(f"the sandbox's fork server ended ({lost.death()}), and with it "
+                               f"this sandbox's worker; {STATE_RESET}")
         self._started = True
         try:
             return _Worker(self.isolation, self._python, self.workdir, self.limits, self._start_timeout,
-                           self._cgroup, self._seccomp)
+                           self._cgroup, self._seccomp, self._fork_server())
         except OSError as exc:  # the sandbox's failure, not the code's: SandboxError ends the episode
             raise SandboxError(f"the sandbox worker could not start: {exc}") from exc
+
+    def _fork_server(self) -> ForkServer | None:
+        """The fork server to fork the worker from, or None to start it as a program (also when
+        none can start here and this sandbox did not ask for one: said once, in a warning)."""
+        if not self.fork_server:
+            return None
+        try:
+            return forkserver.fork_server(self._python, site_setup(self._python), worker_env(iso.INSIDE_WORKDIR))
+        except SandboxError as exc:
+            if self._fork_chosen:
+                raise
+            _warn_once_without_fork_server(str(exc))
+            self.fork_server = False
+            return None
 
     def _kill(self, worker: _Worker, out: CappedText | None = None,
               err: CappedText | None = None) -> None:

@@ -468,6 +468,19 @@ def main(argv: list[str]) -> int:
     os.set_inheritable(ctl_in, False)  # code's subprocesses must not get the control pipes
     os.set_inheritable(ctl_out, False)
     _confine(setup, (ctl_in, ctl_out))
+    if "site" in setup:
+        _add_site(setup["site"])
+    return serve((ctl_in, ctl_out), limits, setup)
+
+
+def serve(ctl_fds: tuple[int, int], limits: dict[str, int], setup: dict[str, Any]) -> int:
+    """Set the rlimits, drop to uid 65534, enter the working directory, install the seccomp
+    filter, then start the kernel and supervise it until the host closes the pipe.
+
+    The last steps of every start: ``main`` calls it in a worker started as a program, the fork
+    server (``zygote.py``) in a worker it forked, once that one has its namespaces.
+    """
+    ctl_in, ctl_out = ctl_fds
     _set_limits(limits)
     if setup.get("drop"):
         _drop_privileges()
@@ -476,8 +489,6 @@ def main(argv: list[str]) -> int:
     if setup.get("seccomp"):
         _install_seccomp(setup["seccomp"])
     sys.dont_write_bytecode = True
-    if "site" in setup:
-        _add_site(setup["site"])
     if setup.get("tracker"):  # image-region tracking (region_tracker.py): kernels inherit it by fork
         exec(compile(setup["tracker"], "<vtb region tracker>", "exec"), {"__name__": "__vtb_region_tracker__"})
     kernel = _Kernel((ctl_in, ctl_out))

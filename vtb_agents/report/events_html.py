@@ -1,0 +1,263 @@
+"""HTML of a task transcript's events (:mod:`vtb_agents.transcript`): model calls, tool calls, strategy
+steps and rubric verdicts, for the task pages (:mod:`vtb_agents.report.transcript_html`) and the
+annotate page (:mod:`vtb_agents.annotate.server`), which both call :func:`event_html`.
+
+- A model call shows its step, the response (reasoning, text, tool calls) open, and the request
+  (messages as sent, images as thumbnails; a request that extends the step's previous one shows only
+  its new messages) and the parameters collapsed; tokens, latency; an error is highlighted (``failed``).
+- A tool call shows its arguments (the code), output, saved images, duration; a failed one is ``.call.failed``.
+- A strategy step sits in ``<div class="step">``: its text (plan, critique), data (zoom proposals and
+  boxes) and the images it made (views, marked images).
+- :func:`judge_table`: each rubric's verdict with explanation, judge model, cached flag, and the judge
+  prompt and raw verdict collapsed.
+
+Everything from the model, the tools, the task or the judge is escaped (:func:`~vtb_agents.report.markup.esc`).
+Images are links from an :class:`ImageSource`: the report's files (thumbnail, full size) or the annotate
+server's routes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vtb_agents.report.images import ImageLink
+from vtb_agents.report.markup import badge, esc, pre, table
+from vtb_agents.results import RubricVerdict
+from vtb_agents.transcript import (Event, JudgeEvent, ModelCall, ModelEvent, StepEvent, ToolEvent, TranscriptImage,
+                                   image_refs)
+
+OUTPUT_LIMIT = 8_000
+CODE_LIMIT = 20_000
+TEXT_LIMIT = 20_000
+
+
+class ImageSource(Protocol):
+    """Where the page finds an image the run stored in ``artifacts/`` (by its sha256)."""
+
+    def from_ref(self, ref: str, name: str) -> ImageLink:
+        """The thumbnail and full-size link of artifact ``ref``, or why there is none."""
+        ...
+
+
+def figures(links: list[ImageLink], *, base: str) -> str:
+    """Thumbnails, each linking to its full-size file (paths prefixed with ``base``, the way from the
+    page to the run directory); a placeholder says why an image is missing."""
+    if not links:
+        return ""
+    items = []
+    for link in links:
+        if link.thumb is None or link.full is None:
+            items.append(f'<figure><div class="missing">{esc(link.problem)}</div>'
+                         f"<figcaption>{esc(link.name)}</figcaption></figure>")
+            continue
+        size = f" · {link.size[0]}×{link.size[1]}" if link.size else ""
+        items.append(f'<figure><a class="zoom" href="{esc(base + link.full)}"><img src="{esc(base + link.thumb)}" '
+                     f'alt="{esc(link.name)}"></a><figcaption>{esc(link.name)}{size}</figcaption></figure>')
+    return f'<div class="thumbs">{"".join(items)}</div>'
+
+
+def format_output(text: str) -> str:
+    """A tool's text result for reading: the code tools' JSON shown as ``key: value`` blocks."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(data, dict):
+        return text
+    parts = []
+    for key, value in data.items():
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        shown = shown.rstrip()
+        parts.append(f"{key}:\n{shown}" if "\n" in shown else f"{key}: {shown}")
+    return "\n".join(parts)
+
+
+def args_html(args: Any) -> str:
+    """A tool call's arguments: the code of a code tool as it is, anything else as JSON."""
+    code = args.get("code") if isinstance(args, dict) else None
+    if isinstance(code, str):
+        return pre(code, limit=CODE_LIMIT)
+    return pre(json.dumps(args, indent=2, ensure_ascii=False, default=str), limit=CODE_LIMIT)
+
+
+def call_box(name: str, note: str, args: Any, output: str, images_html: str, *, error: str | None,
+             ok: bool) -> str:
+    """One tool call's box (the one layout of a tool call, from a transcript or a result): name, ``note``
+    (round, step, duration), status, arguments, output, images, and the error; ``failed`` when not ``ok``."""
+    status = badge("ok", "ok") if ok else badge("error", "err")
+    shown_error = f'<div class="error-line">{esc(error)}</div>' if error and error not in output else ""
+    return (f'<div class="call{"" if ok else " failed"}"><div class="call-head"><code>{esc(name)}</code>'
+            f'<span class="note">{esc(note)}</span>{status}</div>{args_html(args)}'
+            f'{pre(format_output(output), limit=OUTPUT_LIMIT, cls="out")}{shown_error}{images_html}</div>')
+
+
+def transcript_figures(found: list[TranscriptImage], images: ImageSource, *, base: str) -> str:
+    """The images a tool or a step made, as thumbnails."""
+    return figures([images.from_ref(image.sha256, image.name) for image in found], base=base)
+
+
+def tool_html(event: ToolEvent, images: ImageSource, *, base: str) -> str:
+    """A tool call of the transcript."""
+    took = f" · {event.duration_s:.2f} s" if event.duration_s is not None else ""
+    return call_box(event.name, f"{event.step}{took}", event.args, event.output,
+                    transcript_figures(event.images, images, base=base), error=event.error, ok=event.error is None)
+
+
+def step_html(event: StepEvent, images: ImageSource, *, base: str) -> str:
+    """A strategy step's own artefacts, set apart: text (plan, critique), data (zoom boxes), images."""
+    op = f" · {event.image_op}" if event.image_op else ""
+    parts = [f'<div class="step" data-step="{esc(event.step)}"><div class="step-head">{esc(event.step)}'
+             f'<span class="note">{esc(op)}</span></div>']
+    if event.text:
+        parts.append(f'<div class="text step-text">{esc(event.text)}</div>')
+    if event.data:
+        parts.append(pre(json.dumps(event.data, indent=2, ensure_ascii=False, default=str), limit=CODE_LIMIT,
+                         cls="data"))
+    parts.append(transcript_figures(event.images, images, base=base))
+    return "".join(parts) + "</div>"
+
+
+def content_html(content: Any, images: ImageSource, *, base: str) -> str:
+    """A message's content: its text parts and its images (thumbnails), in order."""
+    if isinstance(content, str):
+        return f'<div class="text">{esc(content)}</div>' if content else ""
+    parts: list[str] = []
+    for block in content if isinstance(content, list) else [content]:
+        refs = image_refs(block)
+        if refs:
+            parts.append(figures([images.from_ref(ref, f"image {ref[:10]}") for ref in refs], base=base))
+        elif isinstance(block, dict) and isinstance(block.get("text"), str):
+            parts.append(f'<div class="text">{esc(block["text"])}</div>')
+        elif isinstance(block, dict) and block.get("type") in ("reasoning", "thinking"):
+            continue  # shown as the reply's reasoning
+        elif block:
+            parts.append(pre(json.dumps(block, ensure_ascii=False, default=str), limit=OUTPUT_LIMIT))
+    return "".join(parts)
+
+
+def calls_text(calls: list[dict[str, Any]]) -> str:
+    """Tool calls as ``name(args)`` lines."""
+    return "\n".join(f"{c.get('name')}({json.dumps(c.get('args'), ensure_ascii=False, default=str)})" for c in calls)
+
+
+def messages_html(messages: list[dict[str, Any]], images: ImageSource, *, base: str) -> str:
+    """Request messages: role, content (text and images) and the tool calls an assistant message made."""
+    rows = []
+    for message in messages:
+        role = str(message.get("role", "?"))
+        calls = message.get("tool_calls") or []
+        shown = content_html(message.get("content"), images, base=base)
+        if calls:
+            shown += pre(calls_text(calls), limit=CODE_LIMIT, cls="tool-calls")
+        rows.append(f'<div class="msg" data-role="{esc(role)}"><span class="role">{esc(role)}</span>{shown}</div>')
+    return "".join(rows)
+
+
+def response_html(call: ModelCall) -> str:
+    """The reply of a model call: reasoning, text, tool calls (invalid ones highlighted), error."""
+    parts = []
+    if call.error:
+        parts.append(f'<div class="error-line">{esc(call.error)}</div>')
+    reply = call.response
+    if reply is None:
+        return "".join(parts)
+    if reply.reasoning:
+        parts.append(f'<div class="reasoning"><span class="role">reasoning</span>'
+                     f'<div class="text">{esc(reply.reasoning)}</div></div>')
+    if reply.text:
+        parts.append(f'<div class="text response">{esc(reply.text[:TEXT_LIMIT])}</div>')
+    if reply.tool_calls:
+        parts.append(pre(calls_text(reply.tool_calls), limit=CODE_LIMIT, cls="tool-calls"))
+    if reply.invalid_tool_calls:
+        parts.append('<div class="error-line">invalid tool calls</div>'
+                     + pre(json.dumps(reply.invalid_tool_calls, ensure_ascii=False, default=str), limit=CODE_LIMIT))
+    return "".join(parts)
+
+
+def call_facts(call: ModelCall) -> str:
+    """Model, latency, tokens and image count of a model call, one line."""
+    facts = [call.model or "model"]
+    if call.latency_s is not None:
+        facts.append(f"{call.latency_s:.2f} s")
+    if call.tokens is not None:
+        facts.append(f"{call.tokens.input_tokens} in / {call.tokens.output_tokens} out tokens")
+    facts.append(f"{len(call.images)} image(s)")
+    return " · ".join(facts)
+
+
+@dataclass
+class ModelCalls:
+    """The model calls of a page so far, so that a request extending the previous request of the same
+    step shows only its new messages (a conversation re-sends everything before)."""
+
+    count: int = 0
+    last: dict[str, tuple[int, ModelEvent]] = field(default_factory=dict)
+
+    def new_messages(self, event: ModelEvent) -> tuple[int, list[dict[str, Any]], str]:
+        """(this call's number, its messages not shown before, a note on those left out)."""
+        self.count += 1
+        messages, note = event.messages, ""
+        before = self.last.get(event.step)
+        if before is not None and messages[:len(before[1].messages)] == before[1].messages:
+            note = f'<p class="note">{len(before[1].messages)} earlier message(s) as in model call #{before[0]}</p>'
+            messages = messages[len(before[1].messages):]
+        self.last[event.step] = (self.count, event)
+        return self.count, messages, note
+
+
+def model_html(event: ModelEvent, images: ImageSource, calls: ModelCalls, *, base: str) -> str:
+    """A model call: head (step, facts), the response open, the request and parameters collapsed."""
+    number, messages, note = calls.new_messages(event)
+    status = badge("error", "err") if event.error else badge("ok", "ok")
+    params = json.dumps(event.params, indent=2, ensure_ascii=False, default=str)
+    return (f'<div class="model-call{" failed" if event.error else ""}" data-step="{esc(event.step)}">'
+            f'<div class="call-head"><b>#{number}</b><code>{esc(event.step)}</code>'
+            f'<span class="note">{esc(call_facts(event))}</span>{status}</div>'
+            f'<details class="request"><summary>request: {len(event.messages)} message(s), '
+            f'{len(event.images)} image(s)</summary>{note}{messages_html(messages, images, base=base)}</details>'
+            f'<details class="params"><summary>parameters</summary>{pre(params, limit=CODE_LIMIT)}</details>'
+            f'<div class="reply">{response_html(event)}</div></div>')
+
+
+def event_html(event: Event, images: ImageSource, calls: ModelCalls, *, base: str) -> str:
+    """One model, tool or step event (judge events go in :func:`judge_table`, beside the answer)."""
+    if isinstance(event, ModelEvent):
+        return model_html(event, images, calls, base=base)
+    if isinstance(event, ToolEvent):
+        return tool_html(event, images, base=base)
+    if isinstance(event, StepEvent):
+        return step_html(event, images, base=base)
+    return ""
+
+
+def judge_details(event: JudgeEvent) -> str:
+    """The judge prompt and its raw verdicts (each judge model call), collapsed."""
+    if event.prompt is None and not event.calls:
+        return ""
+    parts = []
+    if event.prompt is not None:
+        parts.append("<h4>Judge prompt</h4>" + pre(event.prompt, limit=TEXT_LIMIT))
+    for call in event.calls:
+        raw = call.response.text if call.response is not None else ""
+        parts.append(f'<h4>Raw verdict <span class="note">{esc(call_facts(call))}</span></h4>'
+                     + pre(raw or call.error or "", limit=TEXT_LIMIT, cls="error" if call.error else "raw"))
+    return f'<details class="judge-call"><summary>prompt and raw verdict</summary>{"".join(parts)}</details>'
+
+
+def judge_table(events: list[JudgeEvent], verdicts: dict[str, RubricVerdict]) -> str:
+    """The verdicts of one turn (``verdicts``: the result's, by rubric id, for the dataset's critical flag),
+    colour-coded by status, each with its explanation, judge, cached flag, prompt and raw verdict."""
+    rows = []
+    for event in events:
+        critical = "yes" if event.critical else "no"
+        result = verdicts.get(event.rubric_id)
+        if result is not None and result.critical != result.critical_flag:
+            critical += f' <span class="note">(dataset flag: {"yes" if result.critical_flag else "no"})</span>'
+        judge = esc(event.judge) + (' <span class="note">(cached)</span>' if event.cached else "")
+        rows.append([esc(event.rubric_id), esc(event.rubric), esc(event.weight), critical,
+                     badge(event.status.replace("_", " "), event.status), judge,
+                     esc(event.explanation) + judge_details(event)])
+    return table(["rubric", "description", "weight", "critical", "status", "judge", "explanation"], rows,
+                 cls="wide verdicts", row_classes=[e.status for e in events])
