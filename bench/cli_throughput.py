@@ -42,9 +42,9 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -139,8 +139,8 @@ class Proc:
     name: str
 
 
-def tree_snapshot(pid: int) -> dict[int, Proc]:
-    """``pid`` and all its descendants, from /proc."""
+def tree_snapshot(*roots: int) -> dict[int, Proc]:
+    """The processes ``roots`` and all their descendants, from /proc (one scan)."""
     children: dict[int, list[int]] = {}
     procs: dict[int, Proc] = {}
     tick = os.sysconf("SC_CLK_TCK")
@@ -157,7 +157,7 @@ def tree_snapshot(pid: int) -> dict[int, Proc]:
         children.setdefault(int(fields[1]), []).append(int(entry))
         procs[int(entry)] = Proc(int(statm[1]) * os.sysconf("SC_PAGE_SIZE"), (int(fields[11]) + int(fields[12])) / tick,
                                  name)
-    found, todo = {}, [pid]
+    found, todo = {}, list(roots)
     while todo:
         current = todo.pop()
         if current in procs:
@@ -166,9 +166,9 @@ def tree_snapshot(pid: int) -> dict[int, Proc]:
     return found
 
 
-def tree_rss(pid: int) -> int:
-    """Resident memory (bytes) of ``pid`` and all its descendants, from /proc."""
-    return sum(p.rss for p in tree_snapshot(pid).values())
+def tree_rss(*roots: int) -> int:
+    """Resident memory (bytes) of the processes ``roots`` and all their descendants, from /proc."""
+    return sum(p.rss for p in tree_snapshot(*roots).values())
 
 
 @dataclass
@@ -180,6 +180,7 @@ class Measured:
     calls: int = 0  # model requests in the span
     cpu_main: float = 0.0  # CPU seconds of the command's own process during the model span
     cpu_workers: tuple[float, ...] = ()  # the same, per worker process (`vtb-worker-N`), by N
+    stderr: str = field(default="", repr=False)  # what the command wrote there (its -v log lines)
 
     def cpu_per_call_ms(self) -> tuple[float, tuple[float, ...]]:
         """CPU per model call (ms) of the command's process, and of each worker process: CPU in the
@@ -200,20 +201,23 @@ def span_cpu(samples: list[tuple[float, dict[int, Proc]]], times: list[float],
     return calls, [end[pid].cpu_s - begin[pid].cpu_s if pid in begin and pid in end else None for pid in pids]
 
 
-def run_command(command: list[str], env: dict[str, str], log: Path, model: str) -> Measured:
-    """Run ``command`` to its end: its wall time, model span, first request, the peak RSS of its tree,
-    and the CPU its process and its worker processes spent during the model span."""
+def run_command(command: list[str], env: dict[str, str], log: Path, model: str, also: Sequence[int] = ()) -> Measured:
+    """Run ``command`` to its end: its wall time, model span, first request, the peak RSS of its tree
+    (with the trees of the processes ``also``: the nodes of a Ray cluster it uses, say), the CPU its
+    process and its worker processes spent during the model span, and its stderr."""
     start_epoch, start = time.time(), time.perf_counter()
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               cwd=NEUTRAL_CWD)
-    peak, samples = 0, []
-    while process.poll() is None:
-        snapshot = tree_snapshot(process.pid)
-        samples.append((time.time(), snapshot))
-        peak = max(peak, sum(p.rss for p in snapshot.values()))
-        time.sleep(0.05)
-    wall = time.perf_counter() - start
-    stderr = process.stderr.read() if process.stderr else ""
+    with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a chatty command never blocks on it
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errors, text=True,
+                                   cwd=NEUTRAL_CWD)
+        peak, samples = 0, []
+        while process.poll() is None:
+            snapshot = tree_snapshot(process.pid, *also)
+            samples.append((time.time(), snapshot))
+            peak = max(peak, sum(p.rss for p in snapshot.values()))
+            time.sleep(0.05)
+        wall = time.perf_counter() - start
+        errors.seek(0)
+        stderr = errors.read()
     if process.returncode != 0:
         raise RuntimeError(f"{command[1]} exited {process.returncode}: {stderr.strip()[-500:]}")
     times = request_times(log, model)
@@ -222,7 +226,7 @@ def run_command(command: list[str], env: dict[str, str], log: Path, model: str) 
                       if p.name.startswith("vtb-worker")})
     calls, cpu = span_cpu(samples, times, [process.pid, *(pid for _, pid in workers)])
     return Measured(wall, last - first, first - start_epoch, peak, calls=calls, cpu_main=round(cpu[0] or 0.0, 3),
-                    cpu_workers=tuple(round(c, 3) for c in cpu[1:] if c is not None))
+                    cpu_workers=tuple(round(c, 3) for c in cpu[1:] if c is not None), stderr=stderr)
 
 
 def run_vtb(suite: Path, out: Path, url: str, model: str, concurrency: int, log: Path, source: Path = ROOT,

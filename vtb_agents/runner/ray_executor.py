@@ -1,4 +1,4 @@
-"""Ray executor: a run's tasks spread over Ray actors, each with resources of its own.
+"""Ray executor: a run's tasks spread over Ray actors, one per node by default, each running many at once.
 
 The ``work`` closure that ``run_suite`` hands a local executor holds the run's SQLite checkpointer,
 judge cache and models, which cannot cross processes. ``RayExecutor.run`` ships what a
@@ -6,16 +6,24 @@ worker needs to rebuild them instead: the ``RunConfig``, the run directory and t
 Each actor is a :class:`~vtb_agents.runner.worker.TaskWorker` (shared with the local process
 executor): it builds its resources once, with its own checkpoint database
 ``OUT/checkpoints-{i}.sqlite`` (no two processes write one checkpoint file) and its own connection
-to the shared judge cache (SQLite WAL: one writer at a time, the others wait up to a busy timeout).
-Tasks go to free actors and results come back as ``results.jsonl`` lines through the shared driver
-loop (``runner/dispatch.py``), reaching ``sink`` in the caller's thread, in finish order.
+to the shared judge cache (SQLite WAL: one writer at a time, the others wait up to a busy timeout),
+and runs up to its share of ``concurrency`` tasks at once in threads (a threaded actor,
+``max_concurrency``), as the local executor does in one process: a task mostly waits on its model,
+so one process per node holds many tasks, and a run starts one interpreter (importing LangChain,
+LangGraph and the rest once) per node rather than one per task slot. Actors are placed one per node
+that has CPUs (node affinity, soft: Ray places an actor elsewhere if its node is gone), round-robin
+when ``workers`` asks for more. Tasks go to free slots and results come back as ``results.jsonl``
+lines through the shared driver loop (``runner/dispatch.py``), reaching ``sink`` in the caller's
+thread, in finish order; ``vtb -v`` logs where each worker runs and how many tasks it ran.
 
 What workers need:
 
-* The same paths: the run directory, the task files and the judge cache. On a local instance they
-  are; on a cluster they must be on storage every node shares (SQLite WAL needs working file locks:
-  no NFS for the judge cache). A worker refuses to start if it cannot see ``OUT/run.json`` or
-  cannot write ``OUT/artifacts``.
+* The same paths: the run directory and the task files. On a local instance they are; on a
+  cluster they must be on storage every node shares. A worker refuses to start if it cannot see
+  ``OUT/run.json`` or cannot write ``OUT/artifacts``. The judge cache (SQLite WAL) can be shared by
+  the processes of one host only, never across machines on a network filesystem: on several
+  machines its path is best on each node's local disk (every node then keeps its own cache there;
+  README "Running on a Ray cluster").
 * The environment: a local instance started by ``ray.init`` here gives its workers this process's
   environment as it is at start (API keys for ``provider:model`` specs, ``PYTHONPATH``). A
   cluster's workers have the environment of ``ray start``: pass keys with
@@ -23,11 +31,14 @@ What workers need:
 * For ``agent:module:function``: the module, importable by workers. Their ``sys.path`` holds
   ``PYTHONPATH`` and the driver's working directory, not what the driver added to its own
   ``sys.path``; on a cluster ship it with ``runtime_env={"working_dir": ...}`` or ``"py_modules"``.
+* The sandbox: code runs on the worker's node, so ``bwrap`` must be installed there.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,15 +51,45 @@ from vtb_agents.runner.worker import TaskWorker
 try:
     import ray
     from ray.exceptions import GetTimeoutError, RayActorError, RayError
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("the Ray executor needs Ray: pip install 'vtb-agents[ray]'") from exc
 
+_log = logging.getLogger(__name__)
+
+
+class RayTaskWorker(TaskWorker):
+    """A :class:`~vtb_agents.runner.worker.TaskWorker` that can say which Ray node it runs on."""
+
+    def node(self) -> str:
+        """The id of this worker's Ray node (as ``ray status`` and ``ray.nodes()`` name it)."""
+        return str(ray.get_runtime_context().get_node_id())
+
+
+def task_nodes() -> list[str]:
+    """The ids of the alive Ray nodes that can run tasks (with CPUs: a head started with ``--num-cpus=0``,
+    as KubeRay advises, is left out), in Ray's order."""
+    return [node["NodeID"] for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU", 0) > 0]
+
+
+def shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal positive counts, larger first (``parts`` <= ``total``)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def interleaved(actors: list[Any], slots: list[int]) -> list[Any]:
+    """One entry per task slot, the actors taking turns (``drive`` fills slots from the end: the first
+    tasks go to every actor in turn, not all to one)."""
+    return [actor for turn in range(max(slots)) for actor, count in zip(actors, slots) if turn < count]
+
 
 class RayWorkers:
-    """The :class:`~vtb_agents.runner.dispatch.Workers` of a run on Ray: one slot per actor."""
+    """The :class:`~vtb_agents.runner.dispatch.Workers` of a run on Ray: an actor has one slot per task
+    it runs at once (its ``max_concurrency``); ``ran`` counts the tasks each actor finished."""
 
     def __init__(self) -> None:
         self.running: dict[Any, tuple[Any, str]] = {}  # object ref -> (actor, task id)
+        self.ran: Counter[Any] = Counter()
 
     def submit(self, slot: Any, task: TaskEpoch) -> bool:
         """Start ``task`` on the actor ``slot`` (a dead actor shows when its result is fetched)."""
@@ -63,6 +104,7 @@ class RayWorkers:
             actor, task_id = self.running.pop(ref)
             try:
                 done.append(Finished(actor, line=ray.get(ref)))
+                self.ran[actor] += 1
             except RayActorError as exc:  # the process died: its task is left for --resume
                 lost = WorkerLost(f"a Ray worker died while running task {task_id}: it was not saved and runs "
                                   f"again with --resume ({type(exc).__name__})")
@@ -75,14 +117,17 @@ class RayWorkers:
 
 @dataclass(frozen=True)
 class RayExecutor:
-    """At most ``concurrency`` tasks at once, one per ``TaskWorker`` actor, on a Ray instance.
+    """At most ``concurrency`` tasks at once over ``TaskWorker`` actors on a Ray instance.
 
-    ``address`` is passed to ``ray.init`` (None: a new local instance, or ``RAY_ADDRESS``); Ray is
-    started only if this process has not initialised it, and then shut down at the end.
+    ``workers`` actors (None: one per node with CPUs, at most ``concurrency``) share the
+    ``concurrency`` task slots, each running its share in threads. ``address`` is passed to
+    ``ray.init`` (None: a new local instance, or ``RAY_ADDRESS``); Ray is started only if this
+    process has not initialised it, and then shut down at the end.
     """
 
     address: str | None = None
     concurrency: int = 2
+    workers: int | None = None
     init_kwargs: dict[str, Any] | None = None
     start_timeout_s: float = 300.0
     poll_s: float = field(default=0.5, repr=False)  # how often the driver wakes for Ctrl-C
@@ -90,6 +135,8 @@ class RayExecutor:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be at least 1, not {self.workers}")
 
     @property
     def in_process(self) -> bool:
@@ -110,20 +157,22 @@ class RayExecutor:
             defaults = {} if self.address else {"include_dashboard": False, "log_to_driver": False}
             ray.init(address=self.address, **{**defaults, **(self.init_kwargs or {})})
         actors: list[Any] = []
+        nodes: list[str] = []
         workers = RayWorkers()
         up = False
         try:
-            worker = ray.remote(TaskWorker)
-            actors = [worker.remote(job.config, str(job.out.resolve()), str(job.judge_cache.resolve()), i)
-                      for i in range(self.concurrency)]
-            up = self._check_started(actors)
-            errors = drive(pending, actors, workers, sink, stop, self.poll_s)
+            actors, slots = self._start(job)
+            nodes = self._check_started(actors, slots)
+            up = True
+            errors = drive(pending, interleaved(actors, slots), workers, sink, stop, self.poll_s)
         finally:
             if up and not workers.running:  # a clean end (an abort kills running tasks at once)
                 try:
                     ray.get([a.close.remote() for a in actors], timeout=30)
                 except (RayError, GetTimeoutError):
                     pass
+                for index, (actor, node) in enumerate(zip(actors, nodes)):
+                    _log.info("Ray worker %d (node %s): %d task(s)", index, node, workers.ran[actor])
             for actor in actors:
                 ray.kill(actor)
             if started:
@@ -131,10 +180,23 @@ class RayExecutor:
         if errors:  # every other task has finished and been written before this is raised
             raise errors[0]
 
-    def _check_started(self, actors: list[Any]) -> bool:
-        """True once every worker is up; a RunError naming the first that is not."""
+    def _start(self, job: RunJob) -> tuple[list[Any], list[int]]:
+        """The actors, one per task node (round-robin if ``workers`` asks for more), and their task slots."""
+        nodes = task_nodes()
+        slots = shares(self.concurrency, min(self.concurrency, self.workers or len(nodes) or 1))
+        remote = ray.remote(RayTaskWorker)
+        actors = []
+        for index, count in enumerate(slots):
+            placement = NodeAffinitySchedulingStrategy(nodes[index % len(nodes)], soft=True) if nodes else "DEFAULT"
+            actors.append(remote.options(max_concurrency=count, scheduling_strategy=placement).remote(
+                job.config, str(job.out.resolve()), str(job.judge_cache.resolve()), index))
+        return actors, slots
+
+    def _check_started(self, actors: list[Any], slots: list[int]) -> list[str]:
+        """The node of every worker once all are up (each logged); a RunError naming the first that is not."""
         try:
             states = ray.get([a.ready.remote() for a in actors], timeout=self.start_timeout_s)
+            nodes = ray.get([a.node.remote() for a in actors], timeout=self.start_timeout_s)
         except GetTimeoutError as exc:
             raise RunError(f"{len(actors)} Ray worker(s) did not start within {self.start_timeout_s:g} s: "
                            "has the Ray cluster free CPUs?") from exc
@@ -144,4 +206,7 @@ class RayExecutor:
             if error:
                 raise RunError(f"Ray worker {index} could not start: {error} (workers import from PYTHONPATH and "
                                "the driver's working directory: see vtb_agents.runner.ray_executor)")
-        return True
+        for index, ((pid, _), node, count) in enumerate(zip(states, nodes, slots)):
+            _log.info("Ray worker %d: node %s, pid %d, %d task(s) at once", index, node, pid, count)
+        _log.info("Ray: %d worker(s) on %d node(s)", len(actors), len(set(nodes)))
+        return list(nodes)

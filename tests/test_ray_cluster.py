@@ -1,0 +1,50 @@
+"""The Ray executor on a real multi-node cluster: a head and a worker node, each its own ``ray start``.
+
+One short test (a cluster takes ~20 s to start on 2 cores): ``vtb run --executor ray --ray-address``
+on four sample tasks whose reference runs code, so that sandboxes start on both nodes; the results
+equal a local run's and both nodes ran tasks. The driver is the ``vtb`` command, as on a cluster:
+Ray keeps per-process state (its authentication mode) from an earlier ``ray.init`` in the test
+process, which a driver connecting to another cluster must not inherit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+from conftest import checkout_env
+from ray_nodes import CLUSTER_ENV, LocalRayCluster
+
+from vtb_agents.episodes.regions import has_reference_code
+from vtb_agents.rundir.store import ResultsStore
+from vtb_agents.runner.executors import LocalExecutor
+from vtb_agents.runner.run import RunConfig, run_suite
+from vtb_agents.tasks import load_tasks
+
+WORKER_LINE = re.compile(r"Ray worker (\d+) \(node ([0-9a-f]+)\): (\d+) task")
+
+
+def test_vtb_run_on_a_two_node_cluster_gives_the_results_of_a_local_run(tmp_path):
+    tasks = [t for t in load_tasks("sample") if has_reference_code(t)][:4]
+    env = checkout_env(**CLUSTER_ENV, COLUMNS="400")  # COLUMNS: one log record per line
+    with LocalRayCluster(workers=1, cpus=1, env={"PYTHONPATH": env["PYTHONPATH"]}) as cluster:
+        nodes = cluster.alive_nodes()
+        done = subprocess.run([sys.executable, "-m", "vtb_agents", "-v", "run", "--tasks", "sample", "--model",
+                               "replay", "--judge", "rule", "--concurrency", "4", "--out", str(tmp_path / "ray"),
+                               "--executor", "ray", "--ray-address", cluster.address,
+                               *(f"--task-id={t.id}" for t in tasks)],
+                              env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    local = run_suite(tasks, RunConfig(model="replay"), tmp_path / "local", executor=LocalExecutor(4))
+    assert json.loads((tmp_path / "ray" / "summary.json").read_text()) == local
+    assert local["complete"] is True and local["tasks"] == 4
+    mine, theirs = (ResultsStore(tmp_path / d).load()[0] for d in ("ray", "local"))
+    assert sorted((r.task_id, r.outcome, [t.answer for t in r.episode.turns]) for r in mine) == sorted(
+        (r.task_id, r.outcome, [t.answer for t in r.episode.turns]) for r in theirs)
+    assert len(nodes) == 2
+    ran = {node: int(count) for _, node, count in WORKER_LINE.findall(done.stderr)}
+    assert sorted(ran) == sorted(nodes) and sum(ran.values()) == 4, done.stderr[-3000:]  # a worker on each node
+    assert sorted(p.name for p in (tmp_path / "ray").glob("checkpoints-*.sqlite")) == [
+        "checkpoints-0.sqlite", "checkpoints-1.sqlite"]
