@@ -125,3 +125,17 @@ def test_a_bad_setting_is_refused_naming_its_flag() -> None:
     assert done.returncode == 2 and "--history must be one of 'golden', 'model', not 'nope'" in done.stderr
     done = vtb("run", "--tools-mode", "record", "--limit", "1")
     assert done.returncode == 2 and "--tools-mode record needs --tools-cache PATH" in done.stderr
+
+
+def test_workers_sizes_process_and_ray_executors_and_is_refused_for_threads(capsys) -> None:
+    import pytest
+
+    from vtb_agents.cli.options import make_executor
+
+    assert make_executor("ray", None, 8, 3).workers == 3
+    assert make_executor("ray", None, 8).workers is None  # one actor per node with CPUs
+    assert make_executor("processes", None, 8, 2).workers == 2
+    with pytest.raises(typer.Exit) as refused:
+        make_executor("local", None, 8, 2)
+    assert refused.value.exit_code == 2
+    assert "--workers needs --executor processes or ray" in capsys.readouterr().err

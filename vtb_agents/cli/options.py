@@ -175,7 +175,8 @@ def _shared(
                                  "local processes, each running its share of --concurrency in threads) or 'ray' "
                                  "(Ray actors)."),
     workers: Optional[int] = typer.Option(None, min=1, help="With --executor processes: how many processes (default: "
-                                          "one per 32 tasks of --concurrency, at least 1, at most the cores)."),
+                                          "one per 32 tasks of --concurrency, at least 1, at most the cores); "
+                                          "with --executor ray: how many actors (default: one per node with CPUs)."),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join (default: a new local instance, "
                                               "or RAY_ADDRESS)."),
 ) -> None:
@@ -268,14 +269,14 @@ def make_executor(kind: str, ray_address: str | None, concurrency: int, workers:
                   prestart: bool = False) -> Any:
     """The executor for ``--executor``: local threads, local processes (``--workers``; started now
     with ``prestart``, so that they load the libraries while the run gets ready), or Ray actors (the
-    ``ray`` extra)."""
+    ``ray`` extra; ``--workers`` actors, default one per node with CPUs)."""
     from vtb_agents.runner.executors import LocalExecutor
 
     check_choice("--executor", kind, ("local", "processes", "ray"))
     if ray_address and kind != "ray":
         fail("--ray-address needs --executor ray")
-    if workers is not None and kind != "processes":
-        fail("--workers needs --executor processes")
+    if workers is not None and kind == "local":
+        fail("--workers needs --executor processes or ray")
     if kind == "local":
         return LocalExecutor(concurrency)
     if kind == "processes":
@@ -289,4 +290,4 @@ def make_executor(kind: str, ray_address: str | None, concurrency: int, workers:
         from vtb_agents.runner.ray_executor import RayExecutor
     except ImportError as exc:
         fail(f"{exc} (install the 'ray' extra: pip install 'vtb-agents[ray]')")
-    return RayExecutor(address=ray_address, concurrency=concurrency)
+    return RayExecutor(address=ray_address, concurrency=concurrency, workers=workers)
