@@ -24,6 +24,10 @@ NOT_RUN_RECORDS = {
     "row": "a line of the human labels file",
     "data": "a line of the human labels file, being validated",
     "episode.settings": "Episode.settings (typed by the run-settings model of issue #22, item 2)",
+    "args": "a tool call's arguments in a transcript event (report/events_html.py), free-form",
+    "message": "a request message as sent to the provider (a transcript's wire JSON), free-form",
+    "block": "a content block of a provider message (a transcript's wire JSON), free-form",
+    "c": "a tool call inside a provider message (a transcript's wire JSON), free-form",
 }
 """Receivers of ``.get("...")`` in the readers that are not a run's records, and what they are."""
 
