@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -13,11 +17,12 @@ from PIL import Image
 
 from vtb_agents.analysis.regions import best_crop_iou, box_iou
 from vtb_agents.api import evaluate
+from vtb_agents.episodes.regions import ReferenceRegionCache
 from vtb_agents.models.replay import current_turn
 from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.results import ImageRegion
 from vtb_agents.rundir.read import read_meta
-from vtb_agents.sandbox import open_sandbox
+from vtb_agents.sandbox import SandboxError, open_sandbox
 from vtb_agents.sandbox.region_tracker import map_box
 from vtb_agents.sandbox.regions import parse_region, read_region
 from vtb_agents.tasks import load_tasks
@@ -204,3 +209,38 @@ def test_a_sandbox_without_region_tracking_leaves_turns_unmeasured(tmp_path):
     turn = evaluation.results[0].episode.turns[0]
     assert (turn.reference_regions, turn.best_crop_iou) == (None, None)
     assert evaluation.region_iou.turns == 0 and evaluation.region_iou.share_iou_ge_0_5 is None
+
+
+def test_copies_finishing_together_run_the_reference_once_and_a_failed_run_passes_to_a_waiter():
+    # the first wave of a run of copies asks at once: one sandbox runs the reference, the others wait
+    # for it; the first opening fails here (after the others are waiting), so one waiter runs it itself
+    task = SAMPLE["rs-sports-scoreboard"]
+    cache, opened, lock = ReferenceRegionCache(), [], threading.Lock()
+
+    @contextmanager
+    def counting_sandbox():
+        with lock:
+            opened.append(len(opened))
+            first = len(opened) == 1
+        if first:
+            time.sleep(0.5)
+            raise SandboxError("the first sandbox does not start")
+        with open_sandbox("local") as sandbox:
+            yield sandbox
+
+    start = threading.Barrier(6)
+
+    def ask(_: int) -> object:
+        start.wait()
+        try:
+            return cache.get(task, "local", counting_sandbox, 60.0)
+        except SandboxError as exc:
+            return str(exc)
+
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(ask, range(6)))
+    assert len(opened) == 2
+    assert answers.count("the first sandbox does not start") == 1
+    regions = [a for a in answers if not isinstance(a, str)]
+    assert len(regions) == 5 and all(r == regions[0] for r in regions)
+    assert [r.box for r in regions[0][0]] == [(40, 30, 340, 166), (1656, 1206, 1798, 1318)]  # see PLANS

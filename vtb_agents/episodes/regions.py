@@ -82,11 +82,14 @@ def reference_regions(task: Task, sandbox: Sandbox, timeout_s: float) -> list[li
 class ReferenceRegionCache:
     """Reference crops by task content: they depend only on the task's code steps and images, so a
     run (one per process of a run: see ``RunResources``) runs each reference once, however many
-    epochs or copies of a task it holds, not once per episode."""
+    epochs or copies of a task it holds, not once per episode. Once also when many copies finish at
+    the same moment (a run's first wave): the first caller runs it, the others wait for its result
+    (if it fails, the next waiter runs it itself), instead of each starting a sandbox of its own."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._found: dict[str, list[list[ImageRegion]]] = {}
+        self._running: dict[str, threading.Event] = {}
 
     @staticmethod
     def key(task: Task, sandbox_kind: str) -> str:
@@ -103,11 +106,22 @@ class ReferenceRegionCache:
             timeout_s: float) -> list[list[ImageRegion]]:
         """The task's reference crops per turn, run in a sandbox from ``open_sandbox`` the first time."""
         key = self.key(task, sandbox_kind)
-        with self._lock:
-            if key in self._found:
-                return self._found[key]
-        with open_sandbox() as sandbox:
-            found = reference_regions(task, sandbox, timeout_s)
-        with self._lock:
-            return self._found.setdefault(key, found)
-
+        while True:
+            with self._lock:
+                if key in self._found:
+                    return self._found[key]
+                running = self._running.get(key)
+                if running is None:
+                    running = self._running[key] = threading.Event()
+                    break
+            running.wait()  # another caller runs this reference: its result, or our turn if it failed
+        try:
+            with open_sandbox() as sandbox:
+                found = reference_regions(task, sandbox, timeout_s)
+            with self._lock:
+                self._found[key] = found
+        finally:
+            with self._lock:
+                del self._running[key]
+            running.set()
+        return found
