@@ -30,6 +30,14 @@ class WorkerLost(StoppedRun):
     them and how it died); the other workers went on, and ``--resume`` runs the lost tasks."""
 
 
+def check_sizes(concurrency: int, workers: int | None) -> None:
+    """Raise ValueError unless ``concurrency`` and ``workers`` (None: the executor's default) are at least 1."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+
+
 def task_label(item: TaskEpoch) -> str:
     """How messages name a unit of work handed to a worker: its task id, and its epoch after the first."""
     return item.task.id if item.epoch == 1 else f"{item.task.id} (epoch {item.epoch})"

@@ -90,10 +90,9 @@ class ProcessExecutor:
     _early: list[WorkerProcesses] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
-        if self.workers is not None and self.workers < 1:
-            raise ValueError(f"workers must be at least 1, not {self.workers}")
+        from vtb_agents.runner.dispatch import check_sizes
+
+        check_sizes(self.concurrency, self.workers)
 
     @property
     def in_process(self) -> bool:

@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vtb_agents.runner.dispatch import Finished, WorkerLost, drive, task_label
+from vtb_agents.runner.dispatch import Finished, WorkerLost, check_sizes, drive, task_label
 from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
 from vtb_agents.runner.run import RunError
 from vtb_agents.runner.worker import TaskWorker
@@ -133,10 +133,7 @@ class RayExecutor:
     poll_s: float = field(default=0.5, repr=False)  # how often the driver wakes for Ctrl-C
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {self.concurrency}")
-        if self.workers is not None and self.workers < 1:
-            raise ValueError(f"workers must be at least 1, not {self.workers}")
+        check_sizes(self.concurrency, self.workers)
 
     @property
     def in_process(self) -> bool:
