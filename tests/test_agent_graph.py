@@ -155,7 +155,7 @@ def test_tool_specs_are_the_converted_tools_and_the_file_list_never_accumulates(
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     from vtb_agents.strategies.loop import tool_specs
-    from vtb_agents.tools.python_tools import VISION_TOOL_NAME
+    from vtb_agents.tool_names import VISION_TOOL_NAME
 
     with open_sandbox("local", workdir=tmp_path / "w") as sandbox:
         tools = bind_episode_tools(select_tools(), sandbox, artifacts)

@@ -18,15 +18,31 @@ from vtb_agents.tasks import load_tasks
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_importing_the_run_config_loads_neither_langgraph_nor_langchain() -> None:
-    probe = ("import json, sys\nimport vtb_agents.config\nimport vtb_agents\n"
-             "assert vtb_agents.RunConfig is vtb_agents.config.RunConfig\nprint(json.dumps(sorted(sys.modules)))")
+def modules_loaded_by(*statements: str) -> set[str]:
+    """The modules a fresh interpreter has loaded after running ``statements`` (this checkout first)."""
+    probe = "\n".join(["import json, sys", *statements, "print(json.dumps(sorted(sys.modules)))"])
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
-    modules = set(json.loads(done.stdout))
+    return set(json.loads(done.stdout))
+
+
+def langchain_modules(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0].startswith(("langgraph", "langchain")))
+
+
+def test_importing_the_run_config_loads_neither_langgraph_nor_langchain() -> None:
+    modules = modules_loaded_by("import vtb_agents.config", "import vtb_agents",
+                                "assert vtb_agents.RunConfig is vtb_agents.config.RunConfig")
     assert "vtb_agents.config" in modules and "pydantic" in modules
-    assert sorted(m for m in modules if m.split(".")[0].startswith(("langgraph", "langchain"))) == []
+    assert langchain_modules(modules) == []
+
+
+def test_importing_the_metrics_loads_neither_langgraph_nor_langchain() -> None:
+    """Summaries are computed from results alone: the tools' names, not the tools."""
+    modules = modules_loaded_by("import vtb_agents.analysis.metrics")
+    assert "vtb_agents.analysis.metrics" in modules and "vtb_agents.tool_names" in modules
+    assert langchain_modules(modules) == []
 
 
 def test_a_runs_config_reads_back_from_its_run_json(tmp_path: Path) -> None:

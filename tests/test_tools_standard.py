@@ -33,7 +33,8 @@ from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tools import TOOL_NAMES, bind_code_tools, calculator, python_image_processing, python_interpreter
 from vtb_agents.tools.network import NetworkSettings, make_network_tools
-from vtb_agents.tools.python_tools import INTERPRETER_TOOL_NAME, VISION_TOOL_NAME, UnboundToolError
+from vtb_agents.tool_names import INTERPRETER_TOOL_NAME, VISION_TOOL_NAME
+from vtb_agents.tools.python_tools import UnboundToolError
 
 ZOOM_CODE = ("from PIL import Image\nim = Image.open('image_0.png')\n"
              "im.crop((0, 0, 40, 30)).resize((160, 120)).save('transformed_image_0.png')\nprint(im.size)")

@@ -21,7 +21,7 @@ from vtb_agents.analysis.regions import region_iou
 from vtb_agents.analysis.uncertainty import apr_estimate, ars_estimate, by_task, pass_at_k
 from vtb_agents.results import TaskResult, ToolCallRecord
 from vtb_agents.tasks.model import CRITICAL_WEIGHT
-from vtb_agents.tools.python_tools import VISION_TOOL_NAME
+from vtb_agents.tool_names import VISION_TOOL_NAME
 
 VISION_TOOL = VISION_TOOL_NAME
 _STATUS_KEYS = frozenset({"ok", "note", "note_images", "truncated", "expression", "query", "url",

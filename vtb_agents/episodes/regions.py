@@ -31,7 +31,7 @@ from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.sandbox.regions import read_region
 from vtb_agents.strategies.observe import REGION_FIELD
 from vtb_agents.tasks.model import Task
-from vtb_agents.tools.python_tools import CODE_TOOL_NAMES
+from vtb_agents.tool_names import CODE_TOOL_NAMES
 
 
 def _crops(regions: list[ImageRegion]) -> list[ImageRegion]:

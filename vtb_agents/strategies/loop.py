@@ -30,7 +30,7 @@ from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, TurnState, as_node
 from vtb_agents.strategies.observe import observation_message, round_messages, with_native_images
 from vtb_agents.tools import VISION_TOOLS, guard_tool
-from vtb_agents.tools.python_tools import VISION_TOOL_NAME
+from vtb_agents.tool_names import VISION_TOOL_NAME
 from vtb_agents.transcript import STEP_METADATA_KEY
 
 ROUND_CAP_MESSAGE = ("Not run: the limit of {cap} tool rounds for this turn is reached. "

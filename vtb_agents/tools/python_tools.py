@@ -18,11 +18,9 @@ from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S
 from vtb_agents.sandbox.base import ExecResult, Sandbox
 from vtb_agents.tools.images import collect_images, with_refusals
+from vtb_agents.tool_names import CODE_TOOL_NAMES, INTERPRETER_TOOL_NAME, VISION_TOOL_NAME
 from vtb_agents.tools.limits import MAX_CODE_CHARS
 
-VISION_TOOL_NAME = "python_image_processing"
-INTERPRETER_TOOL_NAME = "python_interpreter"
-CODE_TOOL_NAMES = (VISION_TOOL_NAME, INTERPRETER_TOOL_NAME)
 
 
 class CodeArgs(BaseModel):

@@ -13,14 +13,9 @@ from vtb_agents.extensions import load_extension
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tools.calculator import calculator
 from vtb_agents.tools.guard import guard_tools
-from vtb_agents.tools.network import NETWORK_TOOL_NAMES, NetworkSettings, make_network_tools
-from vtb_agents.tools.python_tools import (
-    CODE_TOOL_NAMES,
-    VISION_TOOL_NAME,
-    bind_code_tools,
-    python_image_processing,
-    python_interpreter,
-)
+from vtb_agents.tool_names import CODE_TOOL_NAMES, NETWORK_TOOL_NAMES, VISION_TOOL_NAME
+from vtb_agents.tools.network import NetworkSettings, make_network_tools
+from vtb_agents.tools.python_tools import bind_code_tools, python_image_processing, python_interpreter
 
 VISION_TOOLS = (VISION_TOOL_NAME,)
 TOOL_NAMES = (*CODE_TOOL_NAMES, "calculator", *NETWORK_TOOL_NAMES)

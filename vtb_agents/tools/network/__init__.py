@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from langchain_core.tools import BaseTool
 
+from vtb_agents.tool_names import NETWORK_TOOL_NAMES
 from vtb_agents.tools.guard import invalid_arguments
 from vtb_agents.tools.network.cache import ToolCache, cache_key, compact_cassette, normalise_text, normalise_url
 from vtb_agents.tools.network.http import NetworkSettings, ToolFailure, default_search_backend
@@ -16,7 +17,6 @@ from vtb_agents.tools.network.page_text import build_page_text
 from vtb_agents.tools.network.weather import build_weather
 from vtb_agents.tools.network.web_search import DDGSFactory, build_web_search
 
-NETWORK_TOOL_NAMES = ("web_search", "browser_get_page_text", "historical_weather")
 
 
 def make_network_tools(settings: NetworkSettings | None = None, *,
