@@ -151,7 +151,25 @@ def run(options: RunOptions,
 
     report = write_report(out_dir)
     out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
-    exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors")
+    exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors", causes=failure_causes(out_dir))
+
+
+def failure_causes(run_dir: Path) -> list[str]:
+    """One line per infrastructure outcome among ``run_dir``'s results: how many tasks, and the first
+    one's cause (a judge error's verdict, else the episode's error), so that the terminal names it."""
+    from vtb_agents.rundir.store import ResultsStore
+
+    first: dict[str, tuple[int, str]] = {}
+    for result in ResultsStore(run_dir).load()[0]:
+        if not result.infrastructure_failed:
+            continue
+        judged = [v.justification for v in result.grade.verdicts if v.status == "error" and v.judge != "episode"]
+        cause = judged[0] if result.ended == "judge_error" and judged else (
+            result.episode.error or result.grade.reason or "no cause recorded")
+        count, kept = first.get(result.ended, (0, f"{result.task_id}: {cause}"))
+        first[result.ended] = (count + 1, kept)
+    return [f"  {outcome} ({count}): {cause.splitlines()[0] if cause else ''}"
+            for outcome, (count, cause) in sorted(first.items())]
 
 
 def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, judge_cache: Path | None,
@@ -169,9 +187,9 @@ def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, ju
     return vtb_command(command, *flags, *selection_flags(options), *own, *cache, "--out", out_dir, "--resume")
 
 
-def exit_if_incomplete(summary: dict[str, Any], *retry: str) -> None:
-    """Say which tasks infrastructure failures left ungraded, print the ``retry`` hints (one line
-    each) and exit with ``EXIT_INCOMPLETE``."""
+def exit_if_incomplete(summary: dict[str, Any], *retry: str, causes: Sequence[str] = ()) -> None:
+    """Say which tasks infrastructure failures left ungraded and why (``causes``, one line each:
+    :func:`failure_causes`), print the ``retry`` hints (one line each) and exit with ``EXIT_INCOMPLETE``."""
     from rich.markup import escape
 
     from vtb_agents.runner.run import EXIT_INCOMPLETE
@@ -183,7 +201,7 @@ def exit_if_incomplete(summary: dict[str, Any], *retry: str) -> None:
     shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
     err.print(f"[bold red]incomplete:[/] {failed['count']} task(s) ungraded by infrastructure failures "
               f"({escape(shown)})", highlight=False, soft_wrap=True)
-    for line in retry:
+    for line in [*causes, *retry]:
         err.print(line, highlight=False, soft_wrap=True, markup=False)
     raise typer.Exit(EXIT_INCOMPLETE)
 

@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
 from vtb_agents.judges.base import Judgement, RubricJudge
+from vtb_agents.judges.bounded import verdict_problem
 from vtb_agents.judges.prompt import PROMPT_VERSION, judge_prompt
 from vtb_agents.sharedsqlite import SharedSqlite
 from vtb_agents.tasks.model import Rubric, Task
+
+
+class VerdictCacheError(RuntimeError):
+    """The verdict cache could not be read or written (its database, or the disk under it: the
+    ``__cause__``). Not the judge's failure: it leaves a judge call as it is
+    (:mod:`vtb_agents.judges.bounded`), so that a full disk stops the run."""
+
+    passes_judge_guard = True
 
 
 class JudgeCache:
@@ -66,11 +76,19 @@ class CachedJudge:
     def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
         """Cached judgement if present, otherwise the inner judge's (then stored)."""
         key = self.cache.key(self.name, judge_prompt(task, turn, rubric, answer), self.epoch)
-        hit = self.cache.get(key)
+        try:
+            hit = self.cache.get(key)
+        except (sqlite3.Error, OSError) as exc:
+            raise VerdictCacheError(f"cannot read the verdict cache {self.cache.path}: {exc}") from exc
         if hit is not None:
             return replace(hit, cached=True)
         judgement = self.inner.judge(task=task, turn=turn, rubric=rubric, answer=answer)
-        self.cache.put(key, self.name, judgement)
+        if verdict_problem(judgement) is not None:
+            return judgement  # no verdict: nothing to store (the judge call reports it)
+        try:
+            self.cache.put(key, self.name, judgement)
+        except (sqlite3.Error, OSError) as exc:
+            raise VerdictCacheError(f"cannot write the verdict cache {self.cache.path}: {exc}") from exc
         return judgement
 
 
