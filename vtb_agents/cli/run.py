@@ -1,12 +1,12 @@
 """``vtb run``, ``vtb ablate`` and ``vtb grade``: commands on ``run_cli``, mounted by :mod:`vtb_agents.cli`.
 
 Long runs show a progress bar (ETA, pass rate so far) and stop cleanly on Ctrl-C or SIGTERM: running
-tasks finish and are written, and ``--resume`` continues; a second Ctrl-C (or SIGTERM) aborts at once.
+tasks finish and are written, and ``--resume`` continues; a second Ctrl-C (or SIGTERM) ends the
+process at once, whatever its tasks are doing, leaving every result line whole (``cli/interrupt.py``).
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 from contextlib import contextmanager
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, g
 
 import typer
 
+from vtb_agents.cli.interrupt import stop_on_signals
 from vtb_agents.cli.common import check_choice, choice, cli_app, err, fail, load_or_fail, out
 from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, config_option, with_run_options
 from vtb_agents.extensions import LABELS, Kind
@@ -31,7 +32,8 @@ run_cli = cli_app()
 
 @contextmanager
 def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
-    """A progress callback and a stop event set by Ctrl-C or SIGTERM (a second one aborts)."""
+    """A progress callback and a stop event set by Ctrl-C or SIGTERM (a second one aborts at once:
+    :mod:`vtb_agents.cli.interrupt`)."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
@@ -48,19 +50,11 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
             bar.update(job, completed=done, total=total_now,
                        status=f"pass {counts['passed']}/{counts['graded']} · last {result.task_id}")
 
-        def on_interrupt(signum: int, frame: Any) -> None:
-            stop.set()
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort)")
+        def on_stop() -> None:
+            bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort at once)")
 
-        previous = signal.signal(signal.SIGINT, on_interrupt)
-        previous_term = signal.signal(signal.SIGTERM, on_interrupt)
-        try:
+        with stop_on_signals(stop, on_stop):
             yield on_result, stop
-        finally:
-            signal.signal(signal.SIGINT, previous)
-            signal.signal(signal.SIGTERM, previous_term)
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -155,12 +149,12 @@ def run(options: RunOptions,
 
 
 def failure_causes(run_dir: Path) -> list[str]:
-    """One line per infrastructure outcome among ``run_dir``'s results: how many tasks, and the first
-    one's cause (a judge error's verdict, else the episode's error), so that the terminal names it."""
+    """One line per infrastructure outcome among ``run_dir``'s results: how many tasks, and the cause
+    of the first by task id (a judge error's verdict, else the episode's error), so that the terminal names it."""
     from vtb_agents.rundir.store import ResultsStore
 
     first: dict[str, tuple[int, str]] = {}
-    for result in ResultsStore(run_dir).load()[0]:
+    for result in sorted(ResultsStore(run_dir).load()[0], key=lambda r: (r.task_id, r.epoch)):
         if not result.infrastructure_failed:
             continue
         judged = [v.justification for v in result.grade.verdicts if v.status == "error" and v.judge != "episode"]
