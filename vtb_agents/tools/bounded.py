@@ -23,7 +23,9 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+from collections.abc import Callable
 from functools import cache
 from typing import Any, ClassVar
 
@@ -63,10 +65,14 @@ def cap_content(content: Any, cap: int = OUTPUT_CAP_CHARS) -> Any:
     return capped
 
 
-def _capped(output: Any) -> Any:
-    if isinstance(output, ToolMessage):
-        return output.model_copy(update={"content": cap_content(output.content)})
-    return cap_content(output)
+def capped_result(result: Any, response_format: str) -> Any:
+    """What a tool's ``_run`` returned, its text capped (:func:`cap_content`): the content, the content
+    of a (content, artifact) pair, or of a ToolMessage; anything else (a ``Command``) unchanged."""
+    if isinstance(result, ToolMessage):
+        return result.model_copy(update={"content": cap_content(result.content)})
+    if response_format == "content_and_artifact" and isinstance(result, tuple) and len(result) == 2:
+        return cap_content(result[0]), result[1]
+    return cap_content(result)
 
 
 def _timed_out(tool: BaseTool, seconds: float, tool_call_id: str | None) -> ToolMessage | str:
@@ -83,6 +89,29 @@ class _Bounded:
     bounded = True
     limit_s: float = 0.0
 
+    # The cap applies where the tool's own code returns (``_run``), before LangChain's callbacks
+    # see the output: the transcript records what the model reads. ``wraps`` keeps the signature
+    # LangChain inspects to pass ``run_manager`` and ``config``.
+    @property
+    def _run(self) -> Callable[..., Any]:
+        inner = super()._run  # type: ignore[misc]
+        response_format = self.response_format  # type: ignore[attr-defined]
+
+        @functools.wraps(inner)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return capped_result(inner(*args, **kwargs), response_format)
+        return run
+
+    @property
+    def _arun(self) -> Callable[..., Any]:
+        inner = super()._arun  # type: ignore[misc]
+        response_format = self.response_format  # type: ignore[attr-defined]
+
+        @functools.wraps(inner)
+        async def arun(*args: Any, **kwargs: Any) -> Any:
+            return capped_result(await inner(*args, **kwargs), response_format)
+        return arun
+
     def run(self, tool_input: Any, *args: Any, tool_call_id: str | None = None, **kwargs: Any) -> Any:
         seconds = time_left(self.limit_s)
         call = super().run  # type: ignore[misc]
@@ -91,7 +120,7 @@ class _Bounded:
                                  name=f"vtb-tool-{self.name}")  # type: ignore[attr-defined]
         except CallTimedOut:
             return _timed_out(self, seconds, tool_call_id)  # type: ignore[arg-type]
-        return _capped(output)
+        return output
 
     async def arun(self, tool_input: Any, *args: Any, tool_call_id: str | None = None, **kwargs: Any) -> Any:
         seconds = time_left(self.limit_s)
@@ -100,7 +129,7 @@ class _Bounded:
             output = await asyncio.wait_for(call(tool_input, *args, tool_call_id=tool_call_id, **kwargs), seconds)
         except asyncio.TimeoutError:
             return _timed_out(self, seconds, tool_call_id)  # type: ignore[arg-type]
-        return _capped(output)
+        return output
 
 
 @cache
