@@ -127,7 +127,9 @@ class _Bounded:
         call = super().arun  # type: ignore[misc]
         try:
             output = await asyncio.wait_for(call(tool_input, *args, tool_call_id=tool_call_id, **kwargs), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError as exc:  # wait_for's; the task's own limit (TaskTimeout) ends the episode
+            if getattr(exc, "passes_tool_guard", False):
+                raise
             return _timed_out(self, seconds, tool_call_id)  # type: ignore[arg-type]
         return output
 
