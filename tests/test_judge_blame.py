@@ -217,3 +217,28 @@ def test_a_judge_call_keeps_to_the_grading_window(tmp_path: Path) -> None:
     assert time.monotonic() - started < 20
     assert task_outcome(episode, grade) == "judge_error"
     assert "gave no verdict within its time limit" in next(v for v in grade.verdicts if v.judge == "odd").justification
+
+
+def test_a_judge_call_given_up_on_never_stores_a_verdict_later(tmp_path: Path) -> None:
+    from vtb_agents.judges.cache import CachedJudge, JudgeCache
+
+    class Late(Replies):
+        calls_model = True
+
+        def judge(self, **_: Any) -> object:
+            time.sleep(2.0)
+            return Judgement("met", "late")
+
+    task = load_tasks(write_task(tmp_path / "tasks", "t"))[0]
+    episode = Episode(task_id="t", model="m", turns=[TurnRecord(index=0, answer="It is 42.", status="answered")])
+    cache = JudgeCache(tmp_path / "verdicts.sqlite")
+    judge = CachedJudge(Late(None), cache)
+    try:
+        given_up = grade_episode(task, episode, judge, time_limit_s=0.5)  # type: ignore[arg-type]
+        assert task_outcome(episode, given_up) == "judge_error"
+        time.sleep(4.0)  # the abandoned call has returned its verdict by now
+        retried = grade_episode(task, episode, judge, time_limit_s=30)  # type: ignore[arg-type]
+    finally:
+        cache.close()
+    asked = next(v for v in retried.verdicts if v.judge == "odd")
+    assert (asked.status, asked.cached, asked.model_call) == ("met", False, True)  # asked again, as never failed

@@ -296,7 +296,8 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
               f"{j['checks']} check(s), {j['unjudged']} unjudged")
     if (summary.get("infrastructure_errors") or {}).get("count"):
-        exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout))
+        exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout),
+                           causes=failure_causes(run_dir))
 
 
 def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None, judge_cache: Path | None,

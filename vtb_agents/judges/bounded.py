@@ -12,8 +12,9 @@ may take) or what is left of the grading's time window (the current deadline of
 :mod:`vtb_agents.timebox`, set by :func:`~vtb_agents.judges.graph.grade_episode`), whichever is
 shorter. A judge still running then is left behind on its daemon thread (Python cannot stop it).
 
-Errors marked ``passes_judge_guard`` (the verdict cache's disk failing) are not the judge's: they
-propagate, so that a full disk stops the run as ``runner/saving.py`` says.
+A judge that bounds its own calls has a ``judge_within(..., limit_s)`` method, which
+:func:`bounded_judgement` calls instead: the verdict cache (:class:`~vtb_agents.judges.cache.CachedJudge`)
+time-boxes only the judge behind it and reads and writes the cache in the caller's thread.
 """
 
 from __future__ import annotations
@@ -63,10 +64,19 @@ def ask_judge(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric, answ
     except CallTimedOut:
         return Judgement("error", f"{who} gave no verdict within its time limit ({seconds:.1f} s)")
     except Exception as exc:
-        if getattr(exc, "passes_judge_guard", False):
-            raise
         return Judgement("error", f"{who} failed: {type(exc).__name__}: {exc}"[:_CAUSE_CHARS])
     problem = verdict_problem(reply)
     if problem is not None:
         return Judgement("error", f"{who} gave no verdict: {problem}"[:_CAUSE_CHARS])
     return reply
+
+
+def bounded_judgement(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric, answer: str,
+                      limit_s: float) -> Judgement:
+    """``judge``'s judgement within ``limit_s``: through its own ``judge_within`` if it has one (the
+    verdict cache), else :func:`ask_judge`."""
+    within = getattr(judge, "judge_within", None)
+    if callable(within):
+        judgement: Judgement = within(task=task, turn=turn, rubric=rubric, answer=answer, limit_s=limit_s)
+        return judgement
+    return ask_judge(judge, task=task, turn=turn, rubric=rubric, answer=answer, limit_s=limit_s)

@@ -11,23 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
 from vtb_agents.judges.base import Judgement, RubricJudge
-from vtb_agents.judges.bounded import verdict_problem
+from vtb_agents.judges.bounded import ask_judge, judge_time_limit
 from vtb_agents.judges.prompt import PROMPT_VERSION, judge_prompt
 from vtb_agents.sharedsqlite import SharedSqlite
 from vtb_agents.tasks.model import Rubric, Task
-
-
-class VerdictCacheError(RuntimeError):
-    """The verdict cache could not be read or written (its database, or the disk under it: the
-    ``__cause__``). Not the judge's failure: it leaves a judge call as it is
-    (:mod:`vtb_agents.judges.bounded`), so that a full disk stops the run."""
-
-    passes_judge_guard = True
 
 
 class JudgeCache:
@@ -74,21 +65,24 @@ class CachedJudge:
         return CachedJudge(self.inner, self.cache, epoch)
 
     def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
-        """Cached judgement if present, otherwise the inner judge's (then stored)."""
+        """Cached judgement if present, otherwise the inner judge's (then stored), within the
+        judge's own time limit (:meth:`judge_within`)."""
+        return self.judge_within(task=task, turn=turn, rubric=rubric, answer=answer, limit_s=judge_time_limit())
+
+    def judge_within(self, *, task: Task, turn: int, rubric: Rubric, answer: str, limit_s: float) -> Judgement:
+        """Cached judgement if present, otherwise the inner judge's within ``limit_s``
+        (:func:`~vtb_agents.judges.bounded.ask_judge`), stored if it is a verdict.
+
+        Only the inner judge is time-boxed: the cache is read and written here, in the caller's
+        thread, so a judge call given up on never stores a verdict later (its retry asks again, as
+        a run that never failed would), and the cache's own disk errors propagate (a full disk
+        stops the run, ``runner/saving.py``)."""
         key = self.cache.key(self.name, judge_prompt(task, turn, rubric, answer), self.epoch)
-        try:
-            hit = self.cache.get(key)
-        except (sqlite3.Error, OSError) as exc:
-            raise VerdictCacheError(f"cannot read the verdict cache {self.cache.path}: {exc}") from exc
+        hit = self.cache.get(key)
         if hit is not None:
             return replace(hit, cached=True)
-        judgement = self.inner.judge(task=task, turn=turn, rubric=rubric, answer=answer)
-        if verdict_problem(judgement) is not None:
-            return judgement  # no verdict: nothing to store (the judge call reports it)
-        try:
-            self.cache.put(key, self.name, judgement)
-        except (sqlite3.Error, OSError) as exc:
-            raise VerdictCacheError(f"cannot write the verdict cache {self.cache.path}: {exc}") from exc
+        judgement = ask_judge(self.inner, task=task, turn=turn, rubric=rubric, answer=answer, limit_s=limit_s)
+        self.cache.put(key, self.name, judgement)
         return judgement
 
 

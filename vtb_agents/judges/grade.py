@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vtb_agents.config import CriticalRule
 from vtb_agents.judges.base import Judgement, RubricJudge
-from vtb_agents.judges.bounded import ask_judge, judge_time_limit
+from vtb_agents.judges.bounded import bounded_judgement, judge_time_limit
 from vtb_agents.judges.checks import run_check
 from vtb_agents.results import Episode, RubricVerdict, TaskGrade, TurnGrade, is_infrastructure
 from vtb_agents.tasks.model import Rubric, Task
@@ -14,15 +14,16 @@ def judge_rubric(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric, a
                  limit_s: float | None = None) -> tuple[Judgement, str, bool]:
     """A rubric with a deterministic check is decided by it; any other goes to ``judge``, within
     ``limit_s`` (default :func:`~vtb_agents.judges.bounded.judge_time_limit`) or the current
-    deadline (:func:`~vtb_agents.judges.bounded.ask_judge`: a failing judge gives an error judgement).
+    deadline (:func:`~vtb_agents.judges.bounded.bounded_judgement`: a failing judge gives an error
+    judgement).
 
     Returns the judgement, who made it (``check`` or the judge's name) and whether a model was asked.
     """
     if rubric.check is not None:
         met, why = run_check(rubric.check, answer)
         return Judgement("met" if met else "not_met", why), "check", False
-    judgement = ask_judge(judge, task=task, turn=turn, rubric=rubric, answer=answer,
-                          limit_s=judge_time_limit() if limit_s is None else limit_s)
+    judgement = bounded_judgement(judge, task=task, turn=turn, rubric=rubric, answer=answer,
+                                  limit_s=judge_time_limit() if limit_s is None else limit_s)
     return judgement, judge.name, judge.calls_model
 
 
