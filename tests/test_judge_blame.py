@@ -242,3 +242,15 @@ def test_a_judge_call_given_up_on_never_stores_a_verdict_later(tmp_path: Path) -
         cache.close()
     asked = next(v for v in retried.verdicts if v.judge == "odd")
     assert (asked.status, asked.cached, asked.model_call) == ("met", False, True)  # asked again, as never failed
+
+
+def test_a_judge_that_exits_is_a_judge_error_not_the_end_of_the_run(tmp_path: Path) -> None:
+    class Exits(Replies):
+        def judge(self, **_: Any) -> object:
+            raise SystemExit(4)
+
+    task = load_tasks(write_task(tmp_path / "tasks", "t"))[0]
+    episode = Episode(task_id="t", model="m", turns=[TurnRecord(index=0, answer="It is 42.", status="answered")])
+    grade = grade_episode(task, episode, Exits(None))  # type: ignore[arg-type]
+    assert task_outcome(episode, grade) == "judge_error"
+    assert "failed: SystemExit: 4" in next(v for v in grade.verdicts if v.judge == "odd").justification

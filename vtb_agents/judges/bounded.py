@@ -40,6 +40,14 @@ def judge_time_limit(request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> fl
     return JUDGE_ATTEMPTS * (request_timeout_s + BACKOFF_MAX_S)
 
 
+def _message(exc: BaseException) -> str:
+    """``str(exc)``, or a note when the exception cannot be printed."""
+    try:
+        return str(exc)
+    except Exception as error:
+        return f"<message not printable: {type(error).__name__}>"
+
+
 def verdict_problem(reply: object) -> str | None:
     """What keeps a judge's ``reply`` from being a verdict, or None if it is one."""
     if not isinstance(reply, Judgement):
@@ -63,8 +71,10 @@ def ask_judge(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric, answ
                             name=f"vtb-judge-{task.id}")
     except CallTimedOut:
         return Judgement("error", f"{who} gave no verdict within its time limit ({seconds:.1f} s)")
-    except Exception as exc:
-        return Judgement("error", f"{who} failed: {type(exc).__name__}: {exc}"[:_CAUSE_CHARS])
+    except KeyboardInterrupt:  # Ctrl-C while this thread waits: the run's, never the judge's
+        raise
+    except BaseException as exc:  # on its own thread: even its SystemExit is only the judge's failure
+        return Judgement("error", f"{who} failed: {type(exc).__name__}: {_message(exc)}"[:_CAUSE_CHARS])
     problem = verdict_problem(reply)
     if problem is not None:
         return Judgement("error", f"{who} gave no verdict: {problem}"[:_CAUSE_CHARS])
