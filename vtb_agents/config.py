@@ -55,7 +55,8 @@ class EpisodeSettings(BaseModel):
                              description="Earlier assistant turns: the 'golden' answers or the 'model''s own.")
     max_image_side: int = Field(default=DEFAULT_MAX_IMAGE_SIDE, ge=64,
                                 description="Images sent to the model are downscaled to this longer side.")
-    code_timeout_s: float = Field(default=DEFAULT_CODE_TIMEOUT_S, gt=0, description="Seconds one code call may run.")
+    code_timeout_s: float = Field(default=DEFAULT_CODE_TIMEOUT_S, gt=0, description=(
+        "Seconds one code call may run (and one call of a tool you add, --tool)."))
     native_tool_images: bool = Field(default=DEFAULT_NATIVE_TOOL_IMAGES,
                                      description="Put new images inside tool results (Anthropic, Responses API).")
     task_timeout_s: Optional[float] = Field(default=None, gt=0, description=(

@@ -1,12 +1,12 @@
 """``vtb run``, ``vtb ablate`` and ``vtb grade``: commands on ``run_cli``, mounted by :mod:`vtb_agents.cli`.
 
 Long runs show a progress bar (ETA, pass rate so far) and stop cleanly on Ctrl-C or SIGTERM: running
-tasks finish and are written, and ``--resume`` continues; a second Ctrl-C (or SIGTERM) aborts at once.
+tasks finish and are written, and ``--resume`` continues; a second Ctrl-C (or SIGTERM) ends the
+process at once, whatever its tasks are doing, leaving every result line whole (``cli/interrupt.py``).
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 from contextlib import contextmanager
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, g
 
 import typer
 
+from vtb_agents.cli.interrupt import stop_on_signals
 from vtb_agents.cli.common import check_choice, choice, cli_app, err, fail, load_or_fail, out
 from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, config_option, with_run_options
 from vtb_agents.extensions import LABELS, Kind
@@ -31,7 +32,8 @@ run_cli = cli_app()
 
 @contextmanager
 def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
-    """A progress callback and a stop event set by Ctrl-C or SIGTERM (a second one aborts)."""
+    """A progress callback and a stop event set by Ctrl-C or SIGTERM (a second one aborts at once:
+    :mod:`vtb_agents.cli.interrupt`)."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
@@ -48,19 +50,11 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
             bar.update(job, completed=done, total=total_now,
                        status=f"pass {counts['passed']}/{counts['graded']} · last {result.task_id}")
 
-        def on_interrupt(signum: int, frame: Any) -> None:
-            stop.set()
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort)")
+        def on_stop() -> None:
+            bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort at once)")
 
-        previous = signal.signal(signal.SIGINT, on_interrupt)
-        previous_term = signal.signal(signal.SIGTERM, on_interrupt)
-        try:
+        with stop_on_signals(stop, on_stop):
             yield on_result, stop
-        finally:
-            signal.signal(signal.SIGINT, previous)
-            signal.signal(signal.SIGTERM, previous_term)
 
 
 def summary_table(summary: dict[str, Any]) -> Table:
@@ -151,7 +145,25 @@ def run(options: RunOptions,
 
     report = write_report(out_dir)
     out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
-    exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors")
+    exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors", causes=failure_causes(out_dir))
+
+
+def failure_causes(run_dir: Path) -> list[str]:
+    """One line per infrastructure outcome among ``run_dir``'s results: how many tasks, and the cause
+    of the first by task id (a judge error's verdict, else the episode's error), so that the terminal names it."""
+    from vtb_agents.rundir.store import ResultsStore
+
+    first: dict[str, tuple[int, str]] = {}
+    for result in sorted(ResultsStore(run_dir).load()[0], key=lambda r: (r.task_id, r.epoch)):
+        if not result.infrastructure_failed:
+            continue
+        judged = [v.justification for v in result.grade.verdicts if v.status == "error" and v.judge != "episode"]
+        cause = judged[0] if result.ended == "judge_error" and judged else (
+            result.episode.error or result.grade.reason or "no cause recorded")
+        count, kept = first.get(result.ended, (0, f"{result.task_id}: {cause}"))
+        first[result.ended] = (count + 1, kept)
+    return [f"  {outcome} ({count}): {cause.splitlines()[0] if cause else ''}"
+            for outcome, (count, cause) in sorted(first.items())]
 
 
 def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, judge_cache: Path | None,
@@ -169,9 +181,9 @@ def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, ju
     return vtb_command(command, *flags, *selection_flags(options), *own, *cache, "--out", out_dir, "--resume")
 
 
-def exit_if_incomplete(summary: dict[str, Any], *retry: str) -> None:
-    """Say which tasks infrastructure failures left ungraded, print the ``retry`` hints (one line
-    each) and exit with ``EXIT_INCOMPLETE``."""
+def exit_if_incomplete(summary: dict[str, Any], *retry: str, causes: Sequence[str] = ()) -> None:
+    """Say which tasks infrastructure failures left ungraded and why (``causes``, one line each:
+    :func:`failure_causes`), print the ``retry`` hints (one line each) and exit with ``EXIT_INCOMPLETE``."""
     from rich.markup import escape
 
     from vtb_agents.runner.run import EXIT_INCOMPLETE
@@ -183,7 +195,7 @@ def exit_if_incomplete(summary: dict[str, Any], *retry: str) -> None:
     shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
     err.print(f"[bold red]incomplete:[/] {failed['count']} task(s) ungraded by infrastructure failures "
               f"({escape(shown)})", highlight=False, soft_wrap=True)
-    for line in retry:
+    for line in [*causes, *retry]:
         err.print(line, highlight=False, soft_wrap=True, markup=False)
     raise typer.Exit(EXIT_INCOMPLETE)
 
@@ -284,7 +296,8 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
               f"{j['checks']} check(s), {j['unjudged']} unjudged")
     if (summary.get("infrastructure_errors") or {}).get("count"):
-        exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout))
+        exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout),
+                           causes=failure_causes(run_dir))
 
 
 def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None, judge_cache: Path | None,

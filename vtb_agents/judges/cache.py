@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from vtb_agents.judges.base import Judgement, RubricJudge
+from vtb_agents.judges.bounded import ask_judge, judge_time_limit
 from vtb_agents.judges.prompt import PROMPT_VERSION, judge_prompt
 from vtb_agents.sharedsqlite import SharedSqlite
 from vtb_agents.tasks.model import Rubric, Task
@@ -64,12 +65,23 @@ class CachedJudge:
         return CachedJudge(self.inner, self.cache, epoch)
 
     def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
-        """Cached judgement if present, otherwise the inner judge's (then stored)."""
+        """Cached judgement if present, otherwise the inner judge's (then stored), within the
+        judge's own time limit (:meth:`judge_within`)."""
+        return self.judge_within(task=task, turn=turn, rubric=rubric, answer=answer, limit_s=judge_time_limit())
+
+    def judge_within(self, *, task: Task, turn: int, rubric: Rubric, answer: str, limit_s: float) -> Judgement:
+        """Cached judgement if present, otherwise the inner judge's within ``limit_s``
+        (:func:`~vtb_agents.judges.bounded.ask_judge`), stored if it is a verdict.
+
+        Only the inner judge is time-boxed: the cache is read and written here, in the caller's
+        thread, so a judge call given up on never stores a verdict later (its retry asks again, as
+        a run that never failed would), and the cache's own disk errors propagate (a full disk
+        stops the run, ``runner/saving.py``)."""
         key = self.cache.key(self.name, judge_prompt(task, turn, rubric, answer), self.epoch)
         hit = self.cache.get(key)
         if hit is not None:
             return replace(hit, cached=True)
-        judgement = self.inner.judge(task=task, turn=turn, rubric=rubric, answer=answer)
+        judgement = ask_judge(self.inner, task=task, turn=turn, rubric=rubric, answer=answer, limit_s=limit_s)
         self.cache.put(key, self.name, judgement)
         return judgement
 

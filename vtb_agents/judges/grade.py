@@ -4,32 +4,39 @@ from __future__ import annotations
 
 from vtb_agents.config import CriticalRule
 from vtb_agents.judges.base import Judgement, RubricJudge
+from vtb_agents.judges.bounded import bounded_judgement, judge_time_limit
 from vtb_agents.judges.checks import run_check
 from vtb_agents.results import Episode, RubricVerdict, TaskGrade, TurnGrade, is_infrastructure
 from vtb_agents.tasks.model import Rubric, Task
 
 
-def judge_rubric(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric,
-                 answer: str) -> tuple[Judgement, str, bool]:
-    """A rubric with a deterministic check is decided by it; any other goes to ``judge``.
+def judge_rubric(judge: RubricJudge, *, task: Task, turn: int, rubric: Rubric, answer: str,
+                 limit_s: float | None = None) -> tuple[Judgement, str, bool]:
+    """A rubric with a deterministic check is decided by it; any other goes to ``judge``, within
+    ``limit_s`` (default :func:`~vtb_agents.judges.bounded.judge_time_limit`) or the current
+    deadline (:func:`~vtb_agents.judges.bounded.bounded_judgement`: a failing judge gives an error
+    judgement).
 
     Returns the judgement, who made it (``check`` or the judge's name) and whether a model was asked.
     """
     if rubric.check is not None:
         met, why = run_check(rubric.check, answer)
         return Judgement("met" if met else "not_met", why), "check", False
-    return judge.judge(task=task, turn=turn, rubric=rubric, answer=answer), judge.name, judge.calls_model
+    judgement = bounded_judgement(judge, task=task, turn=turn, rubric=rubric, answer=answer,
+                                  limit_s=judge_time_limit() if limit_s is None else limit_s)
+    return judgement, judge.name, judge.calls_model
 
 
 def rubric_verdict(task: Task, episode: Episode, judge: RubricJudge, turn: int, rubric: Rubric,
-                   critical_rule: CriticalRule = "weight") -> RubricVerdict:
+                   critical_rule: CriticalRule = "weight", limit_s: float | None = None) -> RubricVerdict:
     """The verdict on one rubric.
 
     After an infrastructure failure (provider, sandbox, storage) every rubric is an error, so the
     task is ungraded; a turn the model left unanswered because its episode failed for its own
     reasons (task timeout, step limit) is not met, as in the paper, where every task counts. A turn
     missing from an episode that claims completion (say, a target run without outputs given to
-    the evaluator) is an error too: nothing says whose doing it was.
+    the evaluator) is an error too: nothing says whose doing it was. ``limit_s`` bounds the judge
+    call (:func:`judge_rubric`).
     """
     answers = {record.index: record.answer for record in episode.turns}
     reason = episode.error or "episode incomplete"
@@ -39,7 +46,8 @@ def rubric_verdict(task: Task, episode: Episode, judge: RubricJudge, turn: int, 
     elif turn not in answers:
         judgement, source = Judgement("not_met", f"no answer for turn {turn + 1}: {reason}"), "episode"
     else:
-        judgement, source, model_call = judge_rubric(judge, task=task, turn=turn, rubric=rubric, answer=answers[turn])
+        judgement, source, model_call = judge_rubric(judge, task=task, turn=turn, rubric=rubric, answer=answers[turn],
+                                                       limit_s=limit_s)
     return RubricVerdict(
         rubric_id=rubric.id, turn=turn, weight=rubric.weight, critical=rubric.is_critical(critical_rule),
         critical_flag=rubric.critical,

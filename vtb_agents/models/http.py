@@ -19,17 +19,16 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 import httpx
 
 from vtb_agents.defaults import DEFAULT_REQUEST_TIMEOUT_S as DEFAULT_REQUEST_TIMEOUT_S  # re-exported
+from vtb_agents.timebox import deadline, until
 
 _MIN_TIMEOUT_S = 0.01
 _TIMEOUT_KEYS = ("connect", "read", "write", "pool")
 _TIMEOUT_PROVIDERS = frozenset({"openai", "azure_openai", "anthropic"})
-_expires_at: ContextVar[float | None] = ContextVar("vtb_request_deadline", default=None)
 
 
 class MalformedResponse(Exception):
@@ -38,17 +37,16 @@ class MalformedResponse(Exception):
 
 @contextmanager
 def requests_until(expires_at: float | None) -> Iterator[None]:
-    """Within the block, requests of bounded clients end by ``expires_at`` (``time.monotonic()``)."""
-    token = _expires_at.set(expires_at)
-    try:
+    """Within the block, requests of bounded clients end by ``expires_at`` (``time.monotonic()``):
+    the current deadline of :mod:`vtb_agents.timebox`, which time-boxed calls (judges, plugin tools)
+    keep to as well."""
+    with until(expires_at):
         yield
-    finally:
-        _expires_at.reset(token)
 
 
 def capped_timeouts(timeouts: dict[str, float | None]) -> dict[str, float | None]:
     """``timeouts`` (httpx's per-phase dict) cut to the time left before the current deadline."""
-    expires_at = _expires_at.get()
+    expires_at = deadline()
     if expires_at is None:
         return timeouts
     left = max(expires_at - time.monotonic(), _MIN_TIMEOUT_S)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -28,6 +29,9 @@ from vtb_agents.rundir.layout import CORRUPT_SUFFIX, RESULTS_FILE
 
 _RECORD_START = b'{"task_id":'
 _log = logging.getLogger(__name__)
+APPENDING = threading.Lock()
+"""Held while a line is being appended to any results file of this process: a process that must end
+at once (a second Ctrl-C, ``cli/interrupt.py``) takes it first, so it never leaves half a line."""
 
 
 class ResultsError(ValueError):
@@ -53,6 +57,10 @@ class ResultsStore:
         self._append_line((result.model_dump_json() + "\n").encode())
 
     def _append_line(self, line: bytes) -> None:
+        with APPENDING:
+            self._append_locked(line)
+
+    def _append_locked(self, line: bytes) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             start = os.fstat(fd).st_size

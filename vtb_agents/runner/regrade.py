@@ -20,6 +20,7 @@ from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.judges import judge_record, load_judge
 from vtb_agents.config import CriticalRule
 from vtb_agents.judges.cache import judge_for_epoch
+from vtb_agents.judges.bounded import judge_time_limit
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 from vtb_agents.models.usage import track_usage
@@ -80,7 +81,9 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
                 recorder = TranscriptRecorder(artifacts)  # the new verdicts replace the transcript's
                 with track_usage() as judge_usage:
                     grade = grade_episode(by_id[result.task_id], result.episode, judge_for_epoch(judge, result.epoch),
-                                          critical_rule, callbacks=[recorder])
+                                          critical_rule, callbacks=[recorder],
+                                          time_limit_s=finished.settings.episode.task_timeout_s,
+                                          call_limit_s=judge_time_limit(request_timeout_s))
                 judged = [e for e in recorder.transcript(result.task_id).events if isinstance(e, JudgeEvent)]
                 regraded_transcript(run_dir, result.task_id, judged, result.epoch)
                 # a result written before usage was recorded keeps none: its model's tokens are unknown

@@ -22,13 +22,14 @@ from vtb_agents.analysis.regions import score_regions
 from vtb_agents.episodes.driver import episode_thread_id, run_episode
 from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.episodes.regions import has_reference_code
+from vtb_agents.judges.bounded import judge_time_limit
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges import judge_record
 from vtb_agents.judges.cache import judge_for_epoch
 from vtb_agents.models.spec import model_record
 from vtb_agents.models.cache import ModelCacheMiss, task_model_calls
 from vtb_agents.models.usage import track_usage
-from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, is_infrastructure, task_outcome
+from vtb_agents.results import Episode, Outcome, TaskGrade, TaskResult, TaskUsage, is_infrastructure, task_outcome
 from vtb_agents.rundir.create import prepare_run_dir as create_run_dir
 from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.errors import RunError, StoppedRun
@@ -65,9 +66,11 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
     (:class:`~vtb_agents.models.cache.ModelCacheMiss`), which stops the run. The model's own
     (task timeout, step limit) keeps the turns finished before it and is graded, unanswered turns
     failing their rubrics; an infrastructure failure (provider, sandbox, storage, harness) leaves
-    the task ungraded. With a run directory (``resources.run_dir``) the episode's transcript is
-    written there (for ``epoch``) before the result is returned, failed episodes included (README
-    "Transcripts").
+    the task ungraded; so does a judge that fails (``judge_error``), and grading that fails for any
+    other reason (``harness_error``). Grading has its own window of ``--task-timeout`` (a timed-out
+    episode is still graded), each judge call at most :func:`judge_time_limit`. With a run
+    directory (``resources.run_dir``) the episode's transcript is written there (for ``epoch``)
+    before the result is returned, failed episodes included (README "Transcripts").
     """
     started = time.perf_counter()
     recorder = TranscriptRecorder(resources.artifacts) if resources.artifacts is not None else None
@@ -84,15 +87,19 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
         if calls is not None:
             calls.raise_miss()  # a cache-only run that missed stops: the task is not written
         measure_regions(task, episode, config, resources)
+        outcome: Outcome | None = None
         with track_usage() as judge_usage:
             try:
                 grade = grade_episode(task, episode, judge_for_epoch(resources.judge, epoch), config.critical_rule,
-                                      callbacks=[recorder] if recorder is not None else None)
+                                      callbacks=[recorder] if recorder is not None else None,
+                                      time_limit_s=config.episode.task_timeout_s,
+                                      call_limit_s=judge_time_limit(config.request_timeout_s))
             except Exception as exc:  # a grading failure is this task's, never the run's
                 if storage_cause(exc) is not None:
                     raise
                 grade = TaskGrade(reason=f"grading failed: {type(exc).__name__}: {exc}",
                                   critical_rule=config.critical_rule)
+                outcome = "harness_error"  # judge failures are verdicts (judges/bounded.py): this is ours
         if calls is not None:
             calls.raise_miss()
     if recorder is not None and resources.run_dir is not None:
@@ -101,7 +108,7 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
         task_id=task.id, epoch=epoch, category=task.category, category_raw=task.category_raw, domain=task.domain,
         domain_raw=task.domain_raw, turncase=task.turncase, model=config.model, strategy=config.strategy_spec,
         episode=episode, grade=grade, duration_s=round(time.perf_counter() - started, 4),
-        outcome=task_outcome(episode, grade),
+        outcome=outcome or task_outcome(episode, grade),
         usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total,
                         model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache),
     )

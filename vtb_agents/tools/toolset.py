@@ -12,8 +12,9 @@ from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S
 from vtb_agents.extensions import load_extension
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tools.calculator import calculator
-from vtb_agents.tools.guard import guard_tools
 from vtb_agents.tool_names import CODE_TOOL_NAMES, NETWORK_TOOL_NAMES, VISION_TOOL_NAME
+from vtb_agents.tools.bounded import bound_tool
+from vtb_agents.tools.guard import guard_tool, guard_tools
 from vtb_agents.tools.network import NetworkSettings, make_network_tools
 from vtb_agents.tools.python_tools import bind_code_tools, python_image_processing, python_interpreter
 
@@ -53,7 +54,9 @@ def extension_tools(specs: Sequence[str]) -> list[BaseTool]:
 
 def bind_episode_tools(tools: Sequence[BaseTool], sandbox: Sandbox, artifacts: ArtifactStore,
                        timeout_s: float = DEFAULT_CODE_TIMEOUT_S) -> list[BaseTool]:
-    """``tools`` with every code tool replaced by one bound to ``sandbox`` (order kept), all guarded.
+    """``tools`` with every code tool replaced by one bound to ``sandbox`` (order kept), all guarded;
+    a tool that is not built in (``--tool``, tools given from Python) gets the built-in tools' bounds
+    (:func:`~vtb_agents.tools.bounded.bound_tool`): ``timeout_s`` a call, its output capped.
 
     Example:
         >>> from vtb_agents.sandbox import open_sandbox
@@ -62,5 +65,6 @@ def bind_episode_tools(tools: Sequence[BaseTool], sandbox: Sandbox, artifacts: A
     """
     names = tuple(t.name for t in tools if t.name in CODE_TOOL_NAMES)
     bound = {t.name: t for t in bind_code_tools(sandbox, artifacts, timeout_s, names)}
-    return guard_tools([bound.get(t.name, t) for t in tools])
+    return guard_tools([bound.get(t.name, t) if t.name in TOOL_NAMES else bound_tool(guard_tool(t), timeout_s)
+                        for t in tools])
 
