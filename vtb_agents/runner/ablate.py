@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from vtb_agents.config import RunConfig
 from vtb_agents.runner.executors import Executor
+from vtb_agents.runner.preflight import check_run
 from vtb_agents.runner.run import ProgressFn, run_suite
 from vtb_agents.tasks.model import Task
 
@@ -47,5 +48,5 @@ def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings
             break
         summaries[setting] = run_suite(tasks, config, Path(out) / setting, resume=resume, executor=executor,
                                        stop=stop, progress=progress, retry_errors=retry_errors,
-                                       judge_cache=judge_cache)
+                                       judge_cache=judge_cache, checked=True)
     return summaries

@@ -1,0 +1,71 @@
+"""``vtb doctor``: the checks ``vtb run`` makes before its first task, run alone and shown in full.
+
+Every part of a run with the given options is built once and checked (:mod:`vtb_agents.runner.preflight`):
+the judge, each tool, the strategy (and a user's agent), and the sandbox, which runs the canary cell.
+It prints each check, the isolation the sandbox reached and the library versions here and inside
+the sandbox; each failed check is one ``error:`` line, and the exit status is 1 if any failed.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from vtb_agents.cli.common import cli_app, err, fail, out, print_error
+from vtb_agents.cli.options import config_option, flag
+
+doctor_cli = cli_app()
+SANDBOX_FACTS = ("isolation", "fork server", "memory cap", "syscall filter", "network")
+
+
+@doctor_cli.command("doctor")
+def doctor(model: str = config_option("model"), judge: str = config_option("judge"),
+           strategy: str = config_option("strategy"),
+           extra_tools: list[str] = typer.Option([], flag("extra_tools"), help=(
+               "A tool to add, 'module:attr' or an installed tool's name (repeatable), as `vtb run --tool`.")),
+           sandbox: str = config_option("sandbox"), sandbox_strict: bool = config_option("sandbox_strict"),
+           sandbox_network: bool = config_option("sandbox_network"),
+           prompt_level: str = config_option("prompt_level"),
+           tools: bool = typer.Option(True, "--tools/--no-tools", help="Check a run with tools (--no-tools: none)."),
+           vision_tool: bool = typer.Option(True, "--vision-tool/--no-vision-tool",
+                                            help="Check a run offering python_image_processing."),
+           ) -> None:
+    """Check the parts of a run before running it: judge, tools, strategy or agent, and the sandbox
+    (a canary cell: PIL, NumPy, OpenCV). Prints the isolation reached and library versions; exit 1
+    if any check fails (`vtb run` makes the same checks and refuses to start)."""
+    from vtb_agents.config import RunOptionError, run_config
+    from vtb_agents.runner.preflight import doctor_checks, host_libraries
+
+    try:
+        config = run_config(model=model, judge=judge, strategy=strategy, extra_tools=tuple(extra_tools),
+                            sandbox=sandbox, sandbox_strict=sandbox_strict, sandbox_network=sandbox_network,
+                            prompt_level=prompt_level, no_tools=not tools, no_vision_tool=not vision_tool)
+    except RunOptionError as exc:
+        fail(exc.render(flag))
+        raise  # unreachable: fail() exits
+    checks = doctor_checks(config)
+    for check in checks:
+        mark = "ok    " if check.problem is None else "FAILED"
+        shown = check.part or "loading the run's parts"
+        shown += " (see the error below)" if check.problem is not None else ""
+        extra = f"  ({', '.join(f'{k}: {v}' for k, v in check.facts.items())})" if check.facts and not \
+            check.part.startswith("sandbox") else ""
+        out.print(f"{mark}  {shown}{extra}", highlight=False, markup=False, soft_wrap=True)
+    sandbox_check = next((c for c in checks if c.part.startswith("sandbox") and c.problem is None), None)
+    if sandbox_check is not None:
+        out.print(f"{sandbox_check.part}:", highlight=False, markup=False)
+        for name in SANDBOX_FACTS:
+            out.print(f"  {name}: {sandbox_check.facts.get(name, 'unknown')}", highlight=False, markup=False,
+                      soft_wrap=True)
+    inside = sandbox_check.facts if sandbox_check is not None else {}
+    out.print("libraries (here / in the sandbox):", highlight=False)
+    for name, here in host_libraries().items():
+        there = inside.get(f"{name} (in the sandbox)", "-")
+        out.print(f"  {name}: {here} / {there}", highlight=False, markup=False)
+    failed = [check for check in checks if check.problem is not None]
+    for check in failed:
+        print_error(check.line)
+    if failed:
+        err.print(f"{len(failed)} check(s) failed: `vtb run` with these options would refuse to start",
+                  highlight=False, markup=False)
+        raise typer.Exit(1)
+    out.print(f"all {len(checks)} check(s) passed", highlight=False)
