@@ -40,8 +40,14 @@ def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings
                   retry_errors: bool = False, judge_cache: Path | None = None) -> dict[str, dict[str, Any]]:
     """Run every setting into ``out/<setting>`` and return their summaries, in order (``retry_errors``
     and ``judge_cache``: as :func:`~vtb_agents.runner.run.run_suite`'s, for each setting; one
-    ``judge_cache`` serves all settings, the same answer getting the same verdict)."""
+    ``judge_cache`` serves all settings, the same answer getting the same verdict).
+
+    Every setting's parts are checked before the first setting runs
+    (:func:`~vtb_agents.runner.preflight.check_run`: a user's compiled agent may hold one setting's
+    tools and not another's), so a failure writes nothing."""
     configs = {setting: ablation_config(base, setting) for setting in settings}  # bad names fail first
+    for config in configs.values():
+        check_run(config)
     summaries: dict[str, dict[str, Any]] = {}
     for setting, config in configs.items():
         if stop is not None and stop.is_set():
