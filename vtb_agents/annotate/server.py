@@ -30,16 +30,15 @@ from vtb_agents.report.events_html import ModelCalls, event_html
 from vtb_agents.report.images import ImageLink
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.read import TaskSource, open_finished_run
-
-MAX_NOTE_CHARS = 10_000
-"""Longest note a label keeps: a few paragraphs of reasoning; the labels file stays readable at any size of run."""
-MAX_BODY_BYTES = 256 * 1024
-"""Largest label request read: a note of MAX_NOTE_CHARS characters, each JSON-escaped (12 bytes at most), fits."""
 from vtb_agents.rundir.transcripts import find_transcript
 from vtb_agents.tasks.model import Task
 from vtb_agents.transcript import StepEvent, ToolEvent, Transcript
 
 HOST = "127.0.0.1"
+MAX_NOTE_CHARS = 10_000
+"""Longest note a label keeps: a few paragraphs of reasoning; the labels file stays readable at any size of run."""
+MAX_BODY_BYTES = 256 * 1024
+"""Largest label request read: a note of MAX_NOTE_CHARS characters, each JSON-escaped (12 bytes at most), fits."""
 _MIME = ((b"\x89PNG", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"),
          (b"RIFF", "image/webp"), (b"BM", "image/bmp"))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import typer
 
 from vtb_agents.cli.common import cli_app, err, fail, out, print_error
-from vtb_agents.cli.options import config_option, flag
+from vtb_agents.cli.options import CONFIG_FLAGS, config_option, flag
 
 doctor_cli = cli_app()
 SANDBOX_FACTS = ("isolation", "fork server", "memory cap", "syscall filter", "network")
@@ -20,7 +20,7 @@ SANDBOX_FACTS = ("isolation", "fork server", "memory cap", "syscall filter", "ne
 @doctor_cli.command("doctor")
 def doctor(model: str = config_option("model"), judge: str = config_option("judge"),
            strategy: str = config_option("strategy"),
-           extra_tools: list[str] = typer.Option([], flag("extra_tools"), help=(
+           extra_tools: list[str] = typer.Option([], CONFIG_FLAGS["extra_tools"], help=(
                "A tool to add, 'module:attr' or an installed tool's name (repeatable), as `vtb run --tool`.")),
            sandbox: str = config_option("sandbox"), sandbox_strict: bool = config_option("sandbox_strict"),
            sandbox_network: bool = config_option("sandbox_network"),

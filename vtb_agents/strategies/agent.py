@@ -141,7 +141,7 @@ def agent_tool_names(agent: Runnable[Any, Any]) -> set[str]:
     tools cannot be seen."""
     if not isinstance(agent, Pregel):
         return set()
-    graphs = [agent, *(graph for _, graph in agent.get_subgraphs(recurse=True))]
+    graphs = [agent, *(graph for _, graph in agent.get_subgraphs(recurse=True) if isinstance(graph, Pregel))]
     return {name for graph in graphs for node in graph.nodes.values() if isinstance(node.bound, ToolNode)
             for name in node.bound.tools_by_name}
 
@@ -194,19 +194,22 @@ def returned_messages(output: Any) -> list[AnyMessage]:
 def agent_strategy(agent: AgentLike, name: str) -> Strategy:
     """The adapter strategy around ``agent`` (a ready Runnable or a factory of one): one node that runs
     the user's agent for the turn. Its ``check`` is :func:`check_agent`."""
-    ready = agent if isinstance(agent, Runnable) else None
-    takes = set() if ready is not None else factory_keywords(agent)
+    ready: Runnable[Any, Any] | None = agent if isinstance(agent, Runnable) else None
+    factory: AgentFactory | None = None if isinstance(agent, Runnable) else agent
+    takes = factory_keywords(factory) if factory is not None else set()
 
     def answer(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
         ctx = runtime.context
         if "agent" not in ctx.scratch:  # built once per episode, with its tools bound to this sandbox
             fresh = ctx.scratch["limits"] = AgentLimits(ctx)
-            if ready is not None:  # a run not checked beforehand (Studio) is refused here, by the same rule
+            if factory is not None:
+                ctx.scratch["agent"] = build_agent(factory, fresh.tools, takes, ctx.system_prompt, ctx.artifacts,
+                                                   ctx.max_image_side)
+            elif ready is not None:  # a run not checked beforehand (Studio) is refused here, by the same rule
                 problem = ready_agent_problem(ready, ctx.tools)
                 if problem is not None:
                     raise ValueError(f"agent {name!r}: {problem}")
-            ctx.scratch["agent"] = ready if ready is not None else build_agent(
-                agent, fresh.tools, takes, ctx.system_prompt, ctx.artifacts, ctx.max_image_side)
+                ctx.scratch["agent"] = ready
         limits: AgentLimits = ctx.scratch["limits"]
         limits.start_turn()
         sent = ctx.materialize(state["messages"])
