@@ -14,7 +14,6 @@ from vtb_agents.cli.common import cli_app, err, fail, out, print_error
 from vtb_agents.cli.options import CONFIG_FLAGS, config_option, flag
 
 doctor_cli = cli_app()
-SANDBOX_FACTS = ("isolation", "fork server", "memory cap", "syscall filter", "network")
 
 
 @doctor_cli.command("doctor")
@@ -33,7 +32,7 @@ def doctor(model: str = config_option("model"), judge: str = config_option("judg
     (a canary cell: PIL, NumPy, OpenCV). Prints the isolation reached and library versions; exit 1
     if any check fails (`vtb run` makes the same checks and refuses to start)."""
     from vtb_agents.config import RunOptionError, run_config
-    from vtb_agents.runner.preflight import doctor_checks, host_libraries
+    from vtb_agents.runner.preflight import SANDBOX_FACTS, doctor_checks, host_libraries
 
     try:
         config = run_config(model=model, judge=judge, strategy=strategy, extra_tools=tuple(extra_tools),
@@ -44,22 +43,22 @@ def doctor(model: str = config_option("model"), judge: str = config_option("judg
         raise  # unreachable: fail() exits
     checks = doctor_checks(config)
     for check in checks:
-        mark = "ok    " if check.problem is None else "FAILED"
-        shown = check.part or "loading the run's parts"
-        shown += " (see the error below)" if check.problem is not None else ""
-        extra = f"  ({', '.join(f'{k}: {v}' for k, v in check.facts.items())})" if check.facts and not \
-            check.part.startswith("sandbox") else ""
-        out.print(f"{mark}  {shown}{extra}", highlight=False, markup=False, soft_wrap=True)
-    sandbox_check = next((c for c in checks if c.part.startswith("sandbox") and c.problem is None), None)
-    if sandbox_check is not None:
-        out.print(f"{sandbox_check.part}:", highlight=False, markup=False)
+        if check.problem is not None:
+            shown = (check.part or "the run's specs") + " (see the error below)"
+        else:
+            shown = check.part + ("" if check.kind == "sandbox" or not check.facts else
+                                  f"  ({', '.join(f'{k}: {v}' for k, v in check.facts.items())})")
+        out.print(f"{'ok    ' if check.problem is None else 'FAILED'}  {shown}", highlight=False, markup=False,
+                  soft_wrap=True)
+    sandbox = next((c for c in checks if c.kind == "sandbox" and c.problem is None), None)
+    if sandbox is not None:
+        out.print(f"{sandbox.part}:", highlight=False, markup=False)
         for name in SANDBOX_FACTS:
-            out.print(f"  {name}: {sandbox_check.facts.get(name, 'unknown')}", highlight=False, markup=False,
+            out.print(f"  {name}: {sandbox.facts.get(name, 'unknown')}", highlight=False, markup=False,
                       soft_wrap=True)
-    inside = sandbox_check.facts if sandbox_check is not None else {}
     out.print("libraries (here / in the sandbox):", highlight=False)
     for name, here in host_libraries().items():
-        there = inside.get(f"{name} (in the sandbox)", "-")
+        there = sandbox.libraries.get(name, "-") if sandbox is not None else "-"
         out.print(f"  {name}: {here} / {there}", highlight=False, markup=False)
     failed = [check for check in checks if check.problem is not None]
     for check in failed:

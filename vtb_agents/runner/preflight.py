@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
+from typing import Literal
 
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -49,15 +50,28 @@ HOST_LIBRARIES = {"langgraph": ("langgraph",), "langchain-core": ("langchain-cor
 """The libraries ``vtb doctor`` reports for this process, by the distributions that provide them."""
 
 
+PartKind = Literal["judge", "tool", "strategy", "agent", "sandbox", "specs"]
+SANDBOX_FACTS = ("isolation", "fork server", "memory cap", "syscall filter", "network")
+"""What the sandbox's check records of the confinement it reached."""
+
+
 @dataclass(frozen=True)
 class Check:
-    """One part of a run checked: ``part`` names it (``sandbox 'local'``, ``judge 'rule'``),
-    ``problem`` says what is wrong (None: it passed), ``facts`` what the check found (shown by
-    ``vtb doctor``: the sandbox's isolation and library versions)."""
+    """One part of a run checked: its ``kind`` and ``name`` (the spec or the object's name; ``specs``:
+    the run's specs failed to load, the loader's message names which), ``problem`` (None: it passed)
+    and what the check found (shown by ``vtb doctor``): ``facts`` (the sandbox's
+    :data:`SANDBOX_FACTS`, whether a judge calls a model) and ``libraries`` (versions in the sandbox)."""
 
-    part: str
+    kind: PartKind
+    name: str
     problem: str | None = None
     facts: dict[str, str] = field(default_factory=dict)
+    libraries: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def part(self) -> str:
+        """The part as errors name it: ``sandbox 'local'`` (empty for ``specs``)."""
+        return "" if self.kind == "specs" else f"{self.kind} {self.name!r}"
 
     @property
     def line(self) -> str:
@@ -74,61 +88,57 @@ class PreflightError(RunError):
         super().__init__(f"{check.line} (checked before the first task: nothing was run or written)")
 
 
-def _failure(part: str, exc: BaseException) -> Check:
-    """The failed check of ``part`` that raised ``exc`` (the message of a ValueError or SandboxError
+def _failure(kind: PartKind, name: str, exc: BaseException) -> Check:
+    """The failed check of a part that raised ``exc`` (the message of a ValueError or SandboxError
     says it all; other exceptions are named by their type too)."""
     said = isinstance(exc, (ValueError, SandboxError)) and str(exc)
-    return Check(part, str(exc) if said else f"{type(exc).__name__}: {exc}")
+    return Check(kind, name, str(exc) if said else f"{type(exc).__name__}: {exc}")
 
 
 def check_judge(judge: RubricJudge, name: str) -> Check:
     """The judge meets the judge contract."""
-    part = f"judge {name!r}"
     problem = judge_problem(judge)
     if problem is not None:
-        return Check(part, f"is not a judge (vtb_agents.judges.RubricJudge): {problem}")
-    return Check(part, facts={"calls a model": "yes" if judge.calls_model else "no"})
+        return Check("judge", name, f"is not a judge (vtb_agents.judges.RubricJudge): {problem}")
+    return Check("judge", name, facts={"calls a model": "yes" if judge.calls_model else "no"})
 
 
 def check_tool(tool: BaseTool) -> Check:
     """``tool``'s name is one providers accept and its schema converts to a function definition."""
-    part = f"tool {tool.name!r}"
     if not TOOL_NAME.match(tool.name):
-        return Check(part, "its name must be 1 to 64 letters, digits, '_' or '-' (what model providers accept)")
+        return Check("tool", tool.name, "its name must be 1 to 64 letters, digits, '_' or '-' (what model "
+                                        "providers accept)")
     try:
         convert_to_openai_tool(tool)
     except Exception as exc:  # the user's tool: its schema cannot be sent, named here
-        return Check(part, f"its schema cannot be sent to a model: {type(exc).__name__}: {exc}")
-    return Check(part)
+        return Check("tool", tool.name, f"its schema cannot be sent to a model: {type(exc).__name__}: {exc}")
+    return Check("tool", tool.name)
 
 
 def check_strategy(strategy: Strategy, tools: list[BaseTool], prompt: str) -> Iterator[Check]:
     """The strategy compiles a graph; its own check (a user's agent) passes with the run's tools."""
-    part = f"strategy {strategy.name!r}"
     try:
         graph = strategy.build()
     except Exception as exc:  # the user's build: named, not raised
-        yield Check(part, f"building its turn graph failed: {type(exc).__name__}: {exc}")
+        yield Check("strategy", strategy.name, f"building its turn graph failed: {type(exc).__name__}: {exc}")
         return
     if not isinstance(graph, Pregel):
-        yield Check(part, f"its build returned a {type(graph).__name__}, not a compiled LangGraph graph "
-                          "(StateGraph(...).compile())")
+        yield Check("strategy", strategy.name, f"its build returned a {type(graph).__name__}, not a compiled "
+                                               "LangGraph graph (StateGraph(...).compile())")
         return
-    yield Check(part)
+    yield Check("strategy", strategy.name)
     if strategy.check is not None:
-        agent = f"agent {strategy.name!r}"
         try:
             strategy.check(tools, prompt)
         except Exception as exc:  # the agent's check names what is wrong
-            yield _failure(agent, exc)
+            yield _failure("agent", strategy.name, exc)
             return
-        yield Check(agent, facts={"tools": ", ".join(t.name for t in tools) or "none"})
+        yield Check("agent", strategy.name, facts={"tools": ", ".join(t.name for t in tools) or "none"})
 
 
 def check_sandbox(open_sandbox: SandboxOpener, kind: str) -> Check:
     """One sandbox of the run's kind, built as a task's is, runs the canary cell; the check's facts are
     the confinement it reached and the library versions inside it."""
-    part = f"sandbox {kind!r}"
     try:
         with open_sandbox() as box:
             libraries = run_canary(box)
@@ -137,8 +147,8 @@ def check_sandbox(open_sandbox: SandboxOpener, kind: str) -> Check:
                      "syscall filter": str(getattr(box, "syscall_filter", "unknown")),
                      "network": str(getattr(box, "network", "unknown"))}
     except Exception as exc:  # anything the sandbox raises is its check's failure, named
-        return _failure(part, exc)
-    return Check(part, facts={**facts, **{f"{name} (in the sandbox)": v for name, v in libraries.items()}})
+        return _failure("sandbox", kind, exc)
+    return Check("sandbox", kind, facts=facts, libraries=libraries)
 
 
 def _fork_server(box: object) -> str:
@@ -177,11 +187,11 @@ def doctor_checks(config: RunConfig) -> list[Check]:
     try:
         parts = resolve_parts(config)
     except ValueError as exc:
-        checks = [Check("", str(exc))]  # the loader's message names the part
+        checks = [Check("specs", "", str(exc))]  # the loader's message names the part
         try:
             opener = sandbox_opener(config)
         except ValueError as bad:
-            return [*checks, Check(f"sandbox {config.sandbox!r}", str(bad))]
+            return [*checks, Check("sandbox", config.sandbox, str(bad))]
         return [*checks, check_sandbox(opener, config.sandbox)]
     return list(check_parts(parts, config))
 
