@@ -1,9 +1,9 @@
 """The outcomes no other test reaches, each end to end through the real `vtb run`: a sandbox that
 cannot start (refused before the first task; during a task, ``sandbox_error``), a checkpoint
 database another process keeps locked (``storage_error``), an agent that never stops calling
-tools (``step_limit``) and a bug in the agent's own code (``harness_error``). Infrastructure outcomes leave the run incomplete (exit 3)
-until ``--resume --retry-errors`` runs those tasks again; the step limit is the model's doing and
-is graded like any unanswered turn (README "Outcomes").
+tools (``step_limit``) and a bug in the agent's own code (``harness_error``). Infrastructure
+outcomes leave the run incomplete (exit 3) until ``--resume --retry-errors`` runs those tasks
+again; the step limit is the model's doing and is graded like any unanswered turn (README "Outcomes").
 """
 
 from __future__ import annotations
