@@ -50,15 +50,15 @@ def doctor(model: str = config_option("model"), judge: str = config_option("judg
                                   f"  ({', '.join(f'{k}: {v}' for k, v in check.facts.items())})")
         out.print(f"{'ok    ' if check.problem is None else 'FAILED'}  {shown}", highlight=False, markup=False,
                   soft_wrap=True)
-    sandbox = next((c for c in checks if c.kind == "sandbox" and c.problem is None), None)
-    if sandbox is not None:
-        out.print(f"{sandbox.part}:", highlight=False, markup=False)
+    checked_box = next((c for c in checks if c.kind == "sandbox" and c.problem is None), None)
+    if checked_box is not None:
+        out.print(f"{checked_box.part}:", highlight=False, markup=False)
         for name in SANDBOX_FACTS:
-            out.print(f"  {name}: {sandbox.facts.get(name, 'unknown')}", highlight=False, markup=False,
+            out.print(f"  {name}: {checked_box.facts.get(name, 'unknown')}", highlight=False, markup=False,
                       soft_wrap=True)
     out.print("libraries (here / in the sandbox):", highlight=False)
     for name, here in host_libraries().items():
-        there = sandbox.libraries.get(name, "-") if sandbox is not None else "-"
+        there = checked_box.libraries.get(name, "-") if checked_box is not None else "-"
         out.print(f"  {name}: {here} / {there}", highlight=False, markup=False)
     failed = [check for check in checks if check.problem is not None]
     for check in failed:
