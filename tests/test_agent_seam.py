@@ -18,7 +18,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from openai_server import OpenAIServer
 from scripted_vision import VisionModel, _images, _texts
 from vtb_agents.graphs.prompts import system_prompt
-from vtb_agents.strategies.agent import factory_keywords, load_agent_factory
+from vtb_agents.strategies.agent import factory_keywords, load_agent
 from vtb_agents.strategies.observe import show_tool_images
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +86,7 @@ def test_an_agent_without_prompt_or_middleware_gets_the_prompt_as_a_system_messa
         "def build(tools):\n"
         "    return create_agent(ChatOpenAI(model='m', temperature=0), tools)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert factory_keywords(load_agent_factory("agent:plain_agent:build")) == set()
+    assert factory_keywords(load_agent("agent:plain_agent:build")) == set()
     from vtb_agents.runner.run import RunConfig, run_suite
     from vtb_agents.tasks import load_tasks
 

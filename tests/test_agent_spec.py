@@ -6,7 +6,7 @@ import pytest
 
 from vtb_agents.defaults import AgentSpec, strategy_name
 from vtb_agents.models.spec import model_record
-from vtb_agents.strategies.agent import load_agent_factory
+from vtb_agents.strategies.agent import load_agent
 from vtb_agents.strategies.registry import load_strategy
 
 
@@ -36,7 +36,7 @@ def test_parse_refuses_a_malformed_agent_spec_naming_it(spec: str) -> None:
 
 @pytest.mark.parametrize("spec", ["agent:module", "agent:a:b:c"])
 def test_every_reader_refuses_a_malformed_agent_spec_the_same_way(spec: str) -> None:
-    for read in (load_agent_factory, load_strategy, model_record, lambda s: strategy_name(s, "react")):
+    for read in (load_agent, load_strategy, model_record, lambda s: strategy_name(s, "react")):
         with pytest.raises(ValueError, match=r"must look like 'agent:package.module:function'"):
             read(spec)
 

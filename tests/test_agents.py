@@ -44,13 +44,14 @@ def test_create_agent_is_run_and_graded_like_our_graphs(task_root, tmp_path, mon
     # The agent's model received the task image as a real image block, and the tools of this build.
     import user_agent
 
-    first_request = user_agent.MODELS[0].calls[0]
+    assert len(user_agent.MODELS) == 2  # the factory is called by the check before the run, then for the episode
+    first_request = user_agent.MODELS[-1].calls[0]
     human = next(m for m in first_request if isinstance(m, HumanMessage))
     assert any(b.get("type") == "image" and b["base64"] for b in human.content if isinstance(b, dict))
-    names = sorted(t.name for t in user_agent.MODELS[0].bound_tools)
+    names = sorted(t.name for t in user_agent.MODELS[-1].bound_tools)
     assert names == ["browser_get_page_text", "calculator", "historical_weather", "python_image_processing",
                      "python_interpreter", "web_search"]
-    second_request = user_agent.MODELS[0].calls[1]
+    second_request = user_agent.MODELS[-1].calls[1]
     assert isinstance(second_request[-1], ToolMessage) and second_request[-1].tool_call_id == "c1"
 
 
@@ -101,5 +102,5 @@ def test_an_agent_that_swallows_errors_still_stops_at_the_round_cap(task_root, t
     import stubborn_agent
 
     # Four replies reached the agent; every later model call was refused before reaching the model.
-    assert len(stubborn_agent.MODELS[0].calls) == 4
+    assert len(stubborn_agent.MODELS[-1].calls) == 4
     assert stubborn_agent.FAILURES == ["RoundCapReached"] * 5

@@ -203,3 +203,50 @@ def test_a_foreign_page_cannot_write_labels_nor_read_the_run(run_dir, tmp_path):
     finally:
         stop(proc)
     assert read_labels(labels) == [{"task_id": "a", "turn": 1, "rubric_id": "r1", "label": "not_met", "note": "forged"}]
+
+
+def announce_body(url: str, size: int, headers: dict[str, str]) -> tuple[int, bytes]:
+    """A POST that announces a body of ``size`` bytes and sends none: the answer must not wait for it."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        conn.putrequest("POST", "/api/label")
+        for name, value in {**headers, "Content-Length": str(size)}.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+    finally:
+        conn.close()
+
+
+def test_a_label_with_a_huge_note_or_a_turn_that_is_no_integer_is_refused(run_dir, tmp_path):
+    labels = tmp_path / "labels.jsonl"
+    proc, url = start(run_dir, labels)
+    try:
+        token = page_token(url)
+        own = {"Content-Type": "application/json", "X-VTB-Token": token}
+
+        def post(**changes: object) -> tuple[int, dict]:
+            body = {"task_id": "a", "turn": 1, "rubric_id": "r1", "label": "met", "note": "", **changes}
+            status, reply = request(url, "POST", "/api/label", json.dumps(body).encode(), own)
+            return status, json.loads(reply)
+
+        for turn in (True, False, 1.0, "1"):
+            status, reply = post(turn=turn)
+            assert status == 400 and "'turn' must be an integer (1-based)" in reply["error"], (turn, reply)
+        status, reply = post(note="x" * 10_001)
+        assert status == 400 and "'note' has 10,001 characters; a note keeps at most 10,000" in reply["error"]
+        assert not labels.exists()  # nothing saved
+        status, reply = announce_body(url, 50 * 1024 * 1024, own)  # a 50 MB body is refused before it is read
+        assert status == 413 and "at most 262,144 bytes, not 52,428,800" in json.loads(reply)["error"]
+        status, reply = post(note="é" * 10_000)  # the longest note is kept, whatever its characters
+        assert status == 200, reply
+        status, _ = request(url, "GET", "/api/state")
+        assert status == 200
+    finally:
+        stop(proc)
+    assert read_labels(labels) == [{"task_id": "a", "turn": 1, "rubric_id": "r1", "label": "met", "note": "é" * 10_000}]

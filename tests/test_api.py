@@ -201,17 +201,40 @@ def test_a_judge_object_and_an_extra_tool_are_used(tmp_path):
     assert config["extra_tools"] == ["object:StructuredTool(name=lookup_code)"]
 
 
-def test_a_compiled_create_agent_graph_as_agent(tmp_path):
+def test_a_compiled_create_agent_graph_as_agent(tmp_path, caplog):
     CALLED.clear()
     task = vtb_agents.load_tasks("sample", task_id="rs-finance-invoice")
     with OpenAIServer(calls_lookup_then_answers) as server:
         graph = create_agent(chat(server), [lookup_code])
-        summary = vtb_agents.evaluate(agent=graph, tasks=task, out=tmp_path / "run", max_tool_rounds=3)
+        # a ready graph cannot be given the episode's tools: it runs where the run's tools are its own
+        summary = vtb_agents.evaluate(agent=graph, tasks=task, out=tmp_path / "run", max_tool_rounds=3,
+                                      tools=[lookup_code], no_tools=True)
     first = server.requests[0]["messages"]
     assert first[0] == {"role": "system", "content": system_prompt("high")}  # the prompt level reaches it
     assert [t["function"]["name"] for t in server.requests[0]["tools"]] == ["lookup_code"]
     assert CALLED == ["invoice"] and summary.results[0].episode.turns[0].answer == "Final answer: code-of-invoice"
     assert summary.strategy.startswith("object:CompiledStateGraph(") and summary.outcomes == {"answered": 1}
+    assert summary.results[0].episode.settings.tools == ["lookup_code"]  # what the agent had, as recorded
+    assert "middleware" not in caplog.text  # no per-task warning about a factory it is not
+
+
+def test_a_compiled_graph_without_the_runs_tools_is_refused_naming_them(tmp_path):
+    task = vtb_agents.load_tasks("sample", task_id="rs-finance-invoice")
+    graph = create_agent(ScriptedChatModel(script=lambda messages: AIMessage("42")), [lookup_code])
+    with pytest.raises(RuntimeError) as refused:
+        vtb_agents.evaluate(agent=graph, tasks=task, out=tmp_path / "run")
+    message = str(refused.value)
+    assert message.startswith("agent 'object:CompiledStateGraph(")
+    assert ("lacks the run's tools browser_get_page_text, calculator, historical_weather, python_image_processing, "
+            "python_interpreter, web_search") in message
+    assert "has tools the run does not offer: lookup_code" in message and "Pass a factory instead" in message
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+    bare = create_agent(ScriptedChatModel(script=lambda messages: AIMessage("42")), [])
+    with pytest.raises(RuntimeError, match="lacks the run's tools browser_get_page_text, calculator"):
+        vtb_agents.evaluate(agent=bare, tasks=task, out=tmp_path / "bare")
+    assert not (tmp_path / "bare").exists()
+    done = vtb_agents.evaluate(agent=bare, tasks=task, out=tmp_path / "none", no_tools=True)  # no tools: it fits
+    assert done.outcomes == {"answered": 1} and done.results[0].episode.settings.tools == []
 
 
 def test_an_object_run_resumes_from_python_only(tmp_path):

@@ -95,7 +95,7 @@ def check_run(out: Path, server: OpenAIServer, *, tool: str, judge_name: str, ma
     assert summary["judge"]["calls"] == 0 and summary["judge"]["checks"] == 4
     assert summary["cost"]["judge"] == 0.0  # no judge tokens, whatever its name's prices
     assert all("response_format" not in body for body in server.requests)  # nobody asked a model to judge
-    assert marker.read_text().splitlines() == ["opened"]  # one episode, one sandbox of our kind
+    assert marker.read_text().splitlines() == ["opened"] * 2  # the pre-run check's sandbox, then the episode's
     return summary
 
 
@@ -119,7 +119,7 @@ def test_judge_tool_and_sandbox_each_one_file_named_module_attr(tmp_path: Path) 
         "myext.judges:JUDGE", ("myext.tools:lookup_code",), "myext.boxes:MarkedSandbox")
     resumed = vtb("run", *flags, "--resume", path=tmp_path / "lib", marker=marker)  # the CLI resumes it
     assert resumed.returncode == 0, resumed.stderr
-    assert marker.read_text().splitlines() == ["opened"]  # nothing left to run
+    assert marker.read_text().splitlines() == ["opened"] * 3  # the check's sandbox only: nothing left to run
 
 
 def test_bad_extension_specs_are_refused_naming_them(tmp_path: Path) -> None:

@@ -1,9 +1,9 @@
 """The outcomes no other test reaches, each end to end through the real `vtb run`: a sandbox that
-cannot start (``sandbox_error``), a checkpoint database another process keeps locked
-(``storage_error``), an agent that never stops calling tools (``step_limit``) and a bug in the
-agent's own code (``harness_error``). Infrastructure outcomes leave the run incomplete (exit 3)
-until ``--resume --retry-errors`` runs those tasks again; the step limit is the model's doing and
-is graded like any unanswered turn (README "Outcomes").
+cannot start (refused before the first task; during a task, ``sandbox_error``), a checkpoint
+database another process keeps locked (``storage_error``), an agent that never stops calling
+tools (``step_limit``) and a bug in the agent's own code (``harness_error``). Infrastructure
+outcomes leave the run incomplete (exit 3) until ``--resume --retry-errors`` runs those tasks
+again; the step limit is the model's doing and is graded like any unanswered turn (README "Outcomes").
 """
 
 from __future__ import annotations
@@ -54,23 +54,52 @@ def test_a_subprocess_imports_vtb_agents_from_this_checkout(tmp_path):
     assert Path(done.stdout.strip()) == PROJECT / "vtb_agents" / "__init__.py"
 
 
-def test_a_sandbox_that_cannot_start_is_a_sandbox_error_until_retried(tmp_path):
+def test_a_sandbox_that_cannot_start_refuses_the_run_before_its_first_task(tmp_path):
     root = two_tasks(tmp_path)
     run = tmp_path / "run"
     empty_path = tmp_path / "bin"  # bwrap is asked for but not on PATH: the sandbox cannot start
     empty_path.mkdir()
     failed = vtb("run", "--tasks", str(root), "--model", "replay", "--out", str(run), cwd=tmp_path,
                  PATH=str(empty_path), VTB_SANDBOX_ISOLATION="bwrap")
+    assert failed.returncode == 2, failed.stderr[-3000:]  # the check before the run (README "Checks before a run")
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "sandbox 'local'" in errors[0] and "bwrap" in errors[0], failed.stderr
+    assert not run.exists()
+
+
+GOES_DOWN = """
+import os
+from vtb_agents.sandbox import LocalSandbox, SandboxError
+
+
+class GoesDown(LocalSandbox):
+    \"\"\"The local sandbox whose service goes down (SANDBOX_DOWN set) after the check before the run.\"\"\"
+
+    built = 0
+
+    def __init__(self, workdir=None, **options):
+        GoesDown.built += 1
+        if GoesDown.built > 1 and os.environ.get("SANDBOX_DOWN"):
+            raise SandboxError("the sandbox service is down")
+        super().__init__(workdir, **options)
+"""
+
+
+def test_a_sandbox_that_cannot_start_during_a_task_is_a_sandbox_error_until_retried(tmp_path):
+    root = two_tasks(tmp_path)
+    run = tmp_path / "run"
+    (tmp_path / "goes_down.py").write_text(GOES_DOWN)
+    flags = ["--tasks", str(root), "--model", "replay", "--sandbox", "goes_down:GoesDown", "--out", str(run)]
+    failed = vtb("run", *flags, cwd=tmp_path, SANDBOX_DOWN="1")
     assert failed.returncode == INCOMPLETE, failed.stderr[-3000:]
     summary = summary_of(run)
     assert summary["outcomes"] == {"sandbox_error": 2}
     assert (summary["complete"], summary["graded"], summary["apr"]) == (False, 0, None)
     assert summary["infrastructure_errors"] == {"count": 2, "task_ids": ["t-a", "t-b"]}
     error = json.loads((run / "results.jsonl").read_text().splitlines()[0])["episode"]["error"]
-    assert error.startswith("SandboxError:") and "bwrap" in error, error
+    assert error.startswith("SandboxError:") and "the sandbox service is down" in error, error
 
-    retried = vtb("run", "--tasks", str(root), "--model", "replay", "--out", str(run), "--resume", "--retry-errors",
-                  cwd=tmp_path)
+    retried = vtb("run", *flags, "--resume", "--retry-errors", cwd=tmp_path)
     assert retried.returncode == 0, retried.stderr[-3000:]
     assert outcomes_of(run) == {"t-a": "answered", "t-b": "answered"}
     assert (summary_of(run)["complete"], summary_of(run)["apr"]) == (True, 1.0)

@@ -46,7 +46,7 @@ from vtb_agents.rundir.records import GroupScore, RunCost, RunSummary, RunUsage
 from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.resources import RunObjects
 from vtb_agents.sandbox import open_sandbox
-from vtb_agents.strategies.agent import AgentFactory, agent_strategy
+from vtb_agents.strategies.agent import AgentLike, agent_strategy
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.sources import load_tasks as load_source
@@ -56,7 +56,6 @@ from vtb_agents.tools.network import NetworkSettings
 __all__ = ["Evaluation", "GroupScore", "RunCost", "RunSummary", "RunUsage", "TaskResult", "aevaluate", "evaluate",
            "load_tasks", "task_tools"]
 
-AgentLike = Runnable[Any, Any] | AgentFactory
 JudgeLike = str | BaseChatModel | RubricJudge
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -97,22 +96,6 @@ def task_tools(task: Task | None = None, *, sandbox: str = "local", artifacts_di
         yield bind_episode_tools(select_tools(no_vision_tool=no_vision_tool, network=network), box, artifacts)
 
 
-def agent_as_strategy(agent: AgentLike) -> Strategy:
-    """Your agent behind the adapter that keeps the run's limits (:mod:`vtb_agents.strategies.agent`):
-    a factory is called per episode with the episode's tools; a ready Runnable (a compiled graph,
-    ``create_agent(...)``) keeps its own tools and gets the system prompt as its first message."""
-    if isinstance(agent, Runnable):
-        ready = agent
-
-        def given(tools: list[BaseTool]) -> Runnable[Any, Any]:
-            return ready
-
-        return agent_strategy(given, object_name(agent))
-    if callable(agent):
-        return agent_strategy(agent, object_name(agent))
-    raise TypeError(f"agent must be a Runnable (a compiled graph) or an agent factory, not {type(agent).__name__}")
-
-
 def judge_object(judge: BaseChatModel | RubricJudge) -> RubricJudge:
     """A judge object as it is, or a chat model as the LLM judge (:class:`~vtb_agents.judges.llm.LLMJudge`)."""
     if isinstance(judge, BaseChatModel):
@@ -134,7 +117,9 @@ def run_objects(strategy: str | Strategy, model: str | BaseChatModel, judge: Jud
     if not isinstance(strategy, (str, Strategy)):
         raise TypeError(f"strategy must be a name, 'module:function' or a Strategy, not {type(strategy).__name__}: "
                         "pass your own agent as agent=")
-    chosen = agent_as_strategy(agent) if agent is not None else strategy
+    if agent is not None and not isinstance(agent, Runnable) and not callable(agent):
+        raise TypeError(f"agent must be a Runnable (a compiled graph) or an agent factory, not {type(agent).__name__}")
+    chosen = agent_strategy(agent, object_name(agent)) if agent is not None else strategy
     judging = None if isinstance(judge, str) else judge_object(judge)
     bad = [t for t in tools if not isinstance(t, (BaseTool, str))]
     if bad:
@@ -160,7 +145,9 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     its summary, results and report's path.
 
     ``strategy`` is a name, ``module:function`` or a :class:`Strategy`; ``agent`` is your own agent
-    instead (a compiled graph or any Runnable, or a factory taking the episode's tools). ``model``
+    instead: a factory taking the episode's tools (it gets them bound to each task's sandbox), or a
+    ready Runnable (a compiled graph), which must already hold exactly the run's tools by name
+    (:mod:`vtb_agents.strategies.agent`). ``model``
     and ``judge`` are specs or LangChain chat models (``judge`` also a judge object, see
     :class:`~vtb_agents.judges.RubricJudge`); ``tools`` are tool objects or ``module:attr`` specs added
     to the tool set (``judge``, ``strategy`` and the ``sandbox`` option take ``module:attr`` too, README "Extensions").
@@ -169,6 +156,10 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     (``max_tool_rounds``, ``prompt_level``, ``history``, ``no_tools``, ``critical_rule``, ``epochs``, ...).
     Inside a running event loop (Jupyter) the run goes to a worker thread; ``await aevaluate(...)``
     there keeps the loop free.
+
+    Before anything is written, every part of the run is built once and checked (README "Checks
+    before a run"): a part that fails raises :class:`~vtb_agents.runner.preflight.PreflightError`
+    (a RuntimeError) naming it and the cause; a spec that cannot be loaded raises ValueError.
     """
     from vtb_agents.config import run_config
     from vtb_agents.report import preparing_report, write_report

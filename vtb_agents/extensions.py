@@ -4,7 +4,9 @@ One loader for all of them. An extension is named either ``module:attr`` (``my_p
 the attribute ``attr`` of the importable module ``module``) or by the name an installed package gives
 it in the entry point group ``vtb_agents.<kind>`` (``vtb_agents.strategies``, ``vtb_agents.tools``,
 ``vtb_agents.judges``, ``vtb_agents.sandboxes``), which is how it shows up in ``vtb <kind>``'s listing.
-Each kind checks what it gets against its own contract; this module only finds the object.
+Each kind checks what it gets against its own contract; this module finds the object
+(:func:`load_extension`, :func:`load_object`) and builds a class of it (:func:`build_extension`), so that
+whatever a user's module or constructor raises is one ValueError naming the kind, the spec and the cause.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Final, Literal
+from typing import Any, Callable, Final, Literal, TypeVar
 
 Kind = Literal["strategies", "tools", "judges", "sandboxes"]
 KINDS: Final[tuple[Kind, ...]] = ("strategies", "tools", "judges", "sandboxes")
@@ -20,6 +22,7 @@ LABELS: Final[dict[Kind, str]] = {"strategies": "strategy", "tools": "tool", "ju
                                    "sandboxes": "sandbox"}
 """One extension of each kind, as error messages name it."""
 GROUP_PREFIX: Final = "vtb_agents."
+T = TypeVar("T")
 """Entry point groups are ``vtb_agents.<kind>``."""
 
 
@@ -69,13 +72,40 @@ def load_extension(kind: Kind, spec: str) -> Any:
         names = ", ".join(ep.name for ep in _entry_points(kind)) or "none"
         raise ValueError(f"{label} {spec!r}: not 'module:attr' and no installed {label} of that name "
                          f"(entry point group {group(kind)}: {names})")
-    try:
-        if found:
-            return found[0].load()
-        module, _, attr = spec.partition(":")
+    if found:
+        return _loaded(label, spec, found[0].load)
+    return load_object(label, spec)
+
+
+def load_object(label: str, spec: str, shown: str | None = None) -> Any:
+    """The attribute ``attr`` (dotted for a nested one) of the importable module ``module`` that
+    ``spec`` (``module:attr``) names. Anything that fails (no such module or attribute, an error
+    raised while the module imports) raises ValueError naming ``label`` (what the object is, as
+    errors call it: ``judge``, ``agent spec``), the spec (``shown``: as the user wrote it) and the cause."""
+    module, _, attr = spec.partition(":")
+
+    def load() -> Any:
         target: Any = importlib.import_module(module)
         for part in attr.split("."):
             target = getattr(target, part)
         return target
+
+    return _loaded(label, shown or spec, load)
+
+
+def _loaded(label: str, spec: str, load: Callable[[], Any]) -> Any:
+    """What ``load()`` returns; what it raises is ValueError naming ``label``, ``spec`` and the cause."""
+    try:
+        return load()
     except Exception as exc:  # the user's module failing to import is reported as this spec's error
         raise ValueError(f"{label} {spec!r}: cannot load it: {type(exc).__name__}: {exc}") from exc
+
+
+def build_extension(kind: Kind, spec: str, build: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``build(*args, **kwargs)``: the class (or factory) that ``spec`` names, built. Whatever its
+    constructor raises becomes a ValueError naming the kind, the spec and the cause, so that a
+    plugin that cannot be built refuses the run in one line."""
+    try:
+        return build(*args, **kwargs)
+    except Exception as exc:  # the user's constructor failing is reported as this spec's error
+        raise ValueError(f"{LABELS[kind]} {spec!r}: building it failed: {type(exc).__name__}: {exc}") from exc

@@ -6,7 +6,9 @@ verdicts: the labeller must not be anchored by them) with the labels so far, and
 steps and tool calls of the task's transcript as HTML, rendered by the task pages' own function
 (:func:`~vtb_agents.report.events_html.event_html`, everything escaped there); ``GET /image/task/T/I``
 and ``GET /image/ref/SHA`` the task's images and the images its tool calls made; ``POST /api/label``
-``{"task_id", "turn", "rubric_id", "label", "note"}`` saves one label at once (:class:`LabelStore`).
+``{"task_id", "turn", "rubric_id", "label", "note"}`` saves one label at once (:class:`LabelStore`):
+``turn`` an integer (1-based; ``true`` is no turn), ``note`` at most :data:`MAX_NOTE_CHARS` characters,
+the body at most :data:`MAX_BODY_BYTES` (413 beyond, unread); anything else is a 400 naming the field.
 Every request must name the server by its own host name, and a label must come from the served page
 (JSON, same origin, the page's session token): see :mod:`vtb_agents.annotate.guard`.
 """
@@ -33,6 +35,10 @@ from vtb_agents.tasks.model import Task
 from vtb_agents.transcript import StepEvent, ToolEvent, Transcript
 
 HOST = "127.0.0.1"
+MAX_NOTE_CHARS = 10_000
+"""Longest note a label keeps: a few paragraphs of reasoning; the labels file stays readable at any size of run."""
+MAX_BODY_BYTES = 256 * 1024
+"""Largest label request read: a note of MAX_NOTE_CHARS characters, each JSON-escaped (12 bytes at most), fits."""
 _MIME = ((b"\x89PNG", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"),
          (b"RIFF", "image/webp"), (b"BM", "image/bmp"))
 
@@ -118,7 +124,7 @@ class AnnotationSession:
                                     for t in range(len(task.turns))]})
         total = sum(len(turn["rubrics"]) for view in views for turn in view["turns"])
         return {"run": str(self.run_dir), "labels_file": str(self.labels.path), "total": total,
-                "tasks": views, "labels": self.labels.rows()}
+                "tasks": views, "labels": self.labels.rows(), "max_note_chars": MAX_NOTE_CHARS}
 
     def image(self, parts: list[str]) -> bytes:
         """Bytes of ``task/T/I`` (task T's image I) or ``ref/SHA`` (an artifact); KeyError if none."""
@@ -142,13 +148,17 @@ class AnnotationSession:
         task = self.tasks.get(task_id) if isinstance(task_id, str) else None
         if task is None or task_id not in {r.task_id for r in self.results}:
             raise ValueError(f"unknown task {task_id!r}")
-        if not isinstance(turn, int) or not 1 <= turn <= len(task.turns):
+        if isinstance(turn, bool) or not isinstance(turn, int):  # a bool is an int to Python, not to a labeller
+            raise ValueError(f"'turn' must be an integer (1-based), not {json.dumps(turn)}")
+        if not 1 <= turn <= len(task.turns):
             raise ValueError(f"task {task_id!r} has no turn {turn!r}")
         if rubric_id not in {r.id for r in task.turns[turn - 1].rubrics}:
             raise ValueError(f"task {task_id!r} turn {turn} has no rubric {rubric_id!r}")
         note = body.get("note", "")
         if not isinstance(note, str):
             raise ValueError("'note' must be a string")
+        if len(note) > MAX_NOTE_CHARS:
+            raise ValueError(f"'note' has {len(note):,} characters; a note keeps at most {MAX_NOTE_CHARS:,}")
         row = self.labels.set(task_id, turn, rubric_id, str(body.get("label")), note)
         return {"saved": row, "labelled": len(self.labels.rows())}
 
@@ -231,8 +241,16 @@ def make_server(session: AnnotationSession, port: int = 0) -> GuardedServer:
             if self.path != "/api/label":
                 self._json(404, {"error": f"no route {self.path}"})
                 return
+            size = self.headers.get("Content-Length") or "0"
+            if not size.isdigit():
+                self._json(400, {"error": f"bad Content-Length {size!r}"})
+                return
+            if int(size) > MAX_BODY_BYTES:
+                self.close_connection = True  # the body is left unread
+                self._json(413, {"error": f"a label request has at most {MAX_BODY_BYTES:,} bytes, not {int(size):,}"})
+                return
             try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+                body = json.loads(self.rfile.read(int(size)) or b"null")
                 self._json(200, session.label(body))
             except ValueError as exc:  # bad JSON or a label that names nothing in the run
                 self._json(400, {"error": str(exc)})

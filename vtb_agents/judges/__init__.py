@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vtb_agents.extensions import is_extension, load_extension
+from vtb_agents.extensions import build_extension, is_extension, load_extension
 from vtb_agents.judges.base import Judgement, RubricJudge, RuleJudge, judge_problem
 from vtb_agents.judges.grade import rubric_verdict, score_verdicts
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
@@ -60,9 +60,10 @@ def judge_record(spec: str) -> dict[str, Any]:
 
 def judge_extension(spec: str) -> RubricJudge:
     """Your judge named by ``module:attr`` or an entry point: the object, or what its class builds
-    with no arguments; one that breaks the judge contract raises ValueError naming the spec."""
+    with no arguments; one that cannot be loaded or built, or breaks the judge contract, raises ValueError
+    naming the spec and the cause."""
     target = load_extension("judges", spec)
-    judge = target() if isinstance(target, type) else target
+    judge = build_extension("judges", spec, target) if isinstance(target, type) else target
     problem = judge_problem(judge)
     if problem is not None:
         raise ValueError(f"judge {spec!r} is not a judge (vtb_agents.judges.RubricJudge): {problem}")

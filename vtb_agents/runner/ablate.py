@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from vtb_agents.config import RunConfig
 from vtb_agents.runner.executors import Executor
+from vtb_agents.runner.preflight import check_run
 from vtb_agents.runner.run import ProgressFn, run_suite
 from vtb_agents.tasks.model import Task
 
@@ -39,13 +40,19 @@ def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings
                   retry_errors: bool = False, judge_cache: Path | None = None) -> dict[str, dict[str, Any]]:
     """Run every setting into ``out/<setting>`` and return their summaries, in order (``retry_errors``
     and ``judge_cache``: as :func:`~vtb_agents.runner.run.run_suite`'s, for each setting; one
-    ``judge_cache`` serves all settings, the same answer getting the same verdict)."""
+    ``judge_cache`` serves all settings, the same answer getting the same verdict).
+
+    Every setting's parts are checked before the first setting runs
+    (:func:`~vtb_agents.runner.preflight.check_run`: a user's compiled agent may hold one setting's
+    tools and not another's), so a failure writes nothing."""
     configs = {setting: ablation_config(base, setting) for setting in settings}  # bad names fail first
+    for config in configs.values():
+        check_run(config)
     summaries: dict[str, dict[str, Any]] = {}
     for setting, config in configs.items():
         if stop is not None and stop.is_set():
             break
         summaries[setting] = run_suite(tasks, config, Path(out) / setting, resume=resume, executor=executor,
                                        stop=stop, progress=progress, retry_errors=retry_errors,
-                                       judge_cache=judge_cache)
+                                       judge_cache=judge_cache, checked=True)
     return summaries

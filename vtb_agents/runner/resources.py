@@ -2,9 +2,10 @@
 
 The runner, the Ray workers, the LangSmith experiment and the Studio graphs all get their
 strategy, model factory, judge (behind its verdict cache), sandbox opener, network tools,
-artifact store, checkpointer and resumer from it. Specs are resolved when it is called, so a bad
-one raises ValueError before any file is touched; files open when its block is entered and close
-when the block ends, whatever happens in it.
+artifact store, checkpointer and resumer from it. Specs are resolved when it is called
+(:func:`resolve_parts`: the run's parts, which the pre-run checks take), so a bad one raises
+ValueError before any file is touched; files open when its block is entered (:func:`open_parts`)
+and close when the block ends, whatever happens in it.
 """
 
 from __future__ import annotations
@@ -166,17 +167,24 @@ def open_checkpoints(path: Path) -> Iterator[SqliteSaver]:
         connection.close()
 
 
-def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
-                   judge_cache: Path | None = None, objects: RunObjects = NO_OBJECTS,
-                   run_dir: Path | None = None) -> AbstractContextManager[RunResources]:
-    """The run's resources, as a context manager that closes them.
+@dataclass(frozen=True)
+class RunParts:
+    """The parts of a run resolved from its specs and objects, before any file is opened: what the
+    pre-run checks (:mod:`vtb_agents.runner.preflight`) build and check, and what
+    :func:`open_parts` hands every task."""
 
-    Specs (strategy, model, judge, resumer, user model) are resolved now: a bad one raises
-    ValueError before any file is touched. On entering, the artifact store at ``artifacts``, the
-    checkpointer at ``checkpoints`` and the verdict cache at ``judge_cache`` open (each only if
-    given), and the config's model cache. ``objects`` from Python stand in for the specs of
-    ``config`` that name them; tasks' transcripts are written into ``run_dir`` (if given).
-    """
+    strategy: Strategy
+    judge: RubricJudge
+    tools: list[BaseTool]
+    open_sandbox: SandboxOpener
+    models: ModelFactory | None = None
+    resumer: Resumer | None = None
+
+
+def resolve_parts(config: RunConfig, objects: RunObjects = NO_OBJECTS) -> RunParts:
+    """The run's parts: ``objects`` from Python, else what the config's specs (strategy, model, judge,
+    resumer, user model, tools, sandbox) name, each loaded and built once. A spec that cannot be
+    loaded or built raises ValueError naming it and the cause; no file is touched."""
     if AgentSpec.parse(config.model) is not None and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
                          f"it cannot be combined with --strategy {config.strategy}")
@@ -197,16 +205,31 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
     clashes = sorted(name for name, n in Counter(t.name for t in tools).items() if n > 1)
     if clashes:
         raise ValueError(f"tool name(s) {', '.join(clashes)} given twice: rename the tool objects you add")
+    return RunParts(strategy=strategy, judge=judge, tools=tools, open_sandbox=open_box, models=models,
+                    resumer=resumer)
 
-    @contextmanager
-    def opened() -> Iterator[RunResources]:
-        with ExitStack() as stack:
-            yield RunResources(
-                judge=stack.enter_context(open_judge(judge, judge_cache)), strategy=strategy, tools=tools,
-                open_sandbox=open_box, models=models, resumer=resumer,
-                artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
-                checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None,
-                model_cache=stack.enter_context(open_model_cache(config)), run_dir=run_dir)
 
-    return opened()
+@contextmanager
+def open_parts(parts: RunParts, config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
+               judge_cache: Path | None = None, run_dir: Path | None = None) -> Iterator[RunResources]:
+    """The resources of a run of ``parts``, closed when the block ends: on entering, the artifact
+    store at ``artifacts``, the checkpointer at ``checkpoints`` and the verdict cache at
+    ``judge_cache`` open (each only if given), and the config's model cache; tasks' transcripts
+    are written into ``run_dir`` (if given)."""
+    with ExitStack() as stack:
+        yield RunResources(
+            judge=stack.enter_context(open_judge(parts.judge, judge_cache)), strategy=parts.strategy,
+            tools=parts.tools, open_sandbox=parts.open_sandbox, models=parts.models, resumer=parts.resumer,
+            artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
+            checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None,
+            model_cache=stack.enter_context(open_model_cache(config)), run_dir=run_dir)
 
+
+def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
+                   judge_cache: Path | None = None, objects: RunObjects = NO_OBJECTS,
+                   run_dir: Path | None = None) -> AbstractContextManager[RunResources]:
+    """The run's resources, as a context manager that closes them: :func:`resolve_parts` now (a bad
+    spec raises ValueError before any file is touched), :func:`open_parts` when the block is entered.
+    ``objects`` from Python stand in for the specs of ``config`` that name them."""
+    return open_parts(resolve_parts(config, objects), config, artifacts=artifacts, checkpoints=checkpoints,
+                      judge_cache=judge_cache, run_dir=run_dir)

@@ -41,7 +41,8 @@ from vtb_agents.rundir.transcripts import write_transcript
 from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob, TaskEpoch
 from vtb_agents.runner.outcomes import failed_episode
-from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunResources, open_resources
+from vtb_agents.runner.preflight import check_parts, require
+from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunResources, open_parts, resolve_parts
 from vtb_agents.runner.saving import ResultSaver, storage_cause
 from vtb_agents.sandbox.base import Sandbox, SandboxError
 from vtb_agents.tasks.model import Task
@@ -167,7 +168,7 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
               executor: Executor | None = None, stop: threading.Event | None = None,
-              objects: RunObjects = NO_OBJECTS, retry_errors: bool = False) -> dict[str, Any]:
+              objects: RunObjects = NO_OBJECTS, retry_errors: bool = False, checked: bool = False) -> dict[str, Any]:
     """Run every episode (task and epoch, ``config.epochs`` per task) not yet in ``out``, append each
     result as it finishes, write ``summary.json``.
 
@@ -178,6 +179,13 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     ``complete`` is False while any episode is missing or ungraded by an infrastructure failure.
     ``objects`` from Python (a model, judge, strategy, tools) stand in for the specs of ``config``,
     which records their names.
+
+    Before ``out`` is created or written, every part is built and checked
+    (:mod:`vtb_agents.runner.preflight`: the sandbox runs the canary cell): a spec that cannot be
+    loaded raises ValueError, a part that fails its check
+    :class:`~vtb_agents.runner.preflight.PreflightError`, each naming the part and the cause.
+    ``checked``: the caller ran these checks already for this config's parts (``vtb ablate``, once
+    for all its settings).
     """
     out = Path(out)
     tracing = install_tracing_from_env()  # LANGSMITH_TRACING=true: every trace goes through an image-safe client
@@ -190,8 +198,11 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         raise RunError("objects from Python (a model, judge, strategy, agent or tools) cannot reach remote workers: "
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
     cache = judge_cache or out / JUDGE_CACHE_FILE
-    opening = open_resources(config, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
-                             judge_cache=cache, objects=objects, run_dir=out)  # bad specs fail here, before any file
+    parts = resolve_parts(config, objects)  # bad specs fail here, before any file
+    if not checked:
+        require(check_parts(parts, config))  # and parts that break their contract or cannot run code
+    opening = open_parts(parts, config, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
+                         judge_cache=cache, run_dir=out)
     out.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run

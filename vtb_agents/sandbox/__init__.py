@@ -15,7 +15,7 @@ from typing import Any
 
 from vtb_agents.extensions import is_extension, load_extension
 
-from .base import OUTPUT_CAP_CHARS, ExecResult, Sandbox, SandboxError, sandbox_settings
+from .base import OUTPUT_CAP_CHARS, ExecResult, Sandbox, SandboxError, missing_members, sandbox_settings
 from .e2b import E2BSandbox
 from .local import Limits, LocalSandbox, probe_in_background, worker_command
 
@@ -58,7 +58,14 @@ _log = logging.getLogger(__name__)
 def backend(kind: str) -> Backend:
     """The backend of ``kind``: a built-in (``local``, ``e2b``), or your own class implementing
     :class:`Sandbox` named ``module:Class`` or by an installed package (entry point group
-    ``vtb_agents.sandboxes``), built as ``Class(workdir, **options)``; a bad kind raises ValueError."""
+    ``vtb_agents.sandboxes``), built as ``Class(workdir, **options)`` (``workdir`` None in a run:
+    :class:`Sandbox` says what each argument is); a bad kind raises ValueError.
+
+    Your class failing to build, or building something that lacks the protocol, raises
+    :class:`SandboxError` naming it and the cause: during a task that is the outcome
+    ``sandbox_error`` (infrastructure, retried by ``--retry-errors``); before the run, the pre-run
+    check refuses the run with that line.
+    """
     if kind in BACKENDS:
         return BACKENDS[kind]
     if not is_extension("sandboxes", kind):
@@ -67,12 +74,23 @@ def backend(kind: str) -> Backend:
     cls = load_extension("sandboxes", kind)
     if not callable(cls):
         raise ValueError(f"sandbox {kind!r} is a {type(cls).__name__}, not a class implementing the Sandbox protocol")
+    name = getattr(cls, "__name__", type(cls).__name__)
 
     def build(workdir: Path | None, options: dict[str, Any]) -> Sandbox:
-        sandbox = cls(workdir, **options)
-        if not isinstance(sandbox, Sandbox):
-            raise ValueError(f"sandbox {kind!r} built a {type(sandbox).__name__}, which lacks the Sandbox protocol "
-                             "(workdir, isolation, run, put_file, get_file, list_files, close)")
+        shown = ", ".join([repr(workdir), *(f"{key}={value!r}" for key, value in options.items())])
+        try:
+            sandbox = cls(workdir, **options)
+        except Exception as exc:  # the user's constructor: the sandbox could not start
+            hint = (" (a run builds it with workdir None: it makes its own working directory, see the Sandbox "
+                    "protocol in vtb_agents/sandbox/base.py)") if workdir is None else ""
+            raise SandboxError(f"sandbox {kind!r} could not be built as {name}({shown}): "
+                               f"{type(exc).__name__}: {exc}{hint}") from exc
+        missing = missing_members(sandbox)
+        if missing:
+            if callable(close := getattr(sandbox, "close", None)):
+                close()  # whatever it started ends here
+            raise SandboxError(f"sandbox {kind!r} built a {type(sandbox).__name__}, which lacks the Sandbox "
+                               f"protocol's {', '.join(missing)} (vtb_agents/sandbox/base.py)")
         return sandbox
 
     return build

@@ -50,7 +50,19 @@ class ExecResult:
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """What every sandbox backend offers (local worker process, E2B)."""
+    """What every sandbox backend offers (local worker process, E2B, your own class).
+
+    A backend is built as ``Class(workdir, **options)``. ``workdir`` is ``None`` in a run (every
+    episode's sandbox, the pre-run canary, :func:`vtb_agents.task_tools`, ``vtb sandbox exec``
+    without ``--workdir``): the sandbox then makes its own working directory, keeps it as
+    ``workdir`` (a ``Path``) and removes it on ``close``; a given ``Path`` (``vtb sandbox exec
+    --workdir``) is used, created if missing, and kept. ``options`` are only those the run's flags
+    set: ``strict=True`` (``--sandbox-strict``: refuse to run without full isolation) and
+    ``network=True`` (``--sandbox-network``). ``isolation`` names the confinement reached. Code
+    cells expect PIL (Pillow), NumPy and OpenCV (``cv2``) importable, as the vision tool's
+    description promises; a run checks all of this once before its first task (README "Checks
+    before a run: vtb doctor").
+    """
 
     workdir: Path
     isolation: str
@@ -74,6 +86,15 @@ class Sandbox(Protocol):
     def close(self) -> None:
         """Stop the interpreter and free its resources; safe to call twice."""
         ...
+
+
+PROTOCOL_MEMBERS = ("workdir", "isolation", "run", "put_file", "get_file", "list_files", "close")
+"""The attributes and methods of :class:`Sandbox`, as errors list what a backend lacks."""
+
+
+def missing_members(sandbox: object) -> list[str]:
+    """The members of the :class:`Sandbox` protocol that ``sandbox`` lacks (empty: it has them all)."""
+    return [name for name in PROTOCOL_MEMBERS if not hasattr(sandbox, name)]
 
 
 def sandbox_settings(sandbox: Sandbox) -> dict[str, str]:

@@ -14,9 +14,9 @@ from vtb_agents.strategies.observe import show_tool_images
 from vtb_agents.strategies.registry import BUILTIN, DEFAULT_STRATEGY, load_strategy
 
 __all__ = ["BUILTIN", "DEFAULT_STRATEGY", "EpisodeContext", "ShowToolImages", "Strategy", "TurnInput",
-           "TurnOutput", "TurnState", "agent_strategy", "load_agent_factory", "load_strategy", "show_tool_images"]
+           "TurnOutput", "TurnState", "agent_strategy", "load_agent", "load_strategy", "show_tool_images"]
 
-_AGENT_ADAPTER = ("ShowToolImages", "agent_strategy", "load_agent_factory")
+_AGENT_ADAPTER = ("ShowToolImages", "agent_strategy", "load_agent")
 
 
 def __getattr__(name: str) -> Any:

@@ -1,22 +1,34 @@
-"""Your own LangChain agent as a strategy: the adapter behind ``--model agent:module:function``.
+"""Your own LangChain agent as a strategy: the adapter behind ``--model agent:module:attr`` and
+``evaluate(agent=...)``.
 
-An *agent factory* receives the episode's tools (bound to that task's sandbox) and returns any
-Runnable mapping ``{"messages": [...]}`` to ``{"messages": [...]}`` (or a message list), such as
-``langchain.agents.create_agent(model, tools)`` or a compiled LangGraph graph. It is called once
-per episode and answers each turn with the whole conversation so far, like our own strategies.
-It keeps the run's limits and gets the built-in loop's tool descriptions: its tools and callbacks
-come from :class:`~vtb_agents.strategies.agent_limits.AgentLimits`.
+Your agent is one of two things:
 
-What the factory may also take, by keyword:
+- An *agent factory* (preferred): it receives the episode's tools (bound to that task's sandbox)
+  and returns any Runnable mapping ``{"messages": [...]}`` to ``{"messages": [...]}`` (or a message
+  list), such as ``langchain.agents.create_agent(model, tools)``. It is called once per episode and
+  answers each turn with the whole conversation so far, like our own strategies. It keeps the
+  run's limits and gets the built-in loop's tool descriptions: its tools and callbacks come from
+  :class:`~vtb_agents.strategies.agent_limits.AgentLimits`.
+- A *ready* Runnable (a compiled graph such as ``create_agent(...)``'s): it cannot be given tools
+  afterwards, so it runs with the tools it was built with. It must hold exactly the run's tools, by
+  name, in its ``ToolNode`` nodes (:func:`agent_tool_names`), or the run refuses it before the first
+  task naming the tools it lacks and those the run does not offer: with the built-in tools that
+  means passing a factory instead; a ready agent fits a run of your own tools only
+  (``evaluate(agent=graph, tools=[...], no_tools=True)``). Its own tool objects run, not the
+  episode's, so the round cap ends its turn at the next model reply with tool calls instead of
+  answering calls past the cap with the notice.
+
+What a factory may also take, by keyword:
 
 - ``system_prompt``: the system prompt of the run's ``--prompt-level``. A factory without this
-  parameter gets the prompt as a leading SystemMessage of every request instead, so the prompt
-  level always reaches the agent.
+  parameter (and a ready agent) gets the prompt as a leading SystemMessage of every request
+  instead, so the prompt level always reaches the agent.
 - ``middleware``: a list holding :class:`ShowToolImages`, a ``create_agent`` middleware that
   shows the images the tools saved in a round to the model after that round's tool results (the
   observation rule), as our own graphs do. Pass it to ``create_agent(..., middleware=middleware)``.
   Agents that are not built with ``create_agent`` can apply :func:`show_tool_images` to the
-  messages of each model request themselves.
+  messages of each model request themselves. A factory that takes neither is warned about once,
+  when the run checks it (:func:`check_agent`).
 
 Example:
     >>> from langchain.agents import create_agent
@@ -27,9 +39,10 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
+import tempfile
+from pathlib import Path
 from typing import Any, Awaitable, Callable, Sequence
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -38,16 +51,21 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.runnables.config import merge_configs
 from langchain_core.tools import BaseTool
 from langgraph.graph import START
+from langgraph.prebuilt import ToolNode
+from langgraph.pregel import Pregel
 from langgraph.runtime import Runtime
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.defaults import AgentSpec
+from vtb_agents.defaults import DEFAULT_MAX_IMAGE_SIDE, AgentSpec
+from vtb_agents.extensions import load_object
 from vtb_agents.strategies.agent_limits import AgentLimits, RoundCapReached
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.observe import materialize_messages, show_tool_images
 from vtb_agents.strategies.react import turn_graph_builder
 
 AgentFactory = Callable[..., Runnable]
+AgentLike = Runnable[Any, Any] | AgentFactory
+"""Your agent: a ready Runnable (a compiled graph) or a factory of one (see the module docstring)."""
 log = logging.getLogger(__name__)
 
 
@@ -74,19 +92,18 @@ class ShowToolImages(AgentMiddleware):
         return await handler(self._prepared(request))
 
 
-def load_agent_factory(spec: str) -> AgentFactory:
-    """Import ``agent:package.module:function`` (decoded by :meth:`AgentSpec.parse`) and return the
-    factory it names."""
+def load_agent(spec: str) -> AgentLike:
+    """Import ``agent:package.module:attr`` (decoded by :meth:`AgentSpec.parse`) and return the agent
+    it names: a Runnable or a factory of one. Anything that fails, the module raising as it imports
+    included, raises ValueError naming the spec and the cause."""
     agent = AgentSpec.parse(spec)
     if agent is None:
         raise ValueError(f"agent spec {spec!r} must look like 'agent:package.module:function'")
-    try:
-        factory = getattr(importlib.import_module(agent.module), agent.function)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"agent spec {spec!r}: cannot load {agent.target}: {exc}") from exc
-    if not callable(factory):
-        raise ValueError(f"agent spec {spec!r}: {agent.target} is not callable")
-    return factory
+    target = load_object("agent spec", agent.target, shown=spec)
+    if not isinstance(target, Runnable) and not callable(target):
+        raise ValueError(f"agent spec {spec!r}: {agent.target} is a {type(target).__name__}, neither a Runnable "
+                         "(a compiled graph) nor a factory of one")
+    return target
 
 
 def factory_keywords(factory: AgentFactory) -> set[str]:
@@ -101,19 +118,69 @@ def factory_keywords(factory: AgentFactory) -> set[str]:
             and p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
 
 
-def build_agent(factory: AgentFactory, ctx: EpisodeContext, takes: set[str],
-                tools: Sequence[BaseTool] | None = None) -> Runnable:
-    """The user's agent for one episode, given what its factory ``takes`` (:func:`factory_keywords`);
-    ``tools`` are what it gets (default: the episode's)."""
+def build_agent(factory: AgentFactory, tools: Sequence[BaseTool], takes: set[str], system_prompt: str,
+                artifacts: ArtifactStore, max_image_side: int = DEFAULT_MAX_IMAGE_SIDE) -> Runnable:
+    """The user's agent for one episode from its factory, given what the factory ``takes``
+    (:func:`factory_keywords`): ``tools``, and by keyword the system prompt and the middleware that
+    shows tool images from ``artifacts``. TypeError if it returns no Runnable."""
     options: dict[str, Any] = {}
     if "system_prompt" in takes:
-        options["system_prompt"] = ctx.system_prompt
+        options["system_prompt"] = system_prompt
     if "middleware" in takes:
-        options["middleware"] = [ShowToolImages(ctx.artifacts, ctx.max_image_side)]
-    elif ctx.tools:
-        log.warning("the agent factory takes no 'middleware': images its tool calls save are not shown to it "
-                    "(see vtb_agents.strategies.agent)")
-    return factory(list(ctx.tools if tools is None else tools), **options)
+        options["middleware"] = [ShowToolImages(artifacts, max_image_side)]
+    agent = factory(list(tools), **options)
+    if not isinstance(agent, Runnable):
+        raise TypeError(f"the agent factory returned a {type(agent).__name__}, not a Runnable (a compiled graph, "
+                        "create_agent(...))")
+    return agent
+
+
+def agent_tool_names(agent: Runnable[Any, Any]) -> set[str]:
+    """The names of the tools a ready agent holds: those of the ``ToolNode`` nodes of a compiled graph
+    and of its subgraphs (``create_agent``'s ``tools`` node); none for any other Runnable, whose
+    tools cannot be seen."""
+    if not isinstance(agent, Pregel):
+        return set()
+    graphs = [agent, *(graph for _, graph in agent.get_subgraphs(recurse=True) if isinstance(graph, Pregel))]
+    return {name for graph in graphs for node in graph.nodes.values() if isinstance(node.bound, ToolNode)
+            for name in node.bound.tools_by_name}
+
+
+def ready_agent_problem(agent: Runnable[Any, Any], tools: Sequence[BaseTool]) -> str | None:
+    """Why a ready agent cannot answer in a run whose tools are ``tools`` (None if it can): it must hold
+    exactly those tools, by name, since a compiled graph cannot be given tools afterwards."""
+    held, offered = agent_tool_names(agent), {t.name for t in tools}
+    lacks, extra = sorted(offered - held), sorted(held - offered)
+    if not lacks and not extra:
+        return None
+    problems = [*([f"lacks the run's tools {', '.join(lacks)}"] if lacks else []),
+                *([f"has tools the run does not offer: {', '.join(extra)}"] if extra else [])]
+    return (f"a ready {type(agent).__name__} cannot be given the episode's tools, and this one "
+            f"{'; it '.join(problems)}. Pass a factory instead (a function taking the tools and returning "
+            "the agent, e.g. create_agent(model, tools)), or run it with exactly its own tools "
+            "(evaluate(agent=..., tools=[...], no_tools=True))")
+
+
+def check_agent(agent: AgentLike, name: str, tools: Sequence[BaseTool], system_prompt: str) -> None:
+    """Check ``agent`` (named ``name``) against the adapter's contract for a run offering ``tools``,
+    before the run: a ready Runnable must hold exactly those tools (:func:`ready_agent_problem`); a
+    factory is called once with them and must return a Runnable. ValueError names the agent and the
+    cause. A factory taking no ``middleware`` is warned about here, once per run."""
+    if isinstance(agent, Runnable):
+        problem = ready_agent_problem(agent, tools)
+        if problem is not None:
+            raise ValueError(f"agent {name!r}: {problem}")
+        return
+    takes = factory_keywords(agent)
+    with tempfile.TemporaryDirectory(prefix="vtb-agent-check-") as scratch:
+        try:
+            build_agent(agent, tools, takes, system_prompt, ArtifactStore(Path(scratch)))
+        except Exception as exc:  # the user's factory: its failure refuses the run, naming it
+            raise ValueError(f"agent {name!r}: its factory failed when called with the run's tools: "
+                             f"{type(exc).__name__}: {exc}") from exc
+    if tools and "middleware" not in takes:
+        log.warning("agent %s: its factory takes no 'middleware': images its tool calls save are not shown to it "
+                    "(see vtb_agents.strategies.agent)", name)
 
 
 def returned_messages(output: Any) -> list[AnyMessage]:
@@ -124,16 +191,25 @@ def returned_messages(output: Any) -> list[AnyMessage]:
     return messages
 
 
-def agent_strategy(factory: AgentFactory, name: str) -> Strategy:
-    """The adapter strategy around ``factory``: one node that runs the user's agent for the turn."""
-
-    takes = factory_keywords(factory)
+def agent_strategy(agent: AgentLike, name: str) -> Strategy:
+    """The adapter strategy around ``agent`` (a ready Runnable or a factory of one): one node that runs
+    the user's agent for the turn. Its ``check`` is :func:`check_agent`."""
+    ready: Runnable[Any, Any] | None = agent if isinstance(agent, Runnable) else None
+    factory: AgentFactory | None = None if isinstance(agent, Runnable) else agent
+    takes = factory_keywords(factory) if factory is not None else set()
 
     def answer(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
         ctx = runtime.context
         if "agent" not in ctx.scratch:  # built once per episode, with its tools bound to this sandbox
-            ctx.scratch["limits"] = AgentLimits(ctx)
-            ctx.scratch["agent"] = build_agent(factory, ctx, takes, ctx.scratch["limits"].tools)
+            fresh = ctx.scratch["limits"] = AgentLimits(ctx)
+            if factory is not None:
+                ctx.scratch["agent"] = build_agent(factory, fresh.tools, takes, ctx.system_prompt, ctx.artifacts,
+                                                   ctx.max_image_side)
+            elif ready is not None:  # a run not checked beforehand (Studio) is refused here, by the same rule
+                problem = ready_agent_problem(ready, ctx.tools)
+                if problem is not None:
+                    raise ValueError(f"agent {name!r}: {problem}")
+                ctx.scratch["agent"] = ready
         limits: AgentLimits = ctx.scratch["limits"]
         limits.start_turn()
         sent = ctx.materialize(state["messages"])
@@ -159,5 +235,8 @@ def agent_strategy(factory: AgentFactory, name: str) -> Strategy:
         builder.add_edge(START, "agent")
         return builder.compile(name="agent")
 
-    return Strategy(name=name, summary="your own LangChain agent (a factory of a Runnable)", build=build,
-                    source="user code", needs_model=False)
+    def check(tools: Sequence[BaseTool], system_prompt: str) -> None:
+        check_agent(agent, name, tools, system_prompt)
+
+    return Strategy(name=name, summary="your own LangChain agent (a Runnable or a factory of one)", build=build,
+                    source="user code", needs_model=False, check=check)

@@ -31,7 +31,7 @@ Example: a strategy that answers with one model call and no tools::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Callable, Literal, TypeAlias
+from typing import Annotated, Any, Callable, Literal, Sequence, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
@@ -118,7 +118,9 @@ class Strategy:
     """A named turn policy: ``build()`` compiles its turn graph (once per process and run).
 
     ``source`` says which paper or practice it follows; ``needs_model`` is False for strategies that
-    bring their own model (a user's agent).
+    bring their own model (a user's agent). ``check``, if any, is called once before a run's first
+    task with the run's tools (unbound) and system prompt, and raises ValueError naming what keeps
+    the strategy from answering with them (a user's agent that cannot be given the tools).
     """
 
     name: str
@@ -126,3 +128,4 @@ class Strategy:
     build: Callable[[], TurnGraph]
     source: str = ""
     needs_model: bool = True
+    check: Callable[[Sequence[BaseTool], str], None] | None = None

@@ -33,9 +33,9 @@ def load_strategy(spec: str) -> Strategy:
         return BUILTIN[spec]
     refuse_object_name(spec, "strategy")
     if AgentSpec.parse(spec) is not None:
-        from vtb_agents.strategies.agent import agent_strategy, load_agent_factory  # langchain.agents: only here
+        from vtb_agents.strategies.agent import agent_strategy, load_agent  # langchain.agents: only here
 
-        return agent_strategy(load_agent_factory(spec), spec)
+        return agent_strategy(load_agent(spec), spec)
     if not is_extension("strategies", spec):
         raise ValueError(f"unknown strategy {spec!r}: choose one of {', '.join(BUILTIN)}, an installed one "
                          "(`vtb strategies`), or name your own as 'package.module:function'")

@@ -9,7 +9,7 @@ from langchain_core.tools import BaseTool
 
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.defaults import DEFAULT_CODE_TIMEOUT_S
-from vtb_agents.extensions import load_extension
+from vtb_agents.extensions import build_extension, load_extension
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tools.calculator import calculator
 from vtb_agents.tool_names import CODE_TOOL_NAMES, NETWORK_TOOL_NAMES, VISION_TOOL_NAME
@@ -44,7 +44,8 @@ def extension_tools(specs: Sequence[str]) -> list[BaseTool]:
     tools = []
     for spec in specs:
         target = load_extension("tools", spec)
-        tool = target() if isinstance(target, type) and issubclass(target, BaseTool) else target
+        tool = (build_extension("tools", spec, target) if isinstance(target, type) and issubclass(target, BaseTool)
+                else target)
         if not isinstance(tool, BaseTool):
             raise ValueError(f"tool {spec!r} is a {type(tool).__name__}, not a LangChain BaseTool "
                              "(decorate a function with langchain_core.tools.tool)")
