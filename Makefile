@@ -14,7 +14,7 @@ MERMAID_JS := $(VENV)/share/mermaid/mermaid.min.js
 # constraints.txt pins every dependency to the versions the tests and the shipped sample suite were
 # made with (Pillow's font rendering and trafilatura's extraction shape the suite's files).
 $(STAMP): pyproject.toml constraints.txt
-	@# bubblewrap gives the code sandbox full isolation; without it the sandbox falls back (see README).
+	@# bubblewrap gives the code sandbox full isolation; without it the sandbox falls back (see docs/concepts/sandbox.md).
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
 		|| echo "warning: bubblewrap (bwrap) is not installed: the sandbox will use its fallback isolation"
@@ -61,11 +61,11 @@ lint: $(STAMP)
 	$(BIN)/mypy scripts/sample_suite.py scripts/sample_scenes
 	$(BIN)/lint-imports --no-cache
 
-# The import layering (pyproject.toml [tool.importlinter], README "How it works"); also run by the tests.
+# The import layering (pyproject.toml [tool.importlinter], docs/concepts/architecture.md); also run by the tests.
 imports: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
-# Mutation testing of the scoring and outcome modules ([tool.mutmut] in pyproject.toml; README "Testing").
+# Mutation testing of the scoring and outcome modules ([tool.mutmut] in pyproject.toml; docs/development.md).
 # Minutes of CPU: not part of `make test`. Survivors are listed by `mutmut results`, shown by `mutmut show NAME`.
 mutation: $(STAMP)
 	rm -rf mutants

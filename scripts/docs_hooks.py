@@ -8,6 +8,7 @@ so that no picture or reference in the site can go stale.
 - **Screenshots**: ``assets/screenshots/{report,task,compare}.png`` come from a ``make demo``-style run (and a
   second one without tools, for ``vtb compare``) made in a temporary folder, shot in headless Chromium
   (:mod:`vtb_agents.report.screenshot`).
+- **Docstrings' Sphinx roles** (``:func:`evaluate```) show as the plain name.
 - **mermaid.js** for the diagrams is served from the site itself (``assets/mermaid.min.js``, fetched by
   ``make install`` from the npm registry), never from a CDN.
 
@@ -146,6 +147,14 @@ def on_files(files: Files, config: Any) -> Files:
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     """Expand the ``vtb:`` markers of a page."""
     return expand_markers(markdown, page.file.src_uri)
+
+
+ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):(<code>)~?")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
+    """Docstrings name objects with Sphinx roles (``:class:`Task```); the rendered text keeps the name only."""
+    return ROLE.sub(r"\1", html)
 
 
 def on_post_build(config: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -92,4 +93,16 @@ def test_bash_blocks_run_as_written(page, tmp_path):
     for block in (b for b in code_blocks(ROOT / page) if b.mark is None and b.lang == "bash"):
         done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + block.code], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"{block.where} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+        assert done.returncode == 0, (f"{block.where} failed ({done.returncode}):\n{done.stdout[-2000:]}\n"
+                                      f"{done.stderr[-3000:]}")
+
+
+def test_the_code_cites_pages_of_the_site_not_readme_sections():
+    """Docstrings, help texts and comments point at docs/ pages (which the site builds), each of which exists."""
+    cited, stale = set(), []
+    for path in [*sorted((ROOT / "vtb_agents").rglob("*.py")), *sorted((ROOT / "examples").rglob("*.py"))]:
+        text = path.read_text(encoding="utf-8")
+        cited |= {(path.relative_to(ROOT).as_posix(), page) for page in re.findall(r"docs/[\w/.-]+?\.md", text)}
+        stale += [f"{path.relative_to(ROOT)}: {m}" for m in re.findall(r'README[ ,]+"?[A-Z][\w ]+', text)]
+    assert stale == []
+    assert len(cited) > 15 and [c for c in cited if not (ROOT / c[1]).is_file()] == []
