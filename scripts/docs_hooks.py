@@ -108,8 +108,8 @@ def make_screenshots(folder: Path) -> dict[str, Path]:
     demo, no_tools = folder / "demo", folder / "demo-no-tools"
     common = ("run", "--tasks", "sample", "--model", "replay", "--judge", "rule")
     with ThreadPoolExecutor(2) as pool:  # two runs, two cores
-        runs = [pool.submit(_vtb, *common, "--out", str(demo), cwd=folder),
-                pool.submit(_vtb, *common, "--no-tools", "--out", str(no_tools), cwd=folder)]
+        runs = [pool.submit(_vtb, *common, "--out", demo.name, cwd=folder),  # relative: the pages show short names
+                pool.submit(_vtb, *common, "--no-tools", "--out", no_tools.name, cwd=folder)]
         for run in runs:
             run.result()
     _vtb("compare", demo.name, no_tools.name, "--out", "compare.html", cwd=folder)  # relative: short names

@@ -106,3 +106,11 @@ def test_the_code_cites_pages_of_the_site_not_readme_sections():
         stale += [f"{path.relative_to(ROOT)}: {m}" for m in re.findall(r'README[ ,]+"?[A-Z][\w ]+', text)]
     assert stale == []
     assert len(cited) > 15 and [c for c in cited if not (ROOT / c[1]).is_file()] == []
+
+
+def test_the_readme_is_short_and_links_every_page_of_the_site():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) < 200
+    linked = set(re.findall(r"\]\((docs/[^)#]+\.md)", readme))
+    pages = {p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md")} - {"docs/index.md"}
+    assert linked == pages
