@@ -4,13 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_OUT ?= runs/demo
+DOCS_OUT ?= site
+# mermaid.js draws the graph diagrams of the docs site offline (Material would fetch it from a CDN).
+MERMAID_VERSION := 11.12.2
+MERMAID_JS := $(VENV)/share/mermaid/mermaid.min.js
 
-.PHONY: demo test lint imports install clean sample mutation
+.PHONY: demo test lint imports install clean sample mutation docs
 
 # constraints.txt pins every dependency to the versions the tests and the shipped sample suite were
 # made with (Pillow's font rendering and trafilatura's extraction shape the suite's files).
 $(STAMP): pyproject.toml constraints.txt
-	@# bubblewrap gives the code sandbox full isolation; without it the sandbox falls back (see README).
+	@# bubblewrap gives the code sandbox full isolation; without it the sandbox falls back (see docs/concepts/sandbox.md).
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
 		|| echo "warning: bubblewrap (bwrap) is not installed: the sandbox will use its fallback isolation"
@@ -20,7 +24,13 @@ $(STAMP): pyproject.toml constraints.txt
 		|| echo "warning: chromium is not installed: the report rendering test will be skipped"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,hf,search,e2b,ray]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,docs,hf,search,e2b,ray]'
+	@# The docs' mermaid.js, the pinned release from the npm registry (only its one bundled file is kept).
+	@mkdir -p $(dir $(MERMAID_JS)) && { command -v npm >/dev/null && cd $(dir $(MERMAID_JS)) \
+		&& npm pack --silent mermaid@$(MERMAID_VERSION) >/dev/null \
+		&& tar xzf mermaid-$(MERMAID_VERSION).tgz --strip-components=2 package/dist/mermaid.min.js \
+		&& rm mermaid-$(MERMAID_VERSION).tgz; } \
+		|| echo "warning: npm could not fetch mermaid $(MERMAID_VERSION): make docs will fail (install npm)"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -28,6 +38,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	rm -rf $(DEMO_OUT)
 	$(BIN)/vtb run --tasks sample --model replay --judge rule --out $(DEMO_OUT)
+
+# The documentation site (docs/, mkdocs.yml) into $(DOCS_OUT)/, --strict: a broken link or reference fails the build.
+# The build (scripts/docs_hooks.py) makes the report/compare screenshots from a `make demo`-style run in a temporary
+# folder, draws the graphs from the code (LangGraph's Mermaid), the CLI reference from the click commands and the API
+# reference from the docstrings; the site loads nothing from the network.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(DOCS_OUT)
 
 # Two pytest workers (pytest-xdist), one test file each at a time: most of the suite waits on subprocesses,
 # servers and sandboxes, so two workers fit two cores; PYTEST_WORKERS=0 runs in one process.
@@ -44,11 +61,11 @@ lint: $(STAMP)
 	$(BIN)/mypy scripts/sample_suite.py scripts/sample_scenes
 	$(BIN)/lint-imports --no-cache
 
-# The import layering (pyproject.toml [tool.importlinter], README "How it works"); also run by the tests.
+# The import layering (pyproject.toml [tool.importlinter], docs/concepts/architecture.md); also run by the tests.
 imports: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
-# Mutation testing of the scoring and outcome modules ([tool.mutmut] in pyproject.toml; README "Testing").
+# Mutation testing of the scoring and outcome modules ([tool.mutmut] in pyproject.toml; docs/development.md).
 # Minutes of CPU: not part of `make test`. Survivors are listed by `mutmut results`, shown by `mutmut show NAME`.
 mutation: $(STAMP)
 	rm -rf mutants
@@ -60,4 +77,4 @@ sample: $(STAMP)
 	$(BIN)/python scripts/sample_suite.py
 
 clean:
-	rm -rf $(VENV) runs mutants .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) runs mutants site .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -10,7 +10,7 @@ images are ``image_0.png``, ... in its working directory), the system prompt of 
 ``--prompt-level`` and ``middleware`` that shows the model the images its tool calls save, and
 returns any Runnable that maps ``{"messages": [...]}`` to ``{"messages": [...]}``. Final answers and
 the tool trace are read from the returned messages and graded exactly like the built-in strategies.
-The run's ``--max-tool-rounds`` and ``--task-timeout`` hold for it as for them (README, Strategies).
+The run's ``--max-tool-rounds`` and ``--task-timeout`` hold for it as for them (docs/tutorials/write-a-strategy.md).
 """
 
 from __future__ import annotations

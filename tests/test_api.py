@@ -1,4 +1,4 @@
-"""The Python API: evaluate, load_tasks and task_tools, and the README's example run as written."""
+"""The Python API: evaluate, load_tasks and task_tools, and the docs' examples run as written."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.graph import START, StateGraph
+from docs_blocks import page_blocks
 from openai_server import OpenAIServer
 from scripted_vision import VisionModel
 from typer.testing import CliRunner
@@ -32,7 +33,8 @@ from vtb_agents.runner.run import run_suite
 from vtb_agents.rundir.layout import task_page_file
 from vtb_agents.strategies import EpisodeContext, Strategy, TurnInput, TurnOutput, TurnState
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+API_PAGE = "docs/tutorials/evaluate-your-agent.md"  # the tutorial's python blocks, run here as written
+CONFIG_PAGE = "docs/reference/configuration.md"
 
 
 def test_evaluate_runs_the_sample_suite_offline(tmp_path):
@@ -68,15 +70,22 @@ def test_evaluate_takes_an_agent_factory_and_options(tmp_path):
         vtb_agents.evaluate("react", out=tmp_path / "other", max_rounds=3)
 
 
-def test_the_readme_python_api_example_runs(tmp_path, monkeypatch, capsys):
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("### Python API"):]
-    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+def test_the_docs_python_api_example_runs(tmp_path, monkeypatch, capsys):
+    code = page_blocks(API_PAGE, "python")[0].code
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, API_PAGE, "exec"), {})
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("1.0 1.0 1.0 ")
     assert '"stdout": "(' in printed[1] and '"ok": true' in printed[1]
+
+
+def test_the_docs_run_config_example_reads_a_run_back(tmp_path, monkeypatch, capsys):
+    """Configuration's example reads the settings of a run in ``runs/latest`` back."""
+    vtb_agents.evaluate("react", tasks=vtb_agents.load_tasks("sample", task_id="rs-finance-invoice"), model="replay",
+                        out=tmp_path / "runs" / "latest", max_tool_rounds=7)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(page_blocks(CONFIG_PAGE, "python")[0].code, CONFIG_PAGE, "exec"), {})
+    assert capsys.readouterr().out.split() == ["replay", "rule", "7"]
 
 
 # --- Objects where specs go: chat models, a judge, tools, an agent graph, and the async twin -------------
@@ -284,18 +293,16 @@ def test_objects_cannot_reach_remote_workers(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_the_readme_notebook_cell_runs_as_written(tmp_path, monkeypatch, capsys):
-    """The README's notebook cell, top-level ``await`` and all, as IPython runs a cell."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("### Python API"):text.index("### Model presets")]
-    cell = re.findall(r"```python\n(.*?)```", section, re.DOTALL)[1]
+def test_the_docs_notebook_cell_runs_as_written(tmp_path, monkeypatch, capsys):
+    """The tutorial's notebook cell, top-level ``await`` and all, as IPython runs a cell."""
+    cell = page_blocks(API_PAGE, "python")[1].code
     assert "await vtb_agents.aevaluate(" in cell
     monkeypatch.chdir(tmp_path)
     with OpenAIServer(vision_and_judge(VisionModel())) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
-        code = compile(cell, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        asyncio.run(eval(code, {}))  # noqa: S307 (the README's own code)
+        code = compile(cell, API_PAGE, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        asyncio.run(eval(code, {}))  # noqa: S307 (the docs' own code)
     printed = capsys.readouterr().out.splitlines()
     apr, ars, outcomes, cost = re.fullmatch(r"(\S+) (\S+) (\{.*\}) (\S+)", printed[0]).groups()
     assert apr == "0.0" and float(ars) > 0 and outcomes == "{'answered': 4}" and float(cost) > 0  # "42" is wrong

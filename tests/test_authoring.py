@@ -135,7 +135,7 @@ def test_difficulty_filter_keeps_tasks_failed_by_at_least_two_of_three_runs(tmp_
             ids = [arg for task_id in plan for arg in ("--task-id", task_id)]
             done = vtb("run", "--tasks", "sample", *ids, "--model", "openai:strong", "--out", str(tmp_path / name),
                        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"})
-        # a provider error leaves its task ungraded and the run incomplete (exit 3, see README "Outcomes")
+        # a provider error leaves its task ungraded and the run incomplete (exit 3, see docs/concepts/outcomes.md)
         assert done.returncode == (3 if "error" in plan.values() else 0), done.stderr
     runs = [str(tmp_path / name) for name in PLANS]
     done = vtb("tasks", "filter", "--tasks", "sample", "--runs", *runs, "--min-fail", "2", "--out",

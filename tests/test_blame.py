@@ -1,4 +1,4 @@
-"""Blame (README "Outcomes", DESIGN.md "Two kinds of failure"): a provider that never answers is
+"""Blame (docs/concepts/outcomes.md, DESIGN.md "Two kinds of failure"): a provider that never answers is
 an infrastructure failure whatever the order of the two timeouts; a model that got answers and then
 ran out of time is the model's; a context-window rejection is a graded model outcome.
 

@@ -1,4 +1,4 @@
-"""The numbers the README and the paper give, written out as literals: run defaults, the retry
+"""The numbers the docs and the paper give, written out as literals: run defaults, the retry
 backoff, the sandbox's limits and the presets' list prices. (test_cli_startup.py checks that the
 options and RunConfig share one definition; this checks that definition says what is documented.)"""
 
@@ -23,7 +23,7 @@ GiB = 1024 ** 3
 def test_run_and_grade_defaults_are_the_documented_ones():
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
     run = commands["run"].make_context("run", []).params
-    # README "Settings and ablations": --max-tool-rounds 20 (the paper's cap), --max-image-side 2048;
+    # docs/reference/configuration.md: --max-tool-rounds 20 (the paper's cap), --max-image-side 2048;
     # "Outcomes": --request-timeout 120 on `vtb run` and `vtb grade`
     assert (run["max_tool_rounds"], run["max_image_side"], run["request_timeout_s"]) == (20, 2048, 120)
     assert (run["judge"], run["critical_rule"], run["prompt_level"], run["history"]) == ("rule", "weight", "high",
@@ -35,7 +35,7 @@ def test_run_and_grade_defaults_are_the_documented_ones():
 
 
 def test_model_and_judge_calls_back_off_from_1_s_doubling_to_at_most_30_s():
-    policy = model_retry_policy()  # README "Outcomes": 1 s doubling to at most 30 s, with jitter
+    policy = model_retry_policy()  # docs/concepts/outcomes.md: 1 s doubling to at most 30 s, with jitter
     assert (policy.initial_interval, policy.backoff_factor, policy.max_interval, policy.jitter) == (1, 2, 30, True)
     assert policy.max_attempts == 4
     judge = LLMJudge(ChatOpenAI(model="m", api_key="k", base_url="http://127.0.0.1:9/v1"), "openai:m")
@@ -45,7 +45,7 @@ def test_model_and_judge_calls_back_off_from_1_s_doubling_to_at_most_30_s():
 
 
 def test_sandbox_limits_are_the_documented_ones():
-    limits = Limits()  # README "Sandbox isolation": memory cap 4 GiB, working-directory quota 2 GiB
+    limits = Limits()  # docs/concepts/sandbox.md: memory cap 4 GiB, working-directory quota 2 GiB
     assert (limits.memory_bytes, limits.workdir_bytes) == (4 * GiB, 2 * GiB)
     assert limits.address_space_bytes == 4 * GiB
 

@@ -1,6 +1,6 @@
 """Extensions in one file each: a judge, a tool and a sandbox backend written as one file of a
 temporary package and named ``module:attr`` on ``vtb run``; and a tiny installed package whose entry
-points show up in the listings and run (README "Extensions")."""
+points show up in the listings and run (docs/how-to/write-a-plugin.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One verdict per rubric, as README "Outcomes" and "Metrics" state: a check decides first, the judge
+"""One verdict per rubric, as docs/concepts/outcomes.md and metrics.md state: a check decides first, the judge
 otherwise; an unanswered turn fails after the model's own failure and is an error after an
 infrastructure one. Expected verdicts are written out by hand."""
 

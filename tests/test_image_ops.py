@@ -382,7 +382,7 @@ def test_cvtcolor_to_gray_is_other_but_bgr_rgb_is_not() -> None:
 
 
 def test_count_image_ops_counts_each_operation() -> None:
-    """The paper counts operations: two crops in one call count two (README "Metrics")."""
+    """The paper counts operations: two crops in one call count two (docs/concepts/metrics.md)."""
     codes = [
         "img.crop((0, 0, 1, 1))\nimg.crop((1, 1, 2, 2))",
         "img.crop((0, 0, 1, 1)).resize((5, 5))",

@@ -1,4 +1,4 @@
-"""The import layering (README "How it works") is a rule: import-linter's contracts in pyproject.toml."""
+"""The import layering (docs/concepts/architecture.md) is a rule: import-linter's contracts in pyproject.toml."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ def test_every_top_level_package_and_module_has_a_layer():
     assert top_level == layered
 
 
-def test_the_readme_map_names_every_top_level_package_and_module():
-    readme = (ROOT / "README.md").read_text()
-    block = readme[readme.index("## How it works\n```"):].split("```")[1]
+def test_the_docs_map_names_every_top_level_package_and_module():
+    page = (ROOT / "docs" / "concepts" / "architecture.md").read_text()
+    block = page[page.index("```text\nvtb_agents/"):].split("```")[1]
     named = {line.split()[0].rstrip("/").removesuffix(".py") for line in block.splitlines()[2:]
              if line.startswith("  ") and not line.startswith("   ")}
     named |= {word.removesuffix(".py") for line in block.splitlines() for word in line.split() if word.endswith(".py")}

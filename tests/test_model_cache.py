@@ -62,7 +62,7 @@ def answers_and_verdicts(run_dir: Path) -> dict[str, tuple]:
 
 
 def comparable(run_dir: Path) -> dict[str, dict]:
-    """The result lines of ``run_dir`` without what a replay changes (README "Model-call cache"):
+    """The result lines of ``run_dir`` without what a replay changes (docs/how-to/replay-offline.md):
     timings and the usage the cache answered."""
     lines = {}
     for text in (run_dir / "results.jsonl").read_text().splitlines():
@@ -148,7 +148,7 @@ def test_a_cache_only_run_needs_a_recorded_cache(tmp_path):
 
 
 def test_your_own_agent_is_replayed_from_the_cache(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT))  # examples/ is importable as in the README's command
+    monkeypatch.syspath_prepend(str(ROOT))  # examples/ is importable as in the docs' command
     monkeypatch.setenv("VTB_EXAMPLE_MODEL", "openai:vision-test")
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     cache = tmp_path / "cache.sqlite"

@@ -3,7 +3,7 @@ cannot start (refused before the first task; during a task, ``sandbox_error``), 
 database another process keeps locked (``storage_error``), an agent that never stops calling
 tools (``step_limit``) and a bug in the agent's own code (``harness_error``). Infrastructure
 outcomes leave the run incomplete (exit 3) until ``--resume --retry-errors`` runs those tasks
-again; the step limit is the model's doing and is graded like any unanswered turn (README "Outcomes").
+again; the step limit is the model's doing and is graded like any unanswered turn (docs/concepts/outcomes.md).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from conftest import PROJECT, checkout_env, write_task
 
-INCOMPLETE = 3  # README "Outcomes": `vtb run` exits 3 while infrastructure failures leave tasks ungraded
+INCOMPLETE = 3  # docs/concepts/outcomes.md: `vtb run` exits 3 while infrastructure failures leave tasks ungraded
 
 
 def vtb(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:

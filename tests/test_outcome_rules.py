@@ -1,5 +1,5 @@
-"""Outcome blame as the README states it: the vocabulary's kinds, what each failure is classified
-as, and which outcome a graded task ends with. Expected values are the README's ("Outcomes"),
+"""Outcome blame as the docs state it: the vocabulary's kinds, what each failure is classified
+as, and which outcome a graded task ends with. Expected values are the docs' (docs/concepts/outcomes.md),
 written out here, never read from the code's own tables."""
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from vtb_agents.sandbox import SandboxError
 KINDS = {"answered": "model", "tool_round_cap": "model", "task_timeout": "model", "step_limit": "model",
          "provider_error": "infrastructure", "sandbox_error": "infrastructure", "storage_error": "infrastructure",
          "harness_error": "infrastructure", "judge_error": "infrastructure", "unjudged": "neither"}
-"""The README's table of outcomes, as of this test (rows added later are checked by the README test)."""
+"""The docs' table of outcomes, as of this test (rows added later are checked by the table test)."""
 
 
 def readme_outcomes() -> dict[str, str]:
-    """outcome -> kind, from the table under README "Outcomes"."""
-    section = (PROJECT / "README.md").read_text().split("### Outcomes", 1)[1].split("\n### ", 1)[0]
+    """outcome -> kind, from the table of docs/concepts/outcomes.md."""
+    section = (PROJECT / "docs" / "concepts" / "outcomes.md").read_text().split("\n## ", 1)[0]
     return dict(re.findall(r"^\| `(\w+)` \| (\w+) \|", section, flags=re.M))
 
 

@@ -154,7 +154,7 @@ def test_requests_are_bounded_and_malformed_responses_retried(tmp_path):
     """--task-timeout 30 --request-timeout 10 over a server that hangs some requests and garbles
     others: hung requests are cut off and retried, garbage and empty choices are retried; a task
     whose every request hangs got no answer from the provider at all: the provider's failure, the
-    run incomplete (README "Outcomes", blame)."""
+    run incomplete (docs/concepts/outcomes.md, blame)."""
     root = tasks_with_keywords(tmp_path / "tasks", ["HANG-ONCE", "HANG-ALWAYS", "GARBAGE", "EMPTY", "FINE"])
     release = threading.Event()
     seen: dict[str, int] = {}

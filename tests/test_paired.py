@@ -1,4 +1,4 @@
-"""Paired comparison of runs (`vtb compare`, README "Paired comparison"): flips, the exact McNemar p,
+"""Paired comparison of runs (`vtb compare`, docs/tutorials/compare-runs.md): flips, the exact McNemar p,
 paired bootstrap intervals, cost of the paired tasks, unpaired tasks listed; on real runs of the bundled
 sample suite against a local OpenAI-compatible server whose scripted answers differ per run, and in
 compare.html in headless Chromium."""
@@ -103,7 +103,7 @@ def test_bootstrap_interval_is_the_percentile_interval_of_resampled_paired_means
     first = paired_bootstrap_ci(a, b)
     assert first == paired_bootstrap_ci(a, b)  # the fixed seed: the same interval every time
     assert first is not None and first[0] < (sum(b) - sum(a)) / len(a) < first[1]
-    assert (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED) == (10_000, 0)  # as the README documents them
+    assert (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED) == (10_000, 0)  # as the docs give them
 
 
 def _result(task_id: str, passed: bool | None, epoch: int = 1) -> TaskResult:

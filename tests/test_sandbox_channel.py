@@ -113,7 +113,7 @@ def test_supervisor_fds_cannot_be_opened_through_proc(sb: LocalSandbox) -> None:
     """The supervisor is non-dumpable: its fds, memory and environment are out of the code's reach
     (at the confined levels; the "process" level, for debugging, runs code as the host user)."""
     if sb.isolation == "process":
-        pytest.skip("the process level gives no such guarantee (README: debugging only)")
+        pytest.skip("the process level gives no such guarantee (docs/concepts/sandbox.md: debugging only)")
     code = ("import json, os\nppid = os.getppid()\nout = {}\n"
             "for name in ('fd', 'mem', 'environ'):\n"
             "    try:\n"

@@ -142,14 +142,14 @@ def test_confident_views_are_not_searched_deeper():
     assert view.name == "zoom_t1_2.png" and view.box == (0.5, 0.5, 0.75, 0.75) and view.depth == 2
 
 
-def test_the_readme_strategy_runs_as_module_function(sample, tmp_path, monkeypatch):
-    import re
-    from pathlib import Path
+def test_the_docs_strategy_runs_as_module_function(sample, tmp_path, monkeypatch):
+    from docs_blocks import page_blocks
 
     from vtb_agents.runner import resources
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    code = re.search(r"```python\n(# my_pkg/my_strategy.py.*?)```", readme, re.DOTALL).group(1)
+    [block] = [b for b in page_blocks("docs/tutorials/write-a-strategy.md", "python")
+               if b.code.startswith("# my_pkg/my_strategy.py")]
+    code = block.code
     (tmp_path / "my_pkg").mkdir()
     (tmp_path / "my_pkg" / "__init__.py").write_text("")
     (tmp_path / "my_pkg" / "my_strategy.py").write_text(code)

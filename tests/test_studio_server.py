@@ -224,7 +224,7 @@ def test_task_graph_runs_a_follow_up_task_through_its_question_to_verdicts(clien
 
 
 def test_task_graph_runs_a_suite_task_by_id_with_a_json_context(client: Any) -> None:
-    """The README's worked example: the replay model on a sample follow-up task."""
+    """The docs' worked example (docs/how-to/langsmith-and-studio.md): the replay model on a sample follow-up task."""
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "task", input={"task_id": "fu-medical-labs"}, context={"model": "replay"})
     task = load_tasks("sample", task_id="fu-medical-labs")[0]

@@ -150,7 +150,8 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     (:mod:`vtb_agents.strategies.agent`). ``model``
     and ``judge`` are specs or LangChain chat models (``judge`` also a judge object, see
     :class:`~vtb_agents.judges.RubricJudge`); ``tools`` are tool objects or ``module:attr`` specs added
-    to the tool set (``judge``, ``strategy`` and the ``sandbox`` option take ``module:attr`` too, README "Extensions").
+    to the tool set (``judge``, ``strategy`` and the ``sandbox`` option take ``module:attr`` too,
+    docs/how-to/write-a-plugin.md).
     ``run.json`` records objects by name (``object:ChatOpenAI(model=gpt-4o)``): such a run resumes
     from Python only. ``options`` are ``vtb run``'s settings by their Python names
     (``max_tool_rounds``, ``prompt_level``, ``history``, ``no_tools``, ``critical_rule``, ``epochs``, ...).

@@ -119,7 +119,7 @@ class RunConfig(BaseModel):
         "JSON object of extra chat-model settings, e.g. '{\"reasoning_effort\": \"low\"}' or a base_url."))
     epochs: int = Field(default=DEFAULT_EPOCHS, ge=1, description=(
         "Run each task this many times, as independent episodes (own thread, own sandbox); summary.json then "
-        "has pass_at_k and pass_hat_k (README \"Epochs and intervals\")."))
+        "has pass_at_k and pass_hat_k (docs/concepts/epochs.md)."))
     extra_tools: tuple[str, ...] = Field(default=(), description=(
         "A tool to add to the agent's set: 'module:attr' naming a LangChain BaseTool, or an installed "
         "tool's name (`vtb tools`); repeatable."))

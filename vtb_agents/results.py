@@ -17,7 +17,7 @@ VerdictStatus = Literal["met", "not_met", "unjudged", "error"]
 Outcome = Literal["answered", "tool_round_cap", "task_timeout", "step_limit", "context_exceeded",
                   "provider_error", "sandbox_error", "storage_error", "harness_error", "judge_error",
                   "unjudged"]
-"""How a task ended (README "Outcomes"). Model-side outcomes are graded like any answer;
+"""How a task ended (docs/concepts/outcomes.md). Model-side outcomes are graded like any answer;
 infrastructure outcomes leave the task ungraded until ``vtb run --resume --retry-errors``."""
 MODEL_OUTCOMES: frozenset[str] = frozenset({"answered", "tool_round_cap", "task_timeout", "step_limit",
                                            "context_exceeded"})
@@ -89,7 +89,7 @@ class TurnRecord(BaseModel):
     and a strategy's views); ``reference_regions`` the crops the reference trajectory's code makes
     (None: not measured); ``best_crop_iou`` the best IoU of any region with any reference region of
     the same image, 0.0 when the model cropped nothing, None when the reference crops nothing
-    (README "Looked at the right place").
+    (docs/concepts/region-iou.md).
     """
 
     index: int
@@ -245,7 +245,7 @@ class TaskResult(BaseModel):
     duration_s: float
     usage: TaskUsage | None = None
     outcome: Outcome | None = None
-    """How the task ended, grading included (README "Outcomes"); see :func:`task_outcome`."""
+    """How the task ended, grading included (docs/concepts/outcomes.md); see :func:`task_outcome`."""
 
     @property
     def ended(self) -> Outcome:

@@ -10,7 +10,7 @@ transcript holds ``{"sha256": <hex>}``, the sha256 of the exact bytes (for a mod
 bytes sent, after downscaling), and the bytes are stored once in the run's ``artifacts/`` under
 that hash (``artifacts/<first two hex digits>/<sha256>.img``).
 
-Schema (JSON, README "Transcripts")::
+Schema (JSON, docs/reference/transcripts.md)::
 
     {"task_id": str,
      "events": [                      # in the order they happened (judge events last, by rubric)

@@ -1,6 +1,6 @@
 """APR / ARS with breakdowns, tool-use metrics and judge counts: the fields of ``summary.json``.
 
-Definitions follow the paper (arXiv 2510.12712; README "Metrics"): APR and ARS are means over
+Definitions follow the paper (arXiv 2510.12712; docs/concepts/metrics.md): APR and ARS are means over
 every task of the run (a task the model left unanswered fails its rubrics), except the ones an
 infrastructure failure left ungraded, which are listed until retried; with epochs, a task's epochs
 are averaged first, and every score has its clustered standard error and 95% interval
@@ -130,7 +130,7 @@ def summarize(results: list[TaskResult], *, judge_name: str, expected: int | Non
     ``graded`` those with a graded epoch; ``complete`` is False while episodes of the ``expected``
     tasks are missing (an interrupted run: ``missing`` counts them) or any is ungraded by an
     infrastructure failure (``infrastructure_errors``: how many episodes, which tasks);
-    ``outcomes`` counts how episodes ended (README "Outcomes").
+    ``outcomes`` counts how episodes ended (docs/concepts/outcomes.md).
     """
     overall = score_block(results, epochs)
     failed = [r for r in results if r.infrastructure_failed]

@@ -1,6 +1,6 @@
 """Paired comparison of two runs over the same tasks: per-task flips, the exact McNemar test, paired
-bootstrap intervals on the differences in APR and ARS, and the difference in cost (README "Paired
-comparison").
+bootstrap intervals on the differences in APR and ARS, and the difference in cost
+(docs/tutorials/compare-runs.md).
 
 Pure functions over :class:`~vtb_agents.results.TaskResult` lists; ``vtb compare`` (JSON, terminal and
 HTML) shows what :func:`compare_pair` returns. Run B is compared with run A: every delta is B minus A,

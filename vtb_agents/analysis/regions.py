@@ -1,6 +1,6 @@
 """Looked at the right place: IoU of the model's crops with the reference's, per turn and per run.
 
-An addition to the paper's metrics (README "Looked at the right place"). Per turn whose reference
+An addition to the paper's metrics (docs/concepts/region-iou.md). Per turn whose reference
 trajectory crops a task image, ``best_crop_iou`` is the best intersection over union of any crop
 shown to the model with any reference crop of the same image (0.0 when the model cropped nothing;
 None when the reference crops nothing). Boxes are in the original image's pixels, right and bottom
@@ -73,7 +73,7 @@ def _block(turns: list[tuple[float, bool | None]]) -> dict[str, Any]:
 
 def region_iou(results: list[TaskResult]) -> dict[str, Any]:
     """``summary.json``'s ``region_iou``: the four figures over every measured turn, and
-    ``by_category`` (README "Looked at the right place")."""
+    ``by_category`` (docs/concepts/region-iou.md)."""
     everything: list[tuple[float, bool | None]] = []
     by_category: dict[str, list[tuple[float, bool | None]]] = defaultdict(list)
     for result in results:

@@ -1,4 +1,4 @@
-"""How sure a run's scores are: tasks as the unit, a task's epochs averaged first (README "Epochs and intervals").
+"""How sure a run's scores are: tasks as the unit, a task's epochs averaged first (docs/concepts/epochs.md).
 
 A run with ``--epochs K`` has up to K graded episodes per task. A task's pass is the share of its
 graded epochs that passed, its score the mean of their scores; APR and ARS are the means of these

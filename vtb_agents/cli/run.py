@@ -74,7 +74,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
                   "scores over graded ones only[/]")
     passes = ("pass@k", "pass^k") if epochs > 1 else ()
     table = Table("group", "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes, title=title,
-                  caption="95% CI: Student's t over task means (README \"Epochs and intervals\")")
+                  caption="95% CI: Student's t over task means (docs/concepts/epochs.md)")
 
     def row(name: str, block: dict[str, Any]) -> None:
         more = (pct(block.get("pass_at_k")), pct(block.get("pass_hat_k"))) if passes else ()

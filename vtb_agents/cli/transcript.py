@@ -1,4 +1,4 @@
-"""``vtb transcript RUN TASK_ID``: one task's transcript in the terminal, or as JSON (README "Transcripts").
+"""``vtb transcript RUN TASK_ID``: one task's transcript in the terminal, or as JSON (docs/reference/transcripts.md).
 
 The terminal view shows every event in order: model calls (the messages new since the step's
 previous request, the reply, its reasoning and tool calls, tokens and latency), tool calls

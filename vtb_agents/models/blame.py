@@ -2,7 +2,7 @@
 
 DESIGN.md "Two kinds of failure" asks for blame to be decided in one place; for everything that
 involves the model provider, this is it (``vtb_agents.runner.outcomes.classify_failure`` uses it
-for every strategy, a user's own agent included; README "Outcomes" states the rules):
+for every strategy, a user's own agent included; docs/concepts/outcomes.md states the rules):
 
 - **No answer at all** from the provider within the time given is ``provider_error``, whatever
   the order of ``--task-timeout`` and ``--request-timeout``: the task's time ran out while a model

@@ -174,7 +174,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """The comparison as JSON (``vtb compare --json``): ``runs`` (the rows), ``coverage`` (None when
-        every run has the same tasks) and ``paired`` (one object per pair, README "Paired comparison")."""
+        every run has the same tasks) and ``paired`` (one object per pair, docs/tutorials/compare-runs.md)."""
         coverage = self.coverage()
         return {"runs": [asdict(row) for row in self.rows], "coverage": asdict(coverage) if coverage else None,
                 "paired": [pair.model_dump(mode="json") for pair in self.paired]}

@@ -1,7 +1,7 @@
 """Name how a failed episode ended: the model's doing (graded) or the infrastructure's (ungraded).
 
 ``classify_failure(exc)`` maps what escaped an episode to an outcome of the fixed vocabulary in
-:mod:`vtb_agents.results` (README "Outcomes"):
+:mod:`vtb_agents.results` (docs/concepts/outcomes.md):
 
 - ``task_timeout``: the task ran past ``--task-timeout`` (``TaskTimeout`` anywhere in the chain of
   causes, since stopping the sandbox at the limit makes the running call fail first), unless the

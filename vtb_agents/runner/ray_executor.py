@@ -23,7 +23,7 @@ What workers need:
   ``OUT/run.json`` or cannot write ``OUT/artifacts``. The judge cache (SQLite WAL) can be shared by
   the processes of one host only, never across machines on a network filesystem: on several
   machines its path is best on each node's local disk (every node then keeps its own cache there;
-  README "Running on a Ray cluster").
+  docs/how-to/ray-cluster.md).
 * The environment: a local instance started by ``ray.init`` here gives its workers this process's
   environment as it is at start (API keys for ``provider:model`` specs, ``PYTHONPATH``). A
   cluster's workers have the environment of ``ray start``: pass keys with

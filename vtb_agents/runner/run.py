@@ -61,7 +61,7 @@ ProgressFn = Callable[[TaskResult, int, int], None]
 
 def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: int = 1) -> TaskResult:
     """Run and grade one episode of ``task`` (its ``epoch``-th run); its ``outcome`` says how it ended
-    (README "Outcomes").
+    (docs/concepts/outcomes.md).
 
     A failure is recorded, never raised, except a miss of a cache-only model cache
     (:class:`~vtb_agents.models.cache.ModelCacheMiss`), which stops the run. The model's own
@@ -71,7 +71,7 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
     other reason (``harness_error``). Grading has its own window of ``--task-timeout`` (a timed-out
     episode is still graded), each judge call at most :func:`judge_time_limit`. With a run
     directory (``resources.run_dir``) the episode's transcript is written there (for ``epoch``)
-    before the result is returned, failed episodes included (README "Transcripts").
+    before the result is returned, failed episodes included (docs/reference/transcripts.md).
     """
     started = time.perf_counter()
     recorder = TranscriptRecorder(resources.artifacts) if resources.artifacts is not None else None
@@ -131,8 +131,8 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
 
 
 def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: RunResources) -> None:
-    """Record on each turn the reference's crops and ``best_crop_iou`` (README "Looked at the right
-    place"): the reference code runs once per task content and run in a fresh sandbox (episodes/regions.py).
+    """Record on each turn the reference's crops and ``best_crop_iou`` (docs/concepts/region-iou.md): the
+    reference code runs once per task content and run in a fresh sandbox (episodes/regions.py).
 
     Skipped for an episode an infrastructure failure ended, for a task whose reference runs no code,
     and for sandboxes other than ``local``, the one whose worker tracks regions (an E2B sandbox would

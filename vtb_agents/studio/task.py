@@ -17,7 +17,7 @@ answer asks the user something, the thread pauses in ``ask`` with ``{"question",
 task's next prompt; LangGraph does not deliver a null resume), or with your own reply, and the
 next ``episode`` step opens the next turn with it. The grading graph then gives per-rubric verdicts
 and the score. The output's ``transcript`` holds the episode's transcript events so far (model and
-tool calls, strategy steps: README "Transcripts"), recorded by each ``episode`` step as ``vtb run``
+tool calls, strategy steps: docs/reference/transcripts.md), recorded by each ``episode`` step as ``vtb run``
 records them; the verdicts are in ``grade``.
 """
 
