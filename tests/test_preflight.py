@@ -1,4 +1,4 @@
-"""A run checks its parts before it spends anything (README "Checks before a run: vtb doctor").
+"""A run checks its parts before it spends anything (docs/how-to/doctor.md).
 
 Through the real ``vtb`` in a subprocess: a sandbox whose PIL cannot import its PNG plugin, and
 every kind of broken plugin (sandbox, judge, tool, strategy, agent), stop ``vtb run`` and ``vtb
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import PIL
@@ -21,9 +20,12 @@ import pytest
 
 import vtb_agents
 from conftest import checkout_env
+from docs_blocks import page_blocks
 from vtb_agents.runner.preflight import PreflightError
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCTOR_PAGE = "docs/how-to/doctor.md"
+PLUGIN_PAGE = "docs/how-to/write-a-plugin.md"
 
 PLUGINS = '''
 import os
@@ -168,6 +170,8 @@ def test_a_sandbox_whose_pil_plugins_cannot_be_imported_stops_the_run_and_doctor
     line = assert_refused(done, out, "sandbox 'pf.plugins:NoPngSandbox'", 'the canary cell failed at "open a PNG '
                           'with PIL"', "UnidentifiedImageError", "nothing was run or written")
     assert "vtb_canary.png" in line
+    documented = page_blocks(DOCTOR_PAGE, "text")[0].code.strip()  # the page's example, for a sandbox of its own
+    assert documented == line.replace("pf.plugins:NoPngSandbox", "my_pkg.boxes:Docker")
     doctor = vtb("doctor", "--sandbox", "pf.plugins:NoPngSandbox", lib=lib)
     assert doctor.returncode == 1, doctor.stderr
     assert "FAILED  sandbox 'pf.plugins:NoPngSandbox'" in doctor.stdout
@@ -267,9 +271,8 @@ def test_a_sandbox_that_cannot_be_built_during_a_task_is_a_sandbox_error(lib, tm
     assert summary["infrastructure_errors"]["count"] == 1
 
 
-def test_the_readme_documents_doctor_and_the_sandbox_contract() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Checks before a run: vtb doctor")[1].split("\n### ")[0]
+def test_the_docs_document_doctor_and_the_sandbox_contract() -> None:
+    page = (ROOT / DOCTOR_PAGE).read_text()
     for text in ("canary", "PngImagePlugin", "vtb doctor", "exit status 1", "nothing was run or written"):
-        assert text in section, text
-    assert "built as `Class(workdir, **options)` with `workdir=None`" in textwrap.dedent(readme)
+        assert text in page, text
+    assert "built as `Class(workdir, **options)` with `workdir=None`" in (ROOT / PLUGIN_PAGE).read_text()
