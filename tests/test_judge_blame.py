@@ -1,5 +1,5 @@
 """A judge's failure is infrastructure, bounded in time, and a run always ends when told to, through
-the real `vtb run` (README "Outcomes"):
+the real `vtb run` (docs/concepts/outcomes.md):
 
 - a judge of your own that raises, returns something that is not a verdict, or sleeps past its time
   limit makes its tasks ``judge_error`` (never "unjudged"): exit 3, the terminal's last lines naming
@@ -28,7 +28,7 @@ from vtb_agents.judges.graph import grade_episode
 from vtb_agents.results import Episode, TurnRecord, task_outcome
 from vtb_agents.tasks import load_tasks
 
-INCOMPLETE = 3  # README "Outcomes"
+INCOMPLETE = 3  # docs/concepts/outcomes.md
 JUDGE = "blamejudge.judges:Judge"
 JUDGE_MODULE = '''
 import os

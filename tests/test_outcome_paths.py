@@ -61,7 +61,7 @@ def test_a_sandbox_that_cannot_start_refuses_the_run_before_its_first_task(tmp_p
     empty_path.mkdir()
     failed = vtb("run", "--tasks", str(root), "--model", "replay", "--out", str(run), cwd=tmp_path,
                  PATH=str(empty_path), VTB_SANDBOX_ISOLATION="bwrap")
-    assert failed.returncode == 2, failed.stderr[-3000:]  # the check before the run (README "Checks before a run")
+    assert failed.returncode == 2, failed.stderr[-3000:]  # the check before the run (docs/how-to/doctor.md)
     errors = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "sandbox 'local'" in errors[0] and "bwrap" in errors[0], failed.stderr
     assert not run.exists()

@@ -1,7 +1,7 @@
 """A tool of your own (``--tool``) is held to the built-in tools' bounds, through the real `vtb run`:
 its text output is capped as code output is (``OUTPUT_CAP_CHARS``), a call gets the code tools'
 time limit (60 s; then the model reads an error), and no call outlives the task's ``--task-timeout``
-(README "Extensions")."""
+(docs/how-to/write-a-plugin.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Whose doing a dead sandbox worker is (README "Outcomes", the blame rules), through the real `vtb run`:
+"""Whose doing a dead sandbox worker is (docs/concepts/outcomes.md, the blame rules), through the real `vtb run`:
 code that kills its own worker is the model's (the call fails, the worker restarts, the model reads
 it and the task is graded); a worker that dies because its fork server ended is the sandbox's
 (``sandbox_error``: ``tests/test_sandbox_forkserver.py``)."""

@@ -158,8 +158,8 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     Inside a running event loop (Jupyter) the run goes to a worker thread; ``await aevaluate(...)``
     there keeps the loop free.
 
-    Before anything is written, every part of the run is built once and checked (README "Checks
-    before a run"): a part that fails raises :class:`~vtb_agents.runner.preflight.PreflightError`
+    Before anything is written, every part of the run is built once and checked
+    (docs/how-to/doctor.md): a part that fails raises :class:`~vtb_agents.runner.preflight.PreflightError`
     (a RuntimeError) naming it and the cause; a spec that cannot be loaded raises ValueError.
     """
     from vtb_agents.config import run_config

@@ -5,7 +5,7 @@ neither is the model under test. So a judge call that raises, returns something 
 :class:`~vtb_agents.judges.base.Judgement` of a known status, or gives no verdict within its time,
 becomes an ``error`` judgement naming the cause: the task's outcome is ``judge_error``
 (infrastructure: the run is incomplete, exits 3, and ``--retry-errors`` or ``vtb grade`` asks
-again), never a silently "unjudged" task (README "Outcomes").
+again), never a silently "unjudged" task (docs/concepts/outcomes.md).
 
 Time: each call gets the judge's own limit (:func:`judge_time_limit`: what the LLM judge's attempts
 may take) or what is left of the grading's time window (the current deadline of

@@ -60,8 +60,8 @@ class Sandbox(Protocol):
     set: ``strict=True`` (``--sandbox-strict``: refuse to run without full isolation) and
     ``network=True`` (``--sandbox-network``). ``isolation`` names the confinement reached. Code
     cells expect PIL (Pillow), NumPy and OpenCV (``cv2``) importable, as the vision tool's
-    description promises; a run checks all of this once before its first task (README "Checks
-    before a run: vtb doctor").
+    description promises; a run checks all of this once before its first task
+    (docs/how-to/doctor.md).
     """
 
     workdir: Path
