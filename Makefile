@@ -9,7 +9,7 @@ DOCS_OUT ?= site
 MERMAID_VERSION := 11.12.2
 MERMAID_JS := $(VENV)/share/mermaid/mermaid.min.js
 
-.PHONY: demo test lint imports install clean sample mutation docs
+.PHONY: demo test test-fast lint imports install clean sample mutation docs
 
 # constraints.txt pins every dependency to the versions the tests and the shipped sample suite were
 # made with (Pillow's font rendering and trafilatura's extraction shape the suite's files).
@@ -48,9 +48,15 @@ docs: $(STAMP)
 
 # Two pytest workers (pytest-xdist), one test file each at a time: most of the suite waits on subprocesses,
 # servers and sandboxes, so two workers fit two cores; PYTEST_WORKERS=0 runs in one process.
+# `make test` lists its 20 slowest tests at the end; `make test-fast` leaves out the tests marked browser, cluster or
+# slow (pyproject.toml) for a quick check while working (under 2 minutes), never instead of `make test`.
 PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(PYTEST) --durations=20
+
+test-fast: $(STAMP)
+	$(PYTEST) -m "not browser and not cluster and not slow"
 
 # ruff's linter, mypy and the import layering (import-linter) over the code (settings in pyproject.toml); mypy also
 # checks the sample suite's generator (scripts/, outside the package). `ruff format --check` is not run: the code

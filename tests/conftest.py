@@ -74,3 +74,10 @@ def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     waits: list[float] = []
     monkeypatch.setattr(tenacity.nap.time, "sleep", waits.append)
     return waits
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take a ``browser`` fixture (a Playwright Chromium) are marked ``browser``."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)

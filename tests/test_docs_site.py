@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
 MERMAID_JS = Path(os.environ.get("VTB_MERMAID_JS", ROOT / ".venv" / "share" / "mermaid" / "mermaid.min.js"))
 playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # a real mkdocs build, then Chromium
 
 
 def missing(what: str) -> None:

@@ -262,6 +262,7 @@ def test_runs_with_two_epochs_pool_each_task_before_pairing(tmp_path):
     assert all((tmp_path / href).is_file() for _, href, _ in links)
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
 def test_compare_page_links_flips_to_both_task_pages_and_marks_the_pareto_front(runs, tmp_path):
     playwright_api = pytest.importorskip("playwright.sync_api")

@@ -14,6 +14,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import checkout_env
 from ray_nodes import CLUSTER_ENV, LocalRayCluster
 
@@ -22,6 +24,8 @@ from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.executors import LocalExecutor
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
+
+pytestmark = pytest.mark.cluster
 
 WORKER_LINE = re.compile(r"Ray worker (\d+) \(node ([0-9a-f]+)\): (\d+) task")
 
