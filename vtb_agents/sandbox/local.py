@@ -157,25 +157,33 @@ class _Worker(WorkerPipes):
         self.ctl_r, ctl_out_w = os.pipe()  # worker -> parent
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
-        child_fds, handshake = [ctl_in_r, ctl_out_w, out_w, err_w], None
+        child_fds, ours = [ctl_in_r, ctl_out_w, out_w, err_w], []
+        handshake: tuple[int, int | None] | None = None  # our ends of bwrap's info and block pipes
+        theirs: tuple[int, int | None] | None = None  # bwrap's
         try:
             if server is not None:
                 self.proc: WorkerProcess = server.fork(workdir, list(child_fds), limits,
                                                        self._forked_setup(), cgroup, deadline)
-            elif level == "bwrap" and iso.drops_uid():  # (info, userns block) pipes of the uid map
+            elif level == "bwrap":  # bwrap reports its pid 1 on the info pipe; as root, it waits for the uid map
                 info_r, info_w = os.pipe()
-                block_r, block_w = os.pipe()
-                handshake, child_fds = (info_r, block_w), [*child_fds, info_w, block_r]
+                ours.append(info_r)
+                child_fds += [info_w, os.dup(info_r)]  # a reader in bwrap: its report never meets SIGPIPE
+                block_r = block_w = None
+                if iso.drops_uid():
+                    block_r, block_w = os.pipe()
+                    ours.append(block_w)
+                    child_fds.append(block_r)
+                handshake, theirs = (info_r, block_w), (info_w, block_r)
             if server is None:
-                argv, env = self._argv(python, workdir, ctl_in_r, ctl_out_w, child_fds,
-                                       (info_w, block_r) if handshake else None)
+                argv, env = self._argv(python, workdir, ctl_in_r, ctl_out_w, child_fds, theirs)
                 if cgroup is not None:
                     argv = join_command(cgroup.procs, argv)
-                self.proc = SpawnedProcess(spawn(lambda: subprocess.Popen(  # by a thread that lives: spawner.py
+                spawned = SpawnedProcess(spawn(lambda: subprocess.Popen(  # by a thread that lives: spawner.py
                     argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                     pass_fds=tuple(child_fds), start_new_session=True)))
+                self.proc = spawned
         except BaseException:
-            self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r, *(handshake or ()))
+            self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r, *ours)
             raise
         finally:
             self._close_fds(*child_fds)
@@ -187,12 +195,12 @@ class _Worker(WorkerPipes):
         status, frame = "handshake failed", None
         try:
             if handshake is not None:
-                iso.bwrap_handshake(*handshake, deadline)
+                spawned.set_inner(iso.bwrap_handshake(*handshake, deadline))
             status, frame = self.exchange(None, deadline, out, err)
         except (OSError, ValueError, RuntimeError) as exc:
             err.add(f"[sandbox: {type(exc).__name__}: {exc}]\n")
         finally:
-            self._close_fds(*(handshake or ()))
+            self._close_fds(*ours)
         if status != "reply" or frame is None or frame.get("op") != "ready" \
                 or frame.get("isolation") != level \
                 or frame.get("seccomp") != (seccomp_program is not None):
@@ -209,8 +217,9 @@ class _Worker(WorkerPipes):
         return setup
 
     def _argv(self, python: str, workdir: Path, ctl_in: int, ctl_out: int, child_fds: list[int],
-              handshake: tuple[int, int] | None) -> tuple[list[str], dict[str, str]]:
-        """The command line and environment for this level (bwrap options go through a pipe)."""
+              handshake: tuple[int, int | None] | None) -> tuple[list[str], dict[str, str]]:
+        """The command line and environment for this level (bwrap options go through a pipe);
+        ``handshake``: bwrap's (info fd, userns block fd or None), the ends bwrap gets."""
         limits = self.limits if self.level != "process" else replace(self.limits, processes=0)
         setup: dict[str, Any] = {"level": self.level, "drop": self.level != "process" and iso.drops_uid(),
                                  "tracker": TRACKER_SOURCE}
@@ -223,16 +232,16 @@ class _Worker(WorkerPipes):
             setup["fallback"] = iso.fallback_config(iso.python_roots(python),
                                                     str(WORKER_PATH.parent), str(workdir),
                                                     self.limits.tmp_bytes)
-        if self.level != "bwrap":  # (bwrap's --die-with-parent does this at that level)
+        if self.level != "bwrap":  # (under bwrap, the worker dies when its control pipe closes)
             setup["parent"] = os.getpid()
             command = worker_command(python, ctl_in, ctl_out, limits, setup=setup)
             return command, worker_env(str(workdir))
         bwrap = shutil.which("bwrap")
-        if bwrap is None:
+        if bwrap is None or handshake is None:
             raise SandboxError("bubblewrap (bwrap) is not installed")
         options, data_fds = iso.bwrap_args(
             iso.python_roots(python), {iso.INSIDE_WORKER: str(WORKER_PATH)}, str(workdir),
-            worker_env(iso.INSIDE_WORKDIR), self.limits.tmp_bytes, handshake)
+            worker_env(iso.INSIDE_WORKDIR), self.limits.tmp_bytes, *handshake)
         child_fds += data_fds
         command = worker_command(python, ctl_in, ctl_out, limits, worker_path=iso.INSIDE_WORKER,
                                  setup={**setup, "chdir": iso.INSIDE_WORKDIR})
