@@ -14,16 +14,19 @@ that they load, that the venv's mount is read-only and that nothing else of the 
 from __future__ import annotations
 
 import ast
+import importlib
 import io
+import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import PIL
 import pytest
 from PIL import Image
 
@@ -54,17 +57,30 @@ print(repr({
 """
 
 
-def make_venv(folder: Path) -> Path:
-    """A venv in ``folder`` (its base interpreter elsewhere) with a copy of this PIL: its python."""
+def make_venv(folder: Path, packages: tuple[str, ...] | None) -> Path:
+    """A venv in ``folder`` (its base interpreter elsewhere) holding ``packages`` of this
+    interpreter with their wheels' bundled libraries (``*.libs``), or, with None, everything in
+    this interpreter's site-packages; hard-linked where the file system allows (else copied): their
+    files have paths under ``folder`` only. Its python."""
     venv = folder / "v env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     target = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import site; print(site.getsitepackages()[0])"],
                                  check=True, capture_output=True, text=True, timeout=60).stdout.strip())
-    source = Path(PIL.__file__).parent
-    shutil.copytree(source, target / "PIL")
-    for libs in source.parent.glob("[Pp]illow.libs"):  # the wheel's bundled libraries, if any
-        shutil.copytree(libs, target / libs.name)
+    if packages is None:
+        shutil.copytree(site.getsitepackages()[0], target, symlinks=True, dirs_exist_ok=True,
+                        copy_function=link_or_copy)
+    for name in packages or ():
+        source = Path(importlib.import_module(name).__file__ or "").parent
+        for tree in [source, *source.parent.glob(f"{'pillow' if name == 'PIL' else name}.libs")]:
+            shutil.copytree(tree, target / tree.name, copy_function=link_or_copy)
     return venv / "bin" / "python"
+
+
+def link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:  # another file system (/dev/shm)
+        shutil.copy2(source, destination)
 
 
 @pytest.fixture(scope="module", params=PLACES)
@@ -76,7 +92,7 @@ def venv_python(request: pytest.FixtureRequest) -> Iterator[Path]:
     folder = Path(tempfile.mkdtemp(prefix="vtb location ", dir=place))
     try:
         (folder / "secret.txt").write_text("the host's")
-        yield make_venv(folder)
+        yield make_venv(folder, ("PIL",))
     finally:
         forkserver.close_all()  # its zygote holds the venv
         shutil.rmtree(folder)
@@ -116,3 +132,33 @@ def test_a_python_installed_at_tmp_itself_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="contains /tmp"):
         bwrap_args(["/tmp"], {}, str(tmp_path), {}, 1 << 20, 0, None)
+
+
+def run_sample_suite(python: str, out: Path) -> dict[str, Any]:
+    """``vtb run`` of the bundled suite (replay model, rule judge) with ``python``: its summary."""
+    done = subprocess.run([python, "-m", "vtb_agents", "run", "--tasks", "sample", "--model", "replay",
+                           "--judge", "rule", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return summary
+
+
+@pytest.mark.timeout(900)
+def test_the_bundled_suite_from_a_venv_under_tmp_scores_as_from_anywhere(tmp_path: Path) -> None:
+    """Through the real CLI: ``vtb`` run by a venv in /tmp holding this interpreter's packages
+    (hard links: their paths are under /tmp), against the same run from this interpreter. Every
+    image call succeeds and the region metric measures the same turns (the reference trajectories'
+    crops run in the sandbox too); before, image calls failed there."""
+    folder = Path(tempfile.mkdtemp(prefix="vtb venv ", dir="/tmp"))
+    try:
+        python = make_venv(folder, None)
+        moved = run_sample_suite(str(python), tmp_path / "tmp-venv")
+        here = run_sample_suite(sys.executable, tmp_path / "here")
+    finally:
+        shutil.rmtree(folder)
+    assert moved["tool_metrics"]["success_rate"] == here["tool_metrics"]["success_rate"] == 1.0
+    assert moved["tool_metrics"]["calls"] == here["tool_metrics"]["calls"]
+    assert here["region_iou"]["turns"] > 0
+    turns = {k: v["turns"] for k, v in here["region_iou"]["by_category"].items()}
+    assert moved["region_iou"]["turns"] == here["region_iou"]["turns"]
+    assert {k: v["turns"] for k, v in moved["region_iou"]["by_category"].items()} == turns

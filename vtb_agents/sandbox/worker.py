@@ -29,9 +29,10 @@ Two processes, so that model code never holds the host's channel:
 When the kernel dies (``os._exit``, a signal, the CPU limit) the supervisor reaps it, reports how
 and forks a fresh one. When the host is gone (its end of ``CTL_IN`` closed: it ended, however) the
 supervisor kills the kernel and exits, between calls and during one alike: that, not a parent-death
-signal, is how a worker under bwrap dies with its host (isolation.py says why). Frames are 4-byte big-endian length + UTF-8 JSON. fd 1 and 2 are pipes the
-host drains, so whatever user code prints, even with ``os.write(1, ...)`` or from C, is captured
-and can never be mistaken for a control message.
+signal, is how a worker under bwrap dies with its host (isolation.py says why). Frames are 4-byte
+big-endian length + UTF-8 JSON. fd 1 and 2 are pipes the host drains, so whatever user code prints,
+even with ``os.write(1, ...)`` or from C, is captured and can never be mistaken for a control
+message.
 
 Requests: ``{"op": "run", "id": n, "code": str}``. Replies: ``{"op": "ready", "pid": ...,
 "uid": ..., "isolation": level}`` once at start, then per request ``{"id": n, "ok": bool,
