@@ -120,3 +120,37 @@ def test_closing_ends_a_fork_server_that_does_not_end_by_itself(tmp_path: Path) 
         assert not [p for p in everything if running(p)]
     finally:
         sandbox.close()
+
+
+FORKING_HOST = """
+import os, sys, time
+from pathlib import Path
+from vtb_agents.sandbox import LocalSandbox, SandboxError
+
+sandbox = LocalSandbox(workdir=Path(sys.argv[1]))
+assert sandbox.run("x = 1").ok
+if os.fork() == 0:  # a forked process (a fork pool's worker, say) outlives the host
+    try:
+        sandbox.run("print(x)")
+    except SandboxError as exc:
+        open(os.path.join(sys.argv[1], "refused"), "w").write(str(exc))
+    sandbox.close()
+    time.sleep(60)
+    os._exit(0)
+sandbox.run("open('running', 'w').close()\\nimport time\\ntime.sleep(600)", timeout=900)
+"""
+
+
+@pytest.mark.parametrize("way", [FORKED, DIRECT])
+def test_a_process_forked_from_the_host_keeps_no_sandbox_alive(way: str, tmp_path: Path) -> None:
+    """The host's forked child holds copies of every pipe end: the sandbox still ends with the
+    host, the child's copy of the sandbox refuses to run, and its close touches nothing."""
+    env = way_or_skip(way)
+    work = tmp_path / "work"
+    report = killed_at(f"file:{work / 'running'}", [sys.executable, "-c", FORKING_HOST, str(work)], env)
+    assert report["killed"], report
+    survivors = report["survivors"]  # the forked child (it sleeps on), and no process of a sandbox
+    assert len(survivors) == 1 and survivors[0]["comm"] != "bwrap", report
+    assert "/run/vtb-sandbox" not in survivors[0]["cmdline"], report
+    assert "belongs to process" in (work / "refused").read_text()
+    assert (work / "running").exists()  # the child's close removed nothing of the host's

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,7 @@ class _Worker(WorkerPipes):
             os.set_blocking(fd, False)
         self.open_outputs = {self.out_r, self.err_r}
         self.inbox, self.outbox, self.closed = bytearray(), b"", False
+        _live_workers.add(self)
         out, err = CappedText(), CappedText()
         status, frame = "handshake failed", None
         try:
@@ -274,6 +276,29 @@ class _Worker(WorkerPipes):
                 signal.SIGSEGV: " (crash in native code)",
             }.get(sig, "") if sig else "")
         return f"{what}; {STATE_RESET}"
+
+
+_live_workers: weakref.WeakSet[_Worker] = weakref.WeakSet()
+
+
+def _release_after_fork() -> None:
+    """In a process forked from the host (``os.fork``, a ``fork`` multiprocessing pool): point
+    every live worker's pipe ends at /dev/null. A worker under bwrap ends when the host's end of its
+    control pipe closes (isolation.py); a copy held by the child would keep it alive after the
+    host's death. The fd numbers stay valid (nothing else can take them); the child's copies of
+    the sandboxes refuse to run (:meth:`LocalSandbox.run`)."""
+    workers = [w for w in list(_live_workers) if not w.closed]
+    if not workers:
+        return
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    for worker in workers:
+        for fd in (worker.ctl_w, worker.ctl_r, worker.out_r, worker.err_r):
+            os.dup2(null, fd, inheritable=False)
+        worker.closed = True  # nothing of it to kill or close here
+    os.close(null)
+
+
+os.register_at_fork(after_in_child=_release_after_fork)
 
 
 @functools.cache
@@ -382,6 +407,7 @@ class LocalSandbox:
         self._owner = ((iso.SANDBOX_ID, iso.SANDBOX_ID)
                        if self.isolation != "process" and iso.drops_uid() else None)
         self._lock, self._closed, self._cell = threading.Lock(), False, 0
+        self._host_pid = os.getpid()  # a forked copy of this object is not the sandbox's host
         self._worker: _Worker | None = None  # started by the first run(): files need no worker
         self._started = False
         self._cgroup: MemoryCgroup | None = None
@@ -459,6 +485,9 @@ class LocalSandbox:
         with self._lock:
             if self._closed:
                 raise SandboxError("the sandbox is closed")
+            if os.getpid() != self._host_pid:
+                raise SandboxError(f"this sandbox belongs to process {self._host_pid}, not to this "
+                                   "one (forked from it): open a sandbox of its own")
             out, err, state_lost = CappedText(), CappedText(), False
             if self._worker is None or (died := self._worker.exit_code(0)) is not None:
                 if self._worker is not None:  # died between calls (a thread called os._exit...)
@@ -552,10 +581,13 @@ class LocalSandbox:
 
         What the code left in the working directory never makes this raise: a folder that cannot
         be removed in time (``removal.py``) is logged and left to the next process's leftover sweep.
+        In a process forked from the host this only marks the copy closed.
         """
         if self._closed:
             return
         self._closed = True
+        if os.getpid() != self._host_pid:  # a forked copy: the worker, folder and cgroup are the host's
+            return
         worker = self._worker
         if worker is not None and not worker.closed:
             worker.signal_group()  # makes a run() in another thread return promptly
