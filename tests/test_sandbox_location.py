@@ -162,3 +162,20 @@ def test_the_bundled_suite_from_a_venv_under_tmp_scores_as_from_anywhere(tmp_pat
     turns = {k: v["turns"] for k, v in here["region_iou"]["by_category"].items()}
     assert moved["region_iou"]["turns"] == here["region_iou"]["turns"]
     assert {k: v["turns"] for k, v in moved["region_iou"]["by_category"].items()} == turns
+
+
+def test_python_roots_follow_a_venv_to_its_base_through_symlinks(tmp_path: Path) -> None:
+    """A ``--copies`` venv (its python a file of its own) whose ``home`` is a folder of symlinks
+    to the real install, all in folders with spaces: the venv and the real install are roots."""
+    base = tmp_path / "real base"
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3.11").write_bytes(b"")
+    links = tmp_path / "link prefix" / "bin"
+    links.mkdir(parents=True)
+    (links / "python").symlink_to(base / "bin" / "python3.11")
+    venv = tmp_path / "a venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_bytes(b"")
+    (venv / "pyvenv.cfg").write_text(f"home = {links}\ninclude-system-site-packages = false\n")
+    roots = python_roots(str(venv / "bin" / "python"))
+    assert str(venv) in roots and str(base) in roots, roots

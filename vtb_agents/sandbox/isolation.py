@@ -109,7 +109,9 @@ def _outermost(paths: Iterable[str]) -> list[str]:
 
 
 def python_roots(python: str) -> list[str]:
-    """Real directories the interpreter needs: its prefix, a venv's base prefix (pyvenv.cfg)."""
+    """Real directories the interpreter needs, wherever they live: its prefix (as given and with
+    symlinks resolved), a venv's base prefix (``home`` in pyvenv.cfg, and where the interpreter
+    there links to: a ``--copies`` venv of a symlinked install). Paths may hold spaces."""
     exe = os.path.abspath(python)
     prefix = os.path.dirname(os.path.dirname(exe))
     roots = {prefix, os.path.dirname(os.path.dirname(os.path.realpath(exe)))}
@@ -119,7 +121,10 @@ def python_roots(python: str) -> list[str]:
             for line in handle:
                 key, _, value = line.partition("=")
                 if key.strip() == "home":
-                    roots.add(os.path.dirname(value.strip()))
+                    home = value.strip()
+                    roots.add(os.path.dirname(home))
+                    base = os.path.realpath(os.path.join(home, os.path.basename(exe)))
+                    roots.add(os.path.dirname(os.path.dirname(base)))
     if os.path.realpath(exe) == os.path.realpath(sys.executable):
         roots.update((sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix))
     return _outermost(r for r in {*roots, *(os.path.realpath(r) for r in roots)} if r != "/")

@@ -7,7 +7,7 @@ worker confines itself before serving (see isolation.py): ``level``; ``fallback`
 once the rlimits are set); ``chdir`` (the working directory, entered after the switch);
 ``seccomp`` (hex of a filter program from seccomp.py, installed last); ``site`` (with ``-S``: the
 site-packages directories and prefixes ``site`` would have set, see ``local.site_setup``);
-``parent`` (the host's pid: die with it, where bwrap's ``--die-with-parent`` does not apply);
+``parent`` (the host's pid: die with it, at the fallback and process levels);
 ``tracker`` (the source of ``region_tracker.py``, run before the first kernel starts).
 
 Two processes, so that model code never holds the host's channel:
