@@ -264,10 +264,12 @@ class ForkServer:
         """Close the socket (the zygote exits at its end) and wait for bwrap; after 5 s, SIGKILL
         the zygote, pid 1 of bwrap's pid namespace (every task's with it), then bwrap.
 
-        bwrap's outer process exits only once its pid 1 is gone, and the kernel releases a pid
-        namespace's processes before its pid 1's end is reported: when this returns, no process
-        of the zygote or of any task it forked is left (killing the outer process first would
-        return while they are still dying)."""
+        bwrap's outer process exits only once its pid 1 (the zygote, ``--as-pid-1``) is gone, and
+        the kernel releases a pid namespace's processes before its pid 1's end is reported: when
+        this returns, no process of the zygote or of any task it forked is left. (With bwrap's own
+        init as pid 1, the outer process reported the zygote's exit at once, while that init,
+        killed by its parent-death signal, and the tasks were still dying: a loaded machine saw
+        them after ``close``; killing the outer process first would return early the same way.)"""
         self._socket.close()
         try:
             self.proc.wait(timeout=5.0)
