@@ -27,7 +27,6 @@ import signal
 import site
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -315,7 +314,7 @@ def _probe(level: str, python: str, limits: Limits) -> str | None:
     """Start and stop one worker at ``level`` in a scratch directory: None, or why it failed."""
     if level == "bwrap" and shutil.which("bwrap") is None:
         return "bwrap was not found on PATH"
-    scratch = Path(tempfile.mkdtemp(prefix="vtb-sandbox-probe-"))
+    scratch = owned_tempdir("vtb-sandbox-probe-")  # a killed host's is removed by the next probe
     try:
         if iso.drops_uid():
             os.chown(scratch, iso.SANDBOX_ID, iso.SANDBOX_ID)
