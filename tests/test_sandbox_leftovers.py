@@ -58,3 +58,17 @@ def test_sweeps_running_at_once_never_fail(tmp_path):
     expected = sorted(f"vtb-sandbox-{dead.pid}-{i}" for i in range(200))
     assert sorted(name for names in removed for name in names) == expected
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_isolation_probe_folder_of_a_killed_host_is_removed_by_the_next_probe(tmp_path, monkeypatch):
+    """A host killed while it probes the isolation levels (its first sandbox) leaves the probe's
+    scratch folder; it carries the owner's pid too, and the next probe removes it."""
+    from vtb_agents.sandbox import local
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = tmp_path / f"vtb-sandbox-probe-{dead.pid}-x"
+    (left / "sub").mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert local._probe("process", sys.executable, local.Limits()) is None
+    assert list(tmp_path.iterdir()) == []  # the dead host's folder, and the probe's own

@@ -1,9 +1,10 @@
 """A local sandbox used from many threads: its worker lives as long as the sandbox, not as long as
 the thread that happened to start it, and still dies with the host process.
 
-The worker must die with the host (bwrap's ``--die-with-parent``), and Linux ties that signal to
-the thread that forked it (prctl(2)): a LangChain agent's tools run in pool threads that end after
-each turn, and its Python state must survive them (``spawner.py``).
+The worker must die with the host (the fallback and process levels' ``PR_SET_PDEATHSIG``, which
+Linux ties to the thread that forked it, prctl(2); under bwrap, the end of its control pipe): a
+LangChain agent's tools run in pool threads that end after each turn, and its Python state must
+survive them (``spawner.py``).
 """
 
 from __future__ import annotations

@@ -18,8 +18,10 @@ uid 65534, the seccomp filter, the quota and timeouts of ``local.py``.
 Available when bwrap works, the host runs as root (bwrap's uid handshake; ``open_tree`` needs
 CAP_SYS_ADMIN) and the kernel has the new mount API (5.2); elsewhere ``LocalSandbox`` starts each
 worker as a program, as before. ``$VTB_SANDBOX_FORK_SERVER=0`` turns it off. A zygote dies with
-its host (bwrap's ``--die-with-parent``, started from the spawner thread); at exit it is closed;
-a process forked from the host (a process executor) starts its own. A zygote that dies makes the
+its host, however the host ends: it exits when the host's end of its socket closes, and its tasks
+with it (isolation.py says why not ``--die-with-parent``); at exit it is closed (and killed
+through bwrap's pid 1 if it does not end in time); a process forked from the host (a process
+executor) starts its own. A zygote that dies makes the
 sandboxes whose workers it held fail with ``SandboxError`` at their next call; new sandboxes get
 a new zygote.
 """
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import array
 import atexit
+import contextlib
 import ctypes
 import json
 import logging
@@ -85,6 +88,13 @@ class ForkedProcess:
     """The host's handle on a forked worker: the task's pid 1 (``zygote.py``'s C2), which leads
     the task's process group and reports the worker's end on the status socket."""
 
+    def kill(self) -> None:
+        """SIGKILL the task's process group (its pid 1 dying ends the task's pid namespace)."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the group is already gone
+
     def __init__(self, pid: int, status: socket.socket, server: ForkServer) -> None:
         self.pid, self.server, self._status = pid, server, status
         self._pidfd = os.pidfd_open(pid)
@@ -99,7 +109,7 @@ class ForkedProcess:
         return self._code
 
     def wait(self) -> None:
-        """Until the task's pid 1 has ended and been reaped (by bwrap's pid 1, which adopted it)."""
+        """Until the task's pid 1 has ended and been reaped (by the zygote, which adopted it)."""
         self.exit_status(30.0)
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
@@ -130,15 +140,18 @@ class ForkServer:
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
         files = {f"{INSIDE_DIR}/{name}": str(_HERE / name) for name in _FILES}
-        options, data_fds = iso.bwrap_args(iso.python_roots(python), files, None, env, 1 << 20,
-                                           (info_w, block_r), extra_caps=("CAP_SYS_ADMIN", "CAP_SETFCAP"))
-        setup: dict[str, Any] = {"preload": list(PRELOAD)}
+        roots = iso.python_roots(python)
+        options, data_fds = iso.bwrap_args(roots, files, None, env, 1 << 20, info_w, block_r,
+                                           extra_caps=("CAP_SYS_ADMIN", "CAP_SETFCAP"))
+        # roots the tasks' own /tmp and /dev/shm would hide: each task binds them back
+        setup: dict[str, Any] = {"preload": list(PRELOAD), "keep": iso.under(roots, iso.PRIVATE_TMP)}
         if site is not None:
             setup["site"] = site
         command = [python, "-I", "-B", *(["-S"] if site is not None else []),
                    f"{INSIDE_DIR}/zygote.py", str(theirs.fileno()), json.dumps(setup)]
         args_fd = iso.args_pipe(options)
-        child_fds = (theirs.fileno(), info_w, block_r, args_fd, *data_fds)
+        # info_r too: bwrap's report of its pid 1 must not die of SIGPIPE if the host is gone
+        child_fds = (theirs.fileno(), info_w, info_r, block_r, args_fd, *data_fds)
         try:
             self.proc = spawn(lambda: subprocess.Popen(
                 [bwrap, "--args", str(args_fd), "--", *command], cwd="/", env={},
@@ -151,8 +164,9 @@ class ForkServer:
             theirs.close()
             for fd in (info_w, block_r, args_fd, *data_fds):
                 os.close(fd)
+        self._inner: int | None = None  # a pidfd of the zygote (bwrap's pid 1): its death ends every task
         try:
-            iso.bwrap_handshake(info_r, block_w, time.monotonic() + start_timeout)
+            self._inner = os.pidfd_open(iso.bwrap_handshake(info_r, block_w, time.monotonic() + start_timeout))
             self._socket.settimeout(start_timeout)
             ready = self._receive()
         except (OSError, RuntimeError, ValueError) as exc:
@@ -247,13 +261,30 @@ class ForkServer:
             self._log.close()
 
     def _end(self) -> None:
-        """Close the socket (the zygote exits at its end) and wait for bwrap; SIGKILL after 5 s."""
+        """Close the socket (the zygote exits at its end) and wait for bwrap; after 5 s, SIGKILL
+        the zygote, pid 1 of bwrap's pid namespace (every task's with it), then bwrap.
+
+        bwrap's outer process exits only once its pid 1 (the zygote, ``--as-pid-1``) is gone, and
+        the kernel releases a pid namespace's processes before its pid 1's end is reported: when
+        this returns, no process of the zygote or of any task it forked is left. (With bwrap's own
+        init as pid 1, the outer process reported the zygote's exit at once, while that init,
+        killed by its parent-death signal, and the tasks were still dying: a loaded machine saw
+        them after ``close``; killing the outer process first would return early the same way.)"""
         self._socket.close()
         try:
             self.proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            if self._inner is not None:
+                with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                    signal.pidfd_send_signal(self._inner, signal.SIGKILL)
+            try:
+                self.proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:  # its pid 1 was not known, or bwrap is stuck
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if self._inner is not None:
+            os.close(self._inner)
+            self._inner = None
 
 
 _servers: dict[str, ForkServer] = {}

@@ -119,12 +119,33 @@ class WorkerProcess(Protocol):
     def wait(self) -> None:
         """Until the process has ended and been reaped."""
 
+    def kill(self) -> None:
+        """SIGKILL the worker and every process of its sandbox (already gone: nothing to do)."""
+
 
 class SpawnedProcess:
-    """A worker started as a program: a child of this process."""
+    """A worker started as a program: a child of this process (bwrap's outer process at that
+    level, which leads its own session; its pid 1 is ``inner`` once known)."""
 
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self.popen, self.pid = popen, popen.pid
+        self._inner: int | None = None
+
+    def set_inner(self, pid: int) -> None:
+        """bwrap's pid 1 (``isolation.bwrap_handshake``): :meth:`kill` kills it, and with it the
+        sandbox's pid namespace (bwrap runs without ``--die-with-parent``: isolation.py)."""
+        self._inner = os.pidfd_open(pid)
+
+    def kill(self) -> None:
+        if self._inner is not None:
+            try:
+                signal.pidfd_send_signal(self._inner, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # ended already
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the group is already gone
 
     def exit_status(self, wait_s: float) -> int | None:
         """The exit status once the worker has exited (not reaped yet), or None."""
@@ -139,6 +160,9 @@ class SpawnedProcess:
 
     def wait(self) -> None:
         self.popen.wait()
+        if self._inner is not None:
+            os.close(self._inner)
+            self._inner = None
 
 
 class WorkerPipes:
@@ -247,9 +271,6 @@ class WorkerPipes:
         self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r)
 
     def signal_group(self) -> None:
-        """SIGKILL the worker's process group (it leads its own session)."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # the group is already gone
+        """SIGKILL the worker and its sandbox's processes (``WorkerProcess.kill``)."""
+        self.proc.kill()
 

@@ -3,12 +3,14 @@
 The level actually achieved is ``LocalSandbox.isolation`` (runs record it):
 
 ``"bwrap"`` bubblewrap wraps the worker: new user, pid, network (loopback only), ipc, uts and
-    cgroup namespaces, ``--die-with-parent``, ``--new-session``. Its root is a fresh tmpfs holding
+    cgroup namespaces, ``--new-session``. Its root is a fresh tmpfs holding
     only /usr (and /bin, /sbin, /lib* as symlinks or read-only binds), /etc/ld.so.cache,
     /etc/localtime, /etc/alternatives, a two-line /etc/passwd and /etc/group, the Python install
     (read-only at its real paths: the venv and its base prefix, not the project around the venv),
-    the worker script, a fresh /proc, a minimal /dev, private size-capped /tmp and /dev/shm, and the
-    working directory (read-write at ``/sandbox``: cwd and HOME). Environment cleared. When the host
+    the worker script, a fresh /proc, a minimal /dev, private size-capped /tmp and /dev/shm (an
+    install that lives under them, e.g. a venv in /tmp, is bound back on top, read-only, and
+    nothing else of the host's), and the working directory (read-write at ``/sandbox``: cwd and
+    HOME). Environment cleared. When the host
     runs as root the worker runs as uid/gid 65534, a real host uid: a uid-map handshake (ns uid 0
     -> 0 for setup, 65534 -> 65534), not bwrap's ``--uid 65534``, which maps to host root where
     RLIMIT_NPROC does not apply. NPROC then counts per sandbox (its own user namespace). Not
@@ -24,8 +26,18 @@ The level actually achieved is ``LocalSandbox.isolation`` (runs record it):
 ``"process"`` a plain worker process in its own session, scrubbed environment, rlimits (no NPROC).
     No namespaces: the host user's files, network and processes are reachable. Debugging only.
 
-All levels keep the persistent worker (which dies with the host: ``--die-with-parent`` under bwrap,
-the worker's own ``PR_SET_PDEATHSIG`` otherwise), the per-call wall-clock timeout, capped output, rlimits
+All levels keep the persistent worker, which dies with the host however the host ends. Under bwrap
+that is not ``--die-with-parent``: bwrap sets ``PR_SET_PDEATHSIG`` in its outer process before the
+uid-map handshake but in its child only after it, so a host killed in between took the outer
+process along and left the child blocked for good, re-parented to pid 1. Instead the worker (or
+the fork server) is itself pid 1 of the sandbox's pid namespace (``--as-pid-1``: no bwrap init
+that outlives it), so its end kills every process of the sandbox, and it ends when the host's end
+of its channel closes (the worker's supervisor watches its control pipe even while a cell runs;
+the fork server its socket); bwrap is given a read end of its info pipe (its report never meets a
+closed pipe) and a setup the host never finished fails at once (no uid map). The host ends a
+sandbox by killing that pid 1 (``child-pid`` of ``--info-fd``). The fallback and process levels use the worker's own
+``PR_SET_PDEATHSIG`` (then a check that the host is still its parent). Also kept: the per-call
+wall-clock timeout, capped output, rlimits
 on address space, CPU seconds and file size, and the working-directory quota (``Limits``); where
 the machine allows a cgroup (``cgroup.py``), the memory of all the worker's processes together is
 capped too, and otherwise only per process (RLIMIT_AS); a seccomp filter (``seccomp.py``) denies
@@ -61,6 +73,8 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives")
 _MASKS = ("/tmp", "/var/tmp", "/dev/shm", "/root", "/home", "/run/user")
 _TMP_MASKS = ("/tmp", "/var/tmp", "/dev/shm")
+PRIVATE_TMP = ("/tmp", "/dev/shm")
+"""Where a bwrap sandbox (worker or fork-server task) mounts fresh size-capped tmpfs of its own."""
 _NOT_MASKABLE = {"/", "/usr", "/etc", "/opt", "/var", "/srv", "/mnt", "/proc", "/dev", "/sys"}
 _probe_lock = threading.Lock()
 _probe_errors: dict[tuple[str, str], str | None] = {}
@@ -95,7 +109,9 @@ def _outermost(paths: Iterable[str]) -> list[str]:
 
 
 def python_roots(python: str) -> list[str]:
-    """Real directories the interpreter needs: its prefix, a venv's base prefix (pyvenv.cfg)."""
+    """Real directories the interpreter needs, wherever they live: its prefix (as given and with
+    symlinks resolved), a venv's base prefix (``home`` in pyvenv.cfg, and where the interpreter
+    there links to: a ``--copies`` venv of a symlinked install). Paths may hold spaces."""
     exe = os.path.abspath(python)
     prefix = os.path.dirname(os.path.dirname(exe))
     roots = {prefix, os.path.dirname(os.path.dirname(os.path.realpath(exe)))}
@@ -105,28 +121,44 @@ def python_roots(python: str) -> list[str]:
             for line in handle:
                 key, _, value = line.partition("=")
                 if key.strip() == "home":
-                    roots.add(os.path.dirname(value.strip()))
+                    home = value.strip()
+                    roots.add(os.path.dirname(home))
+                    base = os.path.realpath(os.path.join(home, os.path.basename(exe)))
+                    roots.add(os.path.dirname(os.path.dirname(base)))
     if os.path.realpath(exe) == os.path.realpath(sys.executable):
         roots.update((sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix))
     return _outermost(r for r in {*roots, *(os.path.realpath(r) for r in roots)} if r != "/")
 
 
+def under(paths: Iterable[str], tops: Iterable[str]) -> list[str]:
+    """Those of ``paths`` equal to or inside one of ``tops``, sorted."""
+    return sorted(p for p in set(paths) if any(p == t or p.startswith(t + "/") for t in tops))
+
+
 def bwrap_args(python_dirs: list[str], files: dict[str, str], workdir: str | None,
-               env: dict[str, str], tmp_bytes: int, handshake: tuple[int, int] | None,
+               env: dict[str, str], tmp_bytes: int, info_fd: int, block_fd: int | None,
                extra_caps: tuple[str, ...] = ()) -> tuple[list[str], list[int]]:
     """bwrap options (before the command) and the fds they read (to pass to bwrap, then close).
 
     ``files`` maps paths inside to host files bound read-only (the worker script, or the fork
     server's scripts); ``workdir`` is bound read-write at ``INSIDE_WORKDIR``, or None for an
-    empty directory there (the fork server, whose children mount their own). ``handshake`` =
-    (info fd, userns block fd) for the uid-map handshake, when root; ``extra_caps`` are kept
-    besides CAP_SETUID and CAP_SETGID (the fork server's CAP_SYS_ADMIN).
+    empty directory there (the fork server, whose children mount their own). ``info_fd``: where
+    bwrap writes its pid 1's host pid (see :func:`bwrap_handshake`); ``block_fd``: the userns
+    block fd of the uid-map handshake, when root; ``extra_caps`` are kept besides CAP_SETUID and
+    CAP_SETGID (the fork server's CAP_SYS_ADMIN). No ``--die-with-parent``: the module docstring
+    says why and how the sandbox dies with the host instead. Python roots inside the private
+    /tmp or /dev/shm are bound on top of them; a root that would cover one of them whole (a
+    Python installed at ``/tmp``) is refused with ValueError.
     """
+    for root in python_dirs:
+        if covered := under(PRIVATE_TMP, [root.rstrip("/") or "/"]):
+            raise ValueError(f"the Python install at {root!r} contains {covered[0]}, which the "
+                             "sandbox keeps private: install Python in a folder of its own")
     args = ["--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
-            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "sandbox"]
-    if handshake is not None:  # the worker starts as ns-root with only these, then drops to 65534
-        args += ["--info-fd", str(handshake[0]), "--userns-block-fd", str(handshake[1]),
-                 "--cap-drop", "ALL"]
+            "--unshare-cgroup-try", "--new-session", "--hostname", "sandbox", "--as-pid-1",
+            "--info-fd", str(info_fd)]
+    if block_fd is not None:  # the worker starts as ns-root with only these, then drops to 65534
+        args += ["--userns-block-fd", str(block_fd), "--cap-drop", "ALL"]
         for cap in ("CAP_SETUID", "CAP_SETGID", *extra_caps):
             args += ["--cap-add", cap]
     else:
@@ -145,7 +177,7 @@ def bwrap_args(python_dirs: list[str], files: dict[str, str], workdir: str | Non
     parents = {os.path.dirname(p) for p in [*roots, *files]}
     ancestors = {a for p in parents for a in _ancestors(p)}
     args += ["--proc", "/proc", "--dev", "/dev"]
-    for tmp in ("/tmp", "/dev/shm"):  # /dev/shm: multiprocessing locks and pools
+    for tmp in PRIVATE_TMP:  # /dev/shm: multiprocessing locks and pools
         args += ["--perms", "1777", "--size", str(tmp_bytes), "--tmpfs", tmp]
     for directory in sorted(ancestors, key=lambda p: p.count("/")):
         args += ["--perms", "0755", "--dir", directory]
@@ -158,7 +190,7 @@ def bwrap_args(python_dirs: list[str], files: dict[str, str], workdir: str | Non
     args += ["--chdir", "/", "--clearenv"]  # the worker enters INSIDE_WORKDIR once it is uid 65534
     for key, value in env.items():
         args += ["--setenv", key, value]
-    uid, gid = (SANDBOX_ID, SANDBOX_ID) if handshake else (os.getuid(), os.getgid())
+    uid, gid = (SANDBOX_ID, SANDBOX_ID) if block_fd is not None else (os.getuid(), os.getgid())
     passwd = (f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
               f"sandbox:x:{uid}:{gid}:sandbox:{INSIDE_WORKDIR}:/usr/sbin/nologin\n")
     fds = [data_pipe(passwd.encode()), data_pipe(f"root:x:0:\nsandbox:x:{gid}:\n".encode())]
@@ -194,8 +226,12 @@ def data_pipe(data: bytes) -> int:
     return read_fd
 
 
-def bwrap_handshake(info_fd: int, block_fd: int, deadline: float) -> None:
-    """Map ns uid 0 -> host 0 (setup only) and 65534 -> 65534, then let bwrap go on."""
+def bwrap_handshake(info_fd: int, block_fd: int | None, deadline: float) -> int:
+    """The host pid of bwrap's pid 1 (from ``--info-fd``); with ``block_fd`` (the host is root),
+    first map ns uid 0 -> host 0 (setup only) and 65534 -> 65534, then let bwrap go on.
+
+    Killing that pid ends the sandbox's whole pid namespace; bwrap's outer process then exits.
+    """
     data = b""
     while not data.rstrip().endswith(b"}"):
         remaining = deadline - time.monotonic()
@@ -206,10 +242,12 @@ def bwrap_handshake(info_fd: int, block_fd: int, deadline: float) -> None:
             raise RuntimeError("bwrap exited during setup (see its stderr)")
         data += chunk
     pid = int(json.loads(data)["child-pid"])
-    for name in ("uid_map", "gid_map"):
-        with open(f"/proc/{pid}/{name}", "w", encoding="ascii") as handle:
-            handle.write(f"0 0 1\n{SANDBOX_ID} {SANDBOX_ID} 1\n")
-    os.write(block_fd, b"1")
+    if block_fd is not None:
+        for name in ("uid_map", "gid_map"):
+            with open(f"/proc/{pid}/{name}", "w", encoding="ascii") as handle:
+                handle.write(f"0 0 1\n{SANDBOX_ID} {SANDBOX_ID} 1\n")
+        os.write(block_fd, b"1")
+    return pid
 
 
 def fallback_config(python_dirs: list[str], worker_dir: str, workdir: str,
@@ -273,18 +311,32 @@ def _mount_fallback(libc: ctypes.CDLL, cfg: dict[str, Any]) -> None:
     """Private mounts, fresh /proc, tmpfs masks, then the kept paths bound back."""
     _libc_call(libc, "mount", None, b"/", None, _REC | _PRIVATE, None)
     _libc_call(libc, "mount", b"proc", b"/proc", b"proc", _NOSUID | _NODEV | _NOEXEC, None)
-    fds = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in cfg["keep"]}
+    masks = []
+    for mask in cfg["masks"]:
+        tmp = mask in _TMP_MASKS
+        masks.append((mask, f"mode={'1777' if tmp else '0755'},size={cfg['tmp_bytes'] if tmp else 1 << 20}"))
+    cover_and_bind_back(libc, masks, cfg["keep"])
+    os.chdir(cfg["workdir"])  # onto the bound copy, not the masked original
+
+
+def cover_and_bind_back(libc: ctypes.CDLL, masks: list[tuple[str, str]], keep: dict[str, bool]) -> None:
+    """Mount a tmpfs at each of ``masks`` (path, options), then bind each path of ``keep`` (path ->
+    read-only?) back at its own path, on top: what the masks hid of it shows again, and nothing else.
+
+    Each kept path is opened (``O_PATH``) before the masks are mounted and bound back recursively
+    from that fd, with the folders above it made in the tmpfs (0755, whatever the umask); a
+    read-only one is remounted read-only (keeping the flags a user namespace locks) and checked.
+    Called in a fresh mount namespace (the fallback worker; each fork-server task).
+    """
+    fds = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in keep}
     try:
-        for mask in cfg["masks"]:
-            tmp = mask in _TMP_MASKS
-            size = cfg["tmp_bytes"] if tmp else 1 << 20
-            options = f"mode={'1777' if tmp else '0755'},size={size}"
+        for mask, options in masks:
             _libc_call(libc, "mount", b"tmpfs", mask.encode(), b"tmpfs", _NOSUID | _NODEV,
                        options.encode())
-        for path, read_only in sorted(cfg["keep"].items()):
-            if stat.S_ISDIR(os.fstat(fds[path]).st_mode):
-                os.makedirs(path, 0o755, exist_ok=True)
-            elif not os.path.exists(path):
+        for path, read_only in sorted(keep.items()):
+            is_dir = stat.S_ISDIR(os.fstat(fds[path]).st_mode)
+            _make_dirs(path if is_dir else os.path.dirname(path))
+            if not is_dir and not os.path.exists(path):
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
             _libc_call(libc, "mount", f"/proc/self/fd/{fds[path]}".encode(), path.encode(), None,
                        _BIND | _REC, None)
@@ -294,10 +346,19 @@ def _mount_fallback(libc: ctypes.CDLL, cfg: dict[str, Any]) -> None:
                 kept |= sum(v for k, v in _ATIME.items() if flag & k)
                 _libc_call(libc, "mount", None, path.encode(), None,
                            _REMOUNT | _BIND | _RDONLY | _NOSUID | _NODEV | kept, None)
+                if not os.statvfs(path).f_flag & os.ST_RDONLY:
+                    raise OSError(f"{path} is still writable after its read-only bind")
     finally:
         for fd in fds.values():
             os.close(fd)
-    os.chdir(cfg["workdir"])  # onto the bound copy, not the masked original
+
+
+def _make_dirs(path: str) -> None:
+    """``mkdir -p path``, each folder made 0755 (readable and searchable by uid 65534)."""
+    for folder in _ancestors(path):
+        if not os.path.isdir(folder):
+            os.mkdir(folder)
+            os.chmod(folder, 0o755)
 
 
 def _loopback_up() -> None:

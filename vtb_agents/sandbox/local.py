@@ -27,9 +27,9 @@ import signal
 import site
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+import weakref
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -157,25 +157,33 @@ class _Worker(WorkerPipes):
         self.ctl_r, ctl_out_w = os.pipe()  # worker -> parent
         self.out_r, out_w = os.pipe()
         self.err_r, err_w = os.pipe()
-        child_fds, handshake = [ctl_in_r, ctl_out_w, out_w, err_w], None
+        child_fds, ours = [ctl_in_r, ctl_out_w, out_w, err_w], []
+        handshake: tuple[int, int | None] | None = None  # our ends of bwrap's info and block pipes
+        theirs: tuple[int, int | None] | None = None  # bwrap's
         try:
             if server is not None:
                 self.proc: WorkerProcess = server.fork(workdir, list(child_fds), limits,
                                                        self._forked_setup(), cgroup, deadline)
-            elif level == "bwrap" and iso.drops_uid():  # (info, userns block) pipes of the uid map
+            elif level == "bwrap":  # bwrap reports its pid 1 on the info pipe; as root, it waits for the uid map
                 info_r, info_w = os.pipe()
-                block_r, block_w = os.pipe()
-                handshake, child_fds = (info_r, block_w), [*child_fds, info_w, block_r]
+                ours.append(info_r)
+                child_fds += [info_w, os.dup(info_r)]  # a reader in bwrap: its report never meets SIGPIPE
+                block_r = block_w = None
+                if iso.drops_uid():
+                    block_r, block_w = os.pipe()
+                    ours.append(block_w)
+                    child_fds.append(block_r)
+                handshake, theirs = (info_r, block_w), (info_w, block_r)
             if server is None:
-                argv, env = self._argv(python, workdir, ctl_in_r, ctl_out_w, child_fds,
-                                       (info_w, block_r) if handshake else None)
+                argv, env = self._argv(python, workdir, ctl_in_r, ctl_out_w, child_fds, theirs)
                 if cgroup is not None:
                     argv = join_command(cgroup.procs, argv)
-                self.proc = SpawnedProcess(spawn(lambda: subprocess.Popen(  # by a thread that lives: spawner.py
+                spawned = SpawnedProcess(spawn(lambda: subprocess.Popen(  # by a thread that lives: spawner.py
                     argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
                     pass_fds=tuple(child_fds), start_new_session=True)))
+                self.proc = spawned
         except BaseException:
-            self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r, *(handshake or ()))
+            self._close_fds(self.ctl_w, self.ctl_r, self.out_r, self.err_r, *ours)
             raise
         finally:
             self._close_fds(*child_fds)
@@ -183,16 +191,17 @@ class _Worker(WorkerPipes):
             os.set_blocking(fd, False)
         self.open_outputs = {self.out_r, self.err_r}
         self.inbox, self.outbox, self.closed = bytearray(), b"", False
+        _live_workers.add(self)
         out, err = CappedText(), CappedText()
         status, frame = "handshake failed", None
         try:
             if handshake is not None:
-                iso.bwrap_handshake(*handshake, deadline)
+                spawned.set_inner(iso.bwrap_handshake(*handshake, deadline))
             status, frame = self.exchange(None, deadline, out, err)
         except (OSError, ValueError, RuntimeError) as exc:
             err.add(f"[sandbox: {type(exc).__name__}: {exc}]\n")
         finally:
-            self._close_fds(*(handshake or ()))
+            self._close_fds(*ours)
         if status != "reply" or frame is None or frame.get("op") != "ready" \
                 or frame.get("isolation") != level \
                 or frame.get("seccomp") != (seccomp_program is not None):
@@ -209,8 +218,9 @@ class _Worker(WorkerPipes):
         return setup
 
     def _argv(self, python: str, workdir: Path, ctl_in: int, ctl_out: int, child_fds: list[int],
-              handshake: tuple[int, int] | None) -> tuple[list[str], dict[str, str]]:
-        """The command line and environment for this level (bwrap options go through a pipe)."""
+              handshake: tuple[int, int | None] | None) -> tuple[list[str], dict[str, str]]:
+        """The command line and environment for this level (bwrap options go through a pipe);
+        ``handshake``: bwrap's (info fd, userns block fd or None), the ends bwrap gets."""
         limits = self.limits if self.level != "process" else replace(self.limits, processes=0)
         setup: dict[str, Any] = {"level": self.level, "drop": self.level != "process" and iso.drops_uid(),
                                  "tracker": TRACKER_SOURCE}
@@ -223,16 +233,16 @@ class _Worker(WorkerPipes):
             setup["fallback"] = iso.fallback_config(iso.python_roots(python),
                                                     str(WORKER_PATH.parent), str(workdir),
                                                     self.limits.tmp_bytes)
-        if self.level != "bwrap":  # (bwrap's --die-with-parent does this at that level)
+        if self.level != "bwrap":  # (under bwrap, the worker dies when its control pipe closes)
             setup["parent"] = os.getpid()
             command = worker_command(python, ctl_in, ctl_out, limits, setup=setup)
             return command, worker_env(str(workdir))
         bwrap = shutil.which("bwrap")
-        if bwrap is None:
+        if bwrap is None or handshake is None:
             raise SandboxError("bubblewrap (bwrap) is not installed")
         options, data_fds = iso.bwrap_args(
             iso.python_roots(python), {iso.INSIDE_WORKER: str(WORKER_PATH)}, str(workdir),
-            worker_env(iso.INSIDE_WORKDIR), self.limits.tmp_bytes, handshake)
+            worker_env(iso.INSIDE_WORKDIR), self.limits.tmp_bytes, *handshake)
         child_fds += data_fds
         command = worker_command(python, ctl_in, ctl_out, limits, worker_path=iso.INSIDE_WORKER,
                                  setup={**setup, "chdir": iso.INSIDE_WORKDIR})
@@ -267,6 +277,29 @@ class _Worker(WorkerPipes):
         return f"{what}; {STATE_RESET}"
 
 
+_live_workers: weakref.WeakSet[_Worker] = weakref.WeakSet()
+
+
+def _release_after_fork() -> None:
+    """In a process forked from the host (``os.fork``, a ``fork`` multiprocessing pool): point
+    every live worker's pipe ends at /dev/null. A worker under bwrap ends when the host's end of its
+    control pipe closes (isolation.py); a copy held by the child would keep it alive after the
+    host's death. The fd numbers stay valid (nothing else can take them); the child's copies of
+    the sandboxes refuse to run (:meth:`LocalSandbox.run`)."""
+    workers = [w for w in list(_live_workers) if not w.closed]
+    if not workers:
+        return
+    null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    for worker in workers:
+        for fd in (worker.ctl_w, worker.ctl_r, worker.out_r, worker.err_r):
+            os.dup2(null, fd, inheritable=False)
+        worker.closed = True  # nothing of it to kill or close here
+    os.close(null)
+
+
+os.register_at_fork(after_in_child=_release_after_fork)
+
+
 @functools.cache
 def _warn_once_without_fork_server(reason: str) -> None:
     _log.warning("sandbox workers start as programs (no fork server): %s", reason)
@@ -281,7 +314,7 @@ def _probe(level: str, python: str, limits: Limits) -> str | None:
     """Start and stop one worker at ``level`` in a scratch directory: None, or why it failed."""
     if level == "bwrap" and shutil.which("bwrap") is None:
         return "bwrap was not found on PATH"
-    scratch = Path(tempfile.mkdtemp(prefix="vtb-sandbox-probe-"))
+    scratch = owned_tempdir("vtb-sandbox-probe-")  # a killed host's is removed by the next probe
     try:
         if iso.drops_uid():
             os.chown(scratch, iso.SANDBOX_ID, iso.SANDBOX_ID)
@@ -373,6 +406,7 @@ class LocalSandbox:
         self._owner = ((iso.SANDBOX_ID, iso.SANDBOX_ID)
                        if self.isolation != "process" and iso.drops_uid() else None)
         self._lock, self._closed, self._cell = threading.Lock(), False, 0
+        self._host_pid = os.getpid()  # a forked copy of this object is not the sandbox's host
         self._worker: _Worker | None = None  # started by the first run(): files need no worker
         self._started = False
         self._cgroup: MemoryCgroup | None = None
@@ -450,6 +484,9 @@ class LocalSandbox:
         with self._lock:
             if self._closed:
                 raise SandboxError("the sandbox is closed")
+            if os.getpid() != self._host_pid:
+                raise SandboxError(f"this sandbox belongs to process {self._host_pid}, not to this "
+                                   "one (forked from it): open a sandbox of its own")
             out, err, state_lost = CappedText(), CappedText(), False
             if self._worker is None or (died := self._worker.exit_code(0)) is not None:
                 if self._worker is not None:  # died between calls (a thread called os._exit...)
@@ -543,10 +580,13 @@ class LocalSandbox:
 
         What the code left in the working directory never makes this raise: a folder that cannot
         be removed in time (``removal.py``) is logged and left to the next process's leftover sweep.
+        In a process forked from the host this only marks the copy closed.
         """
         if self._closed:
             return
         self._closed = True
+        if os.getpid() != self._host_pid:  # a forked copy: the worker, folder and cgroup are the host's
+            return
         worker = self._worker
         if worker is not None and not worker.closed:
             worker.signal_group()  # makes a run() in another thread return promptly

@@ -1,13 +1,14 @@
 """Start the sandbox's processes from one thread that lives as long as this process.
 
-A worker must die with the host (bwrap's ``--die-with-parent``, i.e. ``PR_SET_PDEATHSIG``), but
-Linux sends that signal when the *thread* that forked the child ends, not the process
-(prctl(2)). Callers run a sandbox from whatever thread they have: a LangChain agent runs its tools
-in pool threads that end after each turn, Studio and the runner use threads of their own. A worker
-forked by such a thread would be killed with its Python state as soon as the thread ends. So every
-process of the local sandbox is started by :func:`spawn`, which hands the ``Popen`` call to one
-daemon thread per process: it ends only when the process does, which is exactly when its workers
-should die.
+A worker at the fallback and process levels dies with the host through ``PR_SET_PDEATHSIG``, but
+Linux sends that signal when the *thread* that forked the child ends, not the process (prctl(2));
+under bwrap the sandbox ends when the host's end of its channel closes (``isolation.py``), which a
+thread's end does not do either. Callers run a sandbox from whatever thread they have: a LangChain
+agent runs its tools in pool threads that end after each turn, Studio and the runner use threads of
+their own. A worker forked by such a thread would be killed with its Python state as soon as the
+thread ends. So every process of the local sandbox is started by :func:`spawn`, which hands the
+``Popen`` call to one daemon thread per process: it ends only when the process does, which is
+exactly when its workers should die.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ worker confines itself before serving (see isolation.py): ``level``; ``fallback`
 once the rlimits are set); ``chdir`` (the working directory, entered after the switch);
 ``seccomp`` (hex of a filter program from seccomp.py, installed last); ``site`` (with ``-S``: the
 site-packages directories and prefixes ``site`` would have set, see ``local.site_setup``);
-``parent`` (the host's pid: die with it, where bwrap's ``--die-with-parent`` does not apply);
+``parent`` (the host's pid: die with it, at the fallback and process levels);
 ``tracker`` (the source of ``region_tracker.py``, run before the first kernel starts).
 
 Two processes, so that model code never holds the host's channel:
@@ -27,9 +27,12 @@ Two processes, so that model code never holds the host's channel:
   model lying to itself.
 
 When the kernel dies (``os._exit``, a signal, the CPU limit) the supervisor reaps it, reports how
-and forks a fresh one. Frames are 4-byte big-endian length + UTF-8 JSON. fd 1 and 2 are pipes the
-host drains, so whatever user code prints, even with ``os.write(1, ...)`` or from C, is captured
-and can never be mistaken for a control message.
+and forks a fresh one. When the host is gone (its end of ``CTL_IN`` closed: it ended, however) the
+supervisor kills the kernel and exits, between calls and during one alike: that, not a parent-death
+signal, is how a worker under bwrap dies with its host (isolation.py says why). Frames are 4-byte
+big-endian length + UTF-8 JSON. fd 1 and 2 are pipes the host drains, so whatever user code prints,
+even with ``os.write(1, ...)`` or from C, is captured and can never be mistaken for a control
+message.
 
 Requests: ``{"op": "run", "id": n, "code": str}``. Replies: ``{"op": "ready", "pid": ...,
 "uid": ..., "isolation": level}`` once at start, then per request ``{"id": n, "ok": bool,
@@ -119,6 +122,39 @@ def read_frame(fd: int) -> dict[str, Any] | None:
         raise ValueError(f"control frame of {size} bytes is too large")
     body = _read_exact(fd, size)
     return None if body is None else json.loads(body)
+
+
+def _reap_adopted(*_: object) -> None:
+    """SIGCHLD of a supervisor that is pid 1 (a worker under bwrap, ``--as-pid-1``): reap the
+    processes the code left orphaned, which the kernel re-parents to it; never a kernel (its
+    ``_Kernel`` reaps it and reads its status)."""
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid in _kernels:
+            return
+        os.waitpid(info.si_pid, 0)
+
+
+_kernels: set[int] = set()
+"""The pids of this supervisor's kernels not reaped yet."""
+
+
+class HostGone(Exception):
+    """The host closed its end of the control pipe (it ended) while a cell ran."""
+
+
+def close_other_fds(keep: list[int]) -> None:
+    """Close every fd but 0, 1, 2 and ``keep``: what the process that started this one left open
+    (bwrap's info pipe, say) is nothing the sandbox's code should hold."""
+    low = 3
+    for fd in sorted(set(keep)):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, 1 << 16)
 
 
 def _set_limits(limits: dict[str, int]) -> None:
@@ -341,9 +377,16 @@ class _Kernel:
     """The supervisor's handle on one kernel process: its pid and its end of the pipe pair."""
 
     def __init__(self, host_fds: tuple[int, int]) -> None:
+        self.host_in = host_fds[0]
         requests_r, self.requests = os.pipe()  # non-inheritable: the code's subprocesses never get them
         self.replies, replies_w = os.pipe()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})  # _reap_adopted must know it first
         self.pid = os.fork()
+        if self.pid:
+            _kernels.add(self.pid)
+        else:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the code's own children are its own
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         if self.pid == 0:  # the kernel: nothing of the supervisor's but its own pipe ends
             code = 70
             try:
@@ -367,8 +410,14 @@ class _Kernel:
         if self.status is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
-                self.status = os.waitstatus_to_exitcode(status)
+                self._reaped(status)
         return self.status
+
+    def _reaped(self, status: int) -> None:
+        self.status = os.waitstatus_to_exitcode(status)
+        _kernels.discard(self.pid)
+        if os.getpid() == 1:  # orphans that died while the kernel blocked the queue
+            _reap_adopted()
 
     def stop(self) -> None:
         """Kill and reap the kernel (unless it is reaped already), close the pipes."""
@@ -379,14 +428,20 @@ class _Kernel:
         os.close(self.replies)
 
     def call(self, cell: int, code: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """Run one cell: (reply, None), or (None, reset) when the kernel died or broke the channel."""
+        """Run one cell: (reply, None), or (None, reset) when the kernel died or broke the channel;
+        raises HostGone when the host closed its control pipe meanwhile."""
         try:
             write_frame(self.requests, {"id": cell, "code": code})
         except BrokenPipeError:
             return None, {"exit": self._wait_dead()}
+        poller = select.poll()
+        poller.register(self.replies, select.POLLIN)
+        poller.register(self.host_in, 0)  # hang-up only: the host sends nothing during a call
         while True:
-            ready = select.select([self.replies], [], [], _POLL_S)[0]
-            if not ready:
+            events = dict(poller.poll(_POLL_S * 1000))
+            if events.get(self.host_in, 0) & (select.POLLHUP | select.POLLERR):
+                raise HostGone
+            if self.replies not in events:
                 status = self.poll()
                 if status is not None:
                     return None, {"exit": status}
@@ -421,7 +476,8 @@ class _Kernel:
 
     def _wait_dead(self) -> int:
         _, status = os.waitpid(self.pid, 0)
-        self.status = os.waitstatus_to_exitcode(status)
+        self._reaped(status)
+        assert self.status is not None
         return self.status
 
 
@@ -435,7 +491,10 @@ def _supervise(host_fds: tuple[int, int], kernel: _Kernel) -> int:
             reset_before = {"exit": status}
             kernel.stop()
             kernel = _Kernel(host_fds)
-        reply, failure = kernel.call(request["id"], request["code"])
+        try:
+            reply, failure = kernel.call(request["id"], request["code"])
+        except HostGone:
+            break
         if failure is not None:
             kernel.stop()
             kernel = _Kernel(host_fds)
@@ -465,6 +524,7 @@ def main(argv: list[str]) -> int:
     setup: dict[str, Any] = json.loads(argv[4]) if len(argv) > 4 else {}
     if setup.get("parent") is not None:
         _die_with_parent(setup["parent"])
+    close_other_fds([ctl_in, ctl_out])
     os.set_inheritable(ctl_in, False)  # code's subprocesses must not get the control pipes
     os.set_inheritable(ctl_out, False)
     _confine(setup, (ctl_in, ctl_out))
@@ -491,6 +551,8 @@ def serve(ctl_fds: tuple[int, int], limits: dict[str, int], setup: dict[str, Any
     sys.dont_write_bytecode = True
     if setup.get("tracker"):  # image-region tracking (region_tracker.py): kernels inherit it by fork
         exec(compile(setup["tracker"], "<vtb region tracker>", "exec"), {"__name__": "__vtb_region_tracker__"})
+    if os.getpid() == 1:  # bwrap's --as-pid-1: orphans of the code are ours to reap
+        signal.signal(signal.SIGCHLD, _reap_adopted)
     kernel = _Kernel((ctl_in, ctl_out))
     _set_dumpable(False)  # from here on, no process of the sandbox can open or trace ours
     write_frame(ctl_out, {"op": "ready", "pid": os.getpid(), "uid": os.getuid(),

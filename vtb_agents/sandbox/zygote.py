@@ -19,10 +19,12 @@ of the fds. Then, with no further help from the zygote:
 - C1 has its own user namespace; says hello on the status socket (the host learns its pid from
   the socket's credentials and moves it into the task's memory cgroup), waits for the go,
   unshares mount, pid, network, ipc, uts and cgroup namespaces, makes every mount private, mounts
-  a fresh size-capped ``/tmp`` and ``/dev/shm`` and its own ``/dev/pts`` instance, moves the
+  a fresh size-capped ``/tmp`` and ``/dev/shm`` and binds back on top of them, read-only, the
+  Python roots that live there (``setup["keep"]``: a venv under /tmp; opened before the mounts hide
+  them, ``isolation.cover_and_bind_back``), mounts its own ``/dev/pts`` instance, moves the
   task's folder onto ``/sandbox``, brings the loopback up, forks C2 and exits (one process less
   per waiting task).
-- C2 is pid 1 of the task's pid namespace (adopted by bwrap's pid 1, which reaps it): leads the
+- C2 is pid 1 of the task's pid namespace (adopted by the zygote, pid 1 of its own, which reaps it): leads the
   task's session and process group, says hello in turn (the host's handle on the task is this
   pid), mounts that namespace's ``/proc`` over the zygote's (code sees no other task's
   processes), forks C3, reaps, and sends C3's end on the status socket (4 bytes, big-endian,
@@ -35,6 +37,11 @@ and abstract sockets), ipc and uts namespaces, its own ``/tmp``, ``/dev/shm``, `
 ``/proc`` (the root and all else are root's, read-only to uid 65534), and the zygote's mounts
 below them are locked in each task's user namespace (they can be covered, not removed);
 RLIMIT_NPROC counts per task (its own user namespace).
+
+The zygote is pid 1 of bwrap's pid namespace (``--as-pid-1``) and dies with its host: it exits
+when the host's end of its socket closes (the host's death closes it; no other process holds it:
+``forkserver._forget_after_fork``), and its death kills every task's processes, which live in pid
+namespaces below its own.
 """
 
 from __future__ import annotations
@@ -68,6 +75,8 @@ _AT_FDCWD = -100
 _SYS_MOVE_MOUNT = {"x86_64": 429, "aarch64": 429}
 _MNT_DETACH = 2
 _HANDSHAKE_S = 10.0
+_keep: list[str] = []
+"""Python roots under the private /tmp and /dev/shm, bound back in every task (``setup["keep"]``)."""
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -100,7 +109,7 @@ def _preload(modules: list[str]) -> list[str]:
 
 
 def _reap(*_: object) -> None:
-    """SIGCHLD: reap every task's C1 that ended (after forking its C2)."""
+    """SIGCHLD: reap every task's C1 that ended (after forking its C2), and every C2 (adopted)."""
     while True:
         try:
             pid, _status = os.waitpid(-1, os.WNOHANG)
@@ -184,9 +193,9 @@ def _task(request: dict[str, Any], fds: list[int], handshake: tuple[int, int]) -
     _call("unshare", isolation._NEWNS | isolation._NEWPID | isolation._NEWNET | isolation._NEWIPC
           | isolation._NEWUTS | _NEWCGROUP)
     _call("mount", None, b"/", None, isolation._REC | isolation._PRIVATE, None)
-    for tmp in ("/tmp", "/dev/shm"):
-        options = f"mode=1777,size={request['tmp_bytes']}".encode()
-        _call("mount", b"tmpfs", tmp.encode(), b"tmpfs", isolation._NOSUID | isolation._NODEV, options)
+    options = f"mode=1777,size={request['tmp_bytes']}"
+    isolation.cover_and_bind_back(_libc, [(tmp, options) for tmp in isolation.PRIVATE_TMP],
+                                  dict.fromkeys(_keep, True))
     _call("mount", b"devpts", b"/dev/pts", b"devpts", isolation._NOSUID | isolation._NOEXEC,
           b"newinstance,ptmxmode=0666,mode=620")  # ptys of its own: /dev/ptmx is bwrap's pts/ptmx link
     number = _SYS_MOVE_MOUNT[os.uname().machine]
@@ -196,7 +205,7 @@ def _task(request: dict[str, Any], fds: list[int], handshake: tuple[int, int]) -
     os.close(tree)
     isolation._loopback_up()
     socket.sethostname("sandbox")
-    if os.fork() == 0:  # C2 outlives this process: the zygote's pid 1 (bwrap's) adopts and reaps it
+    if os.fork() == 0:  # C2 outlives this process: the zygote (pid 1 of its namespace) adopts and reaps it
         _task_pid1([ctl_in, ctl_out, out_w, err_w], status, request["setup"], request["limits"])
     os._exit(0)
 
@@ -269,6 +278,8 @@ def main(argv: list[str]) -> int:
     """Prepare the zygote (site, ``/proc``, preloads, frozen heap) and serve the host."""
     host = socket.socket(fileno=int(argv[1]))
     setup = json.loads(argv[2])
+    worker.close_other_fds([host.fileno()])  # e.g. bwrap's info pipe: nothing for the tasks
+    _keep[:] = setup.get("keep", [])
     if "site" in setup:
         worker._add_site(setup["site"])
     sys.dont_write_bytecode = True
