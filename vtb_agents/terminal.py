@@ -20,6 +20,11 @@ Which helper where:
     - :func:`safe_markup`: a markup-escaped ``str`` to put inside a markup string.
     - :func:`safe_json`: ``json.dumps`` whose output holds no raw control character (C1 and the bidi
       controls as ``\\uXXXX``, which JSON allows; ``json`` already escapes C0).
+    - :func:`safe_console`: the rich ``Console`` every command prints through (``vtb_agents.cli.common``'s
+      ``out`` and ``err``): whatever text reaches it (a ``str``, markup, a ``Text``, a table cell, a
+      progress column) is made visible with :func:`safe` before it is rendered, so a print path
+      that forgot the helpers above still writes no raw control character (it may still read
+      markup or misalign a table: use the helpers).
 
 Example:
     >>> safe("ok\\x1b]8;;http://x\\x07link\\x1b]8;;\\x07\\r\\n")
@@ -28,14 +33,16 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.text import Text
 
-__all__ = ["UNSAFE", "safe", "safe_json", "safe_markup", "safe_text"]
+__all__ = ["UNSAFE", "safe", "safe_console", "safe_json", "safe_markup", "safe_rich_text", "safe_text"]
 
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 """The characters a terminal may interpret: C0 controls but newline and tab, DEL, C1 controls, and
@@ -75,3 +82,43 @@ def safe_json(value: Any, **options: Any) -> str:
     itself; C1, DEL and the bidi controls (left raw by ``ensure_ascii=False``) become ``\\uXXXX``,
     which decodes to the same value."""
     return UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(value, **options))
+
+
+def safe_rich_text(text: Text) -> Text:
+    """A copy of the rich ``text`` with its characters made visible (:func:`safe`), its styles kept on
+    the same characters; ``text`` itself when it holds nothing to escape."""
+    plain = text.plain
+    if not UNSAFE.search(plain):
+        return text
+    from rich.text import Span
+
+    ends = [0]  # where each character of ``plain`` ends in the escaped text
+    for char in plain:
+        ends.append(ends[-1] + (len(safe(char)) if UNSAFE.match(char) else 1))
+    copy = text.blank_copy(safe(plain))
+    copy.spans = [Span(ends[span.start], ends[min(span.end, len(plain))], span.style) for span in text.spans]
+    return copy
+
+
+@functools.cache
+def _safe_console_class() -> type[Console]:
+    from rich.console import Console
+    from rich.text import Text
+
+    class SafeConsole(Console):
+        """A rich ``Console`` that renders no raw control character from any text it is given."""
+
+        def render_str(self, text: str, **options: Any) -> Text:
+            return super().render_str(safe(text), **options)
+
+        def render(self, renderable: Any, options: Any = None) -> Any:
+            return super().render(safe_rich_text(renderable) if isinstance(renderable, Text) else renderable, options)
+
+    return SafeConsole
+
+
+def safe_console(**options: Any) -> Console:
+    """A rich ``Console(**options)`` that makes every text it renders visible with :func:`safe` (a
+    ``str``, markup, a ``Text``, a table cell or a progress column): the last line of defence behind
+    :func:`safe_text` and :func:`safe_markup`."""
+    return _safe_console_class()(**options)

@@ -18,9 +18,11 @@ import typer
 from vtb_agents.cli.common import check_choice, choice, cli_app, err, fail, load_or_fail, out
 from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, config_option, with_run_options
 from vtb_agents.extensions import LABELS, Kind
+from vtb_agents.terminal import safe, safe_markup, safe_text
 
 if TYPE_CHECKING:  # the runner, the judges and the results model load when a command runs
     from rich.table import Table
+    from rich.text import Text
 
     from vtb_agents.config import RunConfig
     from vtb_agents.results import TaskResult
@@ -46,7 +48,7 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
             counts["graded"] += result.grade.graded
             counts["passed"] += bool(result.grade.passed)
             bar.update(job, completed=done, total=total_now,
-                       status=f"pass {counts['passed']}/{counts['graded']} · last {result.task_id}")
+                       status=f"pass {counts['passed']}/{counts['graded']} · last {safe_markup(result.task_id)}")
 
         def on_interrupt(signum: int, frame: Any) -> None:
             stop.set()
@@ -71,7 +73,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     from vtb_agents.report.markup import interval, pct
 
     epochs = summary.get("epochs", 1)
-    title = f"{summary.get('model')} (judge: {summary['judge']['model']})"
+    title = safe_markup(f"{summary.get('model')} (judge: {summary['judge']['model']})")
     if epochs > 1:
         title += f", {epochs} epochs per task"
     failed = (summary.get("infrastructure_errors") or {}).get("count", 0)
@@ -82,7 +84,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table = Table("group", "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes, title=title,
                   caption="95% CI: Student's t over task means (README \"Epochs and intervals\")")
 
-    def row(name: str, block: dict[str, Any]) -> None:
+    def row(name: str | Text, block: dict[str, Any]) -> None:
         more = (pct(block.get("pass_at_k")), pct(block.get("pass_hat_k"))) if passes else ()
         table.add_row(name, str(block["n"]), str(block["graded"]), pct(block["apr"]), interval(block["apr_ci95"]),
                       pct(block["ars"]), interval(block["ars_ci95"]), *more)
@@ -90,7 +92,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     row("overall", {**summary, "n": summary["tasks"]})
     for section in ("by_category", "by_domain", "by_turncase"):
         for name, block in summary[section].items():
-            row(f"{section[3:]}: {name}", block)
+            row(safe_text(f"{section[3:]}: {name}"), block)
     return table
 
 
@@ -143,8 +145,8 @@ def run(options: RunOptions,
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
     if summary.get("missing"):
         total = len(selected) * config.epochs
-        err.print(f"interrupted: {total - summary['missing']} of {total} episode(s) done "
-                  f"({len(selected)} task(s) × {config.epochs} epoch(s)); continue with: {resume}",
+        err.print(safe(f"interrupted: {total - summary['missing']} of {total} episode(s) done "
+                       f"({len(selected)} task(s) × {config.epochs} epoch(s)); continue with: {resume}"),
                   highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
     from vtb_agents.report import write_report
@@ -172,8 +174,6 @@ def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, ju
 def exit_if_incomplete(summary: dict[str, Any], *retry: str) -> None:
     """Say which tasks infrastructure failures left ungraded, print the ``retry`` hints (one line
     each) and exit with ``EXIT_INCOMPLETE``."""
-    from rich.markup import escape
-
     from vtb_agents.runner.run import EXIT_INCOMPLETE
 
     failed = summary.get("infrastructure_errors") or {}
@@ -182,9 +182,9 @@ def exit_if_incomplete(summary: dict[str, Any], *retry: str) -> None:
     ids = failed.get("task_ids") or []
     shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
     err.print(f"[bold red]incomplete:[/] {failed['count']} task(s) ungraded by infrastructure failures "
-              f"({escape(shown)})", highlight=False, soft_wrap=True)
+              f"({safe_markup(shown)})", highlight=False, soft_wrap=True)
     for line in retry:
-        err.print(line, highlight=False, soft_wrap=True, markup=False)
+        err.print(safe(line), highlight=False, soft_wrap=True, markup=False)
     raise typer.Exit(EXIT_INCOMPLETE)
 
 
@@ -226,7 +226,7 @@ def ablate(options: RunOptions,
         except (RunError, ValueError) as exc:
             fail(str(exc))
     if len(summaries) < len(chosen) or any(s.get("missing") for s in summaries.values()):
-        err.print(f"interrupted: continue with: {resume}", highlight=False, soft_wrap=True, markup=False)
+        err.print(safe(f"interrupted: continue with: {resume}"), highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
     path, comparison = write_ablation_report(out_dir, chosen, ABLATIONS)
     out.print(comparison.to_rich())
@@ -278,11 +278,11 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     changed = [f"{what} {now} instead of the run's {was} ({option})" for what, option, was, now in (
         ("judge", "--judge", before.judge, j["model"]),
         ("critical rule", "--critical-rule", before.critical_rule, summary["critical_rule"])) if was != now]
-    out.print(f"regraded with {'; '.join(changed)}" if changed else
-              f"regraded with the run's own judge {j['model']} and critical rule {summary['critical_rule']}",
-              highlight=False)
-    out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
-              f"{j['checks']} check(s), {j['unjudged']} unjudged")
+    out.print(safe(f"regraded with {'; '.join(changed)}" if changed else
+                   f"regraded with the run's own judge {j['model']} and critical rule {summary['critical_rule']}"),
+              highlight=False, markup=False)
+    out.print(safe(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
+                   f"{j['checks']} check(s), {j['unjudged']} unjudged"), markup=False)
     if (summary.get("infrastructure_errors") or {}).get("count"):
         exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout))
 
