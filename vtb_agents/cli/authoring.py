@@ -77,8 +77,9 @@ def tasks_filter(more_runs: Optional[list[Path]] = typer.Argument(None, metavar=
             print(json.dumps({"task_id": row.task_id, "outcomes": dict(zip(report.runs, row.outcomes)),
                               "fails": row.fails, "decision": row.decision}))
     else:
-        table = Table("task", *map(safe_text, labels), "fails", "decision",
-                      title=f"outcomes per run (keep: >= {min_fail} fails)")
+        table = Table("task", title=f"outcomes per run (keep: >= {min_fail} fails)")
+        for header in (*map(safe_text, labels), "fails", "decision"):
+            table.add_column(header)
         for row in report.rows:
             table.add_row(safe_text(row.task_id), *row.outcomes, str(row.fails), row.decision)
         out.print(table)
