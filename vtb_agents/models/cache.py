@@ -15,10 +15,18 @@ outside any scope to the cache that was installed before (none by default). Two 
 
 The key (:func:`cache_key`) is :func:`~vtb_agents.models.wire.request_key` of the request as the
 provider receives it: the model class and name, the parameters (the chat model's settings and the
-call's, e.g. ``temperature``, ``tool_choice``), the messages in wire form (each image by the sha256
-of its bytes; message ids, response metadata and tool artifacts left out) and the tool schemas.
-Where the model is reached and how is not part of it: endpoint, credentials, timeouts, retries
-(:data:`TRANSPORT_SETTINGS`). Only responses are stored (no images, no requests).
+call's, e.g. ``temperature``, ``tool_choice``, ``stop``), the messages in wire form (each image by the
+sha256 of its bytes; message ids, response metadata and tool artifacts left out) and the tool schemas.
+A call's parameter overrides the model's setting of the same name, as in the request, except a
+``stop`` of None: LangChain passes one with every call that sets none, and the provider then sends
+the model's own stop sequences, so the model's setting stands (:func:`model_and_params`).
+Where the model is reached and how is not part of it: endpoint, credentials, headers, timeouts,
+retries, streaming (:data:`TRANSPORT_SETTINGS`). A setting LangChain serialises as a secret (say,
+``ChatAnthropic``'s ``mcp_servers``, which may hold tokens) reaches the key as "set" only, since its
+value is not in what the cache is given: change it and use another cache file.
+``tests/test_model_cache_key.py`` checks, for every ChatOpenAI and ChatAnthropic parameter, that a
+change of the request the local server receives changes the key. Only responses are stored (no
+images, no requests).
 
 A miss in a cache-only run (``only``) raises :class:`ModelCacheMiss` naming the task, the turn and
 the step (the LangGraph node path making the call), and is kept on the task's scope so that the
@@ -57,7 +65,7 @@ TRANSPORT_SETTINGS = frozenset({
     "openai_proxy", "request_timeout", "timeout", "max_retries", "default_headers", "default_query",
     "http_client", "http_async_client", "anthropic_api_url", "anthropic_api_key", "azure_endpoint",
     "azure_ad_token", "rate_limiter", "callbacks", "verbose", "tags", "metadata", "cache", "name",
-    "streaming", "stream_usage", "disable_streaming",
+    "streaming", "stream_usage", "disable_streaming", "default_request_timeout", "anthropic_proxy",
 })
 """Chat-model settings that say where and how a request is sent or its answer delivered (streamed or
 not), not what is asked: not in the key."""
@@ -75,14 +83,15 @@ def _literal(text: str) -> dict[str, Any]:
     return dict(pairs) if isinstance(pairs, list) else {"unparsed": text}
 
 
-def _is_secret(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("type") == "secret"
-
-
 def model_and_params(llm_string: str) -> tuple[str, dict[str, Any], list[Any]]:
     """The model (``Class:name``), the parameters and the tools of LangChain's ``llm_string``: the
     serialised chat model and ``---`` and the call's parameters, or, for a model LangChain cannot
-    serialise, its invocation parameters."""
+    serialise, its invocation parameters.
+
+    The call's parameters override the model's settings, but for a ``stop`` of None, which LangChain
+    adds to every call that gives none and which leaves the model's own stop sequences in the request
+    (``ChatOpenAI`` keeps its ``stop``, ``ChatAnthropic`` its ``stop_sequences``). A secret setting
+    other than the credentials stays in as its placeholder ("set")."""
     settings: dict[str, Any] = {}
     kind, rest = "", llm_string
     try:
@@ -91,10 +100,12 @@ def model_and_params(llm_string: str) -> tuple[str, dict[str, Any], list[Any]]:
         serialized = None
     if isinstance(serialized, dict) and llm_string.startswith("---", end):
         kind = str((serialized.get("id") or [""])[-1])
-        settings = {k: v for k, v in (serialized.get("kwargs") or {}).items()
-                    if k not in TRANSPORT_SETTINGS and not _is_secret(v)}
+        settings = {k: v for k, v in (serialized.get("kwargs") or {}).items() if k not in TRANSPORT_SETTINGS}
         rest = llm_string[end + 3:]
-    params = {**settings, **_literal(rest)}
+    call = _literal(rest)
+    if call.get("stop", "") is None:
+        del call["stop"]
+    params = {**settings, **call}
     kind = str(params.pop("_type", kind))
     name = params.pop("model_name", None) or params.pop("model", None) or ""
     tools = params.pop("tools", None) or []
