@@ -1,23 +1,59 @@
-"""SQLite cache of judge verdicts, so that a regrade re-uses what was already judged.
+"""SQLite cache of judge verdicts, so that a regrade re-uses what was already judged, and a resumed
+run what its killed attempt paid for.
 
 Keyed by a hash of judge model, prompt version and the full prompt (question, golden answer,
 criterion, answer), and the epoch from epoch 2 on (``vtb run --epochs``): each epoch of a task is
 judged on its own, as an independent run would be, so that an LLM judge's own variation shows in
 the intervals; epoch 1 keeps the key a run without epochs has. Only verdicts are cached; errors are
 not, so a regrade retries them.
+
+Each verdict is stored with the token usage of the judge call that made it and with who paid for
+it (:class:`Payer`): the grading pass (a run with all its resumes, or one ``vtb grade``), the task
+and the epoch. A verdict found again by the same pass, task and epoch was paid for by an attempt
+whose result was never written (a kill, a full disk): it counts as the judge call it was, with its
+usage, and not as a cache hit, so that a resumed run's summary equals an uninterrupted run's
+(``judge.calls``, ``judge.cache_hits``, ``usage.judge``; README "Resuming"). Any other verdict found
+is a cache hit (``cached``): judged by an earlier run or regrade, paid for there, not here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
+import threading
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vtb_agents.judges.base import Judgement, RubricJudge
 from vtb_agents.judges.prompt import PROMPT_VERSION, judge_prompt
+from vtb_agents.models.usage import add_usage, measure_usage
+from vtb_agents.results import TokenUsage
 from vtb_agents.sharedsqlite import SharedSqlite
 from vtb_agents.tasks.model import Rubric, Task
+
+_SCHEMA = ["CREATE TABLE IF NOT EXISTS judgements (key TEXT PRIMARY KEY, judge TEXT NOT NULL, status TEXT NOT NULL, "
+           "justification TEXT NOT NULL, usage TEXT NOT NULL, from_cache TEXT NOT NULL, grading TEXT, "
+           "task_id TEXT, epoch INTEGER)"]
+
+
+@dataclass(frozen=True)
+class Payer:
+    """Who paid for a verdict: the grading pass (``RunRecord.grading_id``), the task and its epoch."""
+
+    grading: str
+    task_id: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class StoredVerdict:
+    """A cached verdict: the judgement, the usage of the call that made it (``from_cache``: the part
+    the model cache answered) and who paid for it (None: not known, a cache used outside a run)."""
+
+    judgement: Judgement
+    usage: TokenUsage
+    from_cache: TokenUsage
+    payer: Payer | None
 
 
 class JudgeCache:
@@ -25,9 +61,7 @@ class JudgeCache:
 
     def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
         self.path = Path(path)
-        self._db = SharedSqlite(self.path, ["CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, "
-                                            "judge TEXT NOT NULL, status TEXT NOT NULL, justification TEXT NOT NULL)"],
-                                busy_timeout_s)
+        self._db = SharedSqlite(self.path, _SCHEMA, busy_timeout_s)
 
     @staticmethod
     def key(judge: str, prompt: str, epoch: int = 1) -> str:
@@ -35,42 +69,81 @@ class JudgeCache:
         parts: list[object] = [judge, PROMPT_VERSION, prompt] + ([] if epoch == 1 else [epoch])
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
-    def get(self, key: str) -> Judgement | None:
-        """The cached judgement for ``key``, if any."""
-        row = self._db.one("SELECT status, justification FROM verdicts WHERE key = ?", (key,))
-        return Judgement(row[0], row[1]) if row else None
+    def get(self, key: str) -> StoredVerdict | None:
+        """The cached verdict for ``key``, if any."""
+        row = self._db.one("SELECT status, justification, usage, from_cache, grading, task_id, epoch FROM judgements "
+                           "WHERE key = ?", (key,))
+        if row is None:
+            return None
+        status, justification, usage, from_cache, grading, task_id, epoch = row
+        payer = Payer(grading, task_id, epoch) if grading is not None else None
+        return StoredVerdict(Judgement(status, justification), TokenUsage.model_validate_json(usage),
+                             TokenUsage.model_validate_json(from_cache), payer)
 
-    def put(self, key: str, judge: str, judgement: Judgement) -> None:
-        """Store a met / not_met judgement (anything else is ignored)."""
+    def put(self, key: str, judge: str, judgement: Judgement, usage: TokenUsage | None = None,
+            from_cache: TokenUsage | None = None, payer: Payer | None = None) -> None:
+        """Store a met / not_met judgement with the usage of its call and who paid for it (anything
+        else is ignored)."""
         if judgement.status not in ("met", "not_met"):
             return
-        self._db.write("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)",
-                       (key, judge, judgement.status, judgement.justification))
+        self._db.write("INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (key, judge, judgement.status, judgement.justification,
+                        (usage or TokenUsage()).model_dump_json(), (from_cache or TokenUsage()).model_dump_json(),
+                        *((payer.grading, payer.task_id, payer.epoch) if payer else (None, None, None))))
 
     def close(self) -> None:
         """Close the database."""
         self._db.close()
 
 
-class CachedJudge:
-    """A judge that asks ``cache`` first and marks the judgements it found there as cached."""
+@dataclass
+class _PaidHere:
+    """The keys this process's grading pass judged or counted as its own (thread-safe), so that a
+    second look-up of one in the same attempt (a rubric asked twice) is a cache hit, as it would be
+    in a run that was never interrupted."""
 
-    def __init__(self, judge: RubricJudge, cache: JudgeCache, epoch: int = 1) -> None:
+    keys: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def claim(self, key: str) -> bool:
+        """Mark ``key`` as judged here; False if it already was."""
+        with self.lock:
+            if key in self.keys:
+                return False
+            self.keys.add(key)
+            return True
+
+
+class CachedJudge:
+    """A judge that asks ``cache`` first and marks the judgements it found there as cached, except
+    those the same grading pass (``grading``) paid for the same task and epoch (see the module
+    docstring). Without ``grading`` (a cache used outside a run directory) every one found is cached."""
+
+    def __init__(self, judge: RubricJudge, cache: JudgeCache, epoch: int = 1, grading: str | None = None,
+                 paid_here: _PaidHere | None = None) -> None:
         self.inner, self.cache, self.name, self.calls_model = judge, cache, judge.name, judge.calls_model
-        self.epoch = epoch
+        self.epoch, self.grading = epoch, grading
+        self._paid_here = paid_here if paid_here is not None else _PaidHere()
 
     def for_epoch(self, epoch: int) -> CachedJudge:
         """The same judge and cache, keeping the verdicts of ``epoch`` apart (see the module docstring)."""
-        return CachedJudge(self.inner, self.cache, epoch)
+        return CachedJudge(self.inner, self.cache, epoch, self.grading, self._paid_here)
 
     def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
-        """Cached judgement if present, otherwise the inner judge's (then stored)."""
+        """Cached judgement if present, otherwise the inner judge's (then stored, with the usage of its
+        call)."""
         key = self.cache.key(self.name, judge_prompt(task, turn, rubric, answer), self.epoch)
+        payer = Payer(self.grading, task.id, self.epoch) if self.grading is not None else None
         hit = self.cache.get(key)
         if hit is not None:
-            return replace(hit, cached=True)
-        judgement = self.inner.judge(task=task, turn=turn, rubric=rubric, answer=answer)
-        self.cache.put(key, self.name, judgement)
+            if payer is not None and hit.payer == payer and self._paid_here.claim(key):
+                add_usage(hit.usage, hit.from_cache)  # this pass paid for it, in an attempt that left no result
+                return hit.judgement
+            return replace(hit.judgement, cached=True)
+        with measure_usage() as used:  # to store with the verdict; the task's tracker counts the call too
+            judgement = self.inner.judge(task=task, turn=turn, rubric=rubric, answer=answer)
+        self._paid_here.claim(key)
+        self.cache.put(key, self.name, judgement, used.total, used.from_cache, payer)
         return judgement
 
 

@@ -8,6 +8,8 @@ allow extra fields, so that files written by newer versions still read.
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,13 @@ class ModelRecord(BaseModel):
 
 class RunRecord(BaseModel):
     """``run.json``: what was run and how (the run's :class:`~vtb_agents.config.RunConfig`), by which
-    version, when, and the resolved settings of its model and judge (presets expanded)."""
+    version, when, and the resolved settings of its model and judge (presets expanded).
+
+    ``grading_id`` names the grading pass whose verdicts the results hold: a new run draws one, its
+    resumes keep it, each ``vtb grade`` records the next (:func:`next_grading_id`). The verdict
+    cache stores it with each verdict it paid for, so that a resume counts a verdict its killed
+    attempt paid for as a judge call, not as a cache hit (:mod:`vtb_agents.judges.cache`); None in
+    a run written before it (its verdicts found again count as cache hits)."""
 
     model_config = ConfigDict(extra="allow")
     config: RunConfig
@@ -39,12 +47,25 @@ class RunRecord(BaseModel):
     model: ModelRecord | None = None
     judge: ModelRecord | None = None
     started_at: str | None = None
+    grading_id: str | None = None
 
     @field_validator("config", mode="before")
     @classmethod
     def _every_setting(cls, config: Any) -> Any:
         """A recorded config states every setting (a missing one is an error, not its default)."""
         return complete_record(config)
+
+
+def new_grading_id() -> str:
+    """A fresh grading-pass id (a new run's)."""
+    return uuid.uuid4().hex
+
+
+def next_grading_id(previous: str | None) -> str:
+    """The grading-pass id of a regrade of a run graded by pass ``previous``: derived from it, so that
+    a regrade killed before it recorded its pass and run again is the same pass (what the killed one
+    paid for counts as its calls), while the regrade after a finished one is a new pass."""
+    return hashlib.sha256(f"{previous or ''}/regrade".encode()).hexdigest()[:32]
 
 
 class Uncertainty(BaseModel):

@@ -33,6 +33,7 @@ from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.models.cache import ModelCache
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory, refuse_object_name
 from vtb_agents.config import RunConfig
+from vtb_agents.rundir.read import recorded_grading_id
 from vtb_agents.sandbox import backend, open_sandbox, probe_in_background
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy
@@ -127,14 +128,15 @@ def added_tools(config: RunConfig, objects: RunObjects) -> list[BaseTool]:
 
 
 @contextmanager
-def open_judge(judge: RubricJudge, cache: Path | None) -> Iterator[RubricJudge]:
-    """``judge`` behind a verdict cache at ``cache`` (a judge that calls no model needs none), closed on exit."""
+def open_judge(judge: RubricJudge, cache: Path | None, grading: str | None = None) -> Iterator[RubricJudge]:
+    """``judge`` behind a verdict cache at ``cache`` (a judge that calls no model needs none), closed on
+    exit; ``grading`` is the grading pass paying for its calls (:mod:`vtb_agents.judges.cache`)."""
     if cache is None or not judge.calls_model:
         yield judge
         return
     store = JudgeCache(cache)
     try:
-        yield CachedJudge(judge, store)
+        yield CachedJudge(judge, store, grading=grading)
     finally:
         store.close()
 
@@ -202,7 +204,8 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
     def opened() -> Iterator[RunResources]:
         with ExitStack() as stack:
             yield RunResources(
-                judge=stack.enter_context(open_judge(judge, judge_cache)), strategy=strategy, tools=tools,
+                judge=stack.enter_context(open_judge(judge, judge_cache, recorded_grading_id(run_dir))),
+                strategy=strategy, tools=tools,
                 open_sandbox=open_box, models=models, resumer=resumer,
                 artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
                 checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None,

@@ -1,0 +1,127 @@
+"""A run killed with SIGKILL while an LLM judge is at work, then resumed, writes the summary an
+uninterrupted run writes, field for field: judge calls, cache hits and judge tokens included, though
+the killed attempt paid for some verdicts that the resume finds in the verdict cache (issue #31)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import checkout_env, write_task
+from openai_server import OpenAIServer
+from scripted_vision import VisionModel
+
+AGENT, JUDGE = "vision-test", "judge-test"
+TASKS = 4
+SLOW_RUBRIC = "Mentions the corner"
+"""The criterion whose judge call hangs in the attempt that is killed (task t1 only)."""
+RUBRICS = {
+    "r1": {"description": "Says 42", "weight": 5, "critical": "yes", "check": {"type": "number", "value": 42}},
+    "r2": {"description": "Is concise", "weight": 1, "critical": "no"},
+    "r3": {"description": SLOW_RUBRIC, "weight": 2, "critical": "no"},
+}
+
+
+def write_tasks(root: Path) -> None:
+    """``TASKS`` single-turn tasks, each with a checked rubric and two for the LLM judge."""
+    for i in range(TASKS):
+        folder = write_task(root, f"t{i}")
+        task = json.loads((folder / "task.json").read_text())
+        task["turns"][0]["rubrics"] = RUBRICS
+        task["turns"][0]["prompt"] += f" (t{i})"  # each task's judge prompt its own
+        (folder / "task.json").write_text(json.dumps(task))
+
+
+def criterion(body: dict[str, Any]) -> str:
+    return json.dumps(body["messages"])
+
+
+class Server:
+    """The agent (scripted vision model) and the judge (met for r2, not met for r3), with a per-call
+    usage that differs by rubric; the judge call of ``SLOW_RUBRIC`` on task t1 hangs while ``hold``
+    is set (the attempt to kill)."""
+
+    def __init__(self, hold: bool) -> None:
+        self.vision = VisionModel()
+        self.held = threading.Event()
+        self.release = threading.Event()
+        self.hold = hold
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        if body["model"] != JUDGE:
+            return self.vision(body)
+        text = criterion(body)
+        if self.hold and SLOW_RUBRIC in text and "(t1)" in text:
+            self.held.set()
+            self.release.wait(120)
+            return 500
+        verdict = "not_met" if SLOW_RUBRIC in text else "met"
+        tokens = 7 if SLOW_RUBRIC in text else 11
+        return {"content": json.dumps({"verdict": verdict, "justification": "checked"}),
+                "usage": {"prompt_tokens": 100 + tokens, "completion_tokens": tokens,
+                          "total_tokens": 100 + 2 * tokens}}
+
+
+def vtb_run(out: Path, root: Path, base_url: str, *more: str) -> list[str]:
+    return [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", f"openai:{AGENT}",
+            "--judge", f"openai:{JUDGE}", "--out", str(out), "--concurrency", "1", *more]
+
+
+def stored_verdicts(cache: Path) -> int:
+    """Rows in the verdict cache file, whatever its table is called (0 while it does not exist)."""
+    if not cache.exists():
+        return 0
+    with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=5) as db:
+        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return sum(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in tables)
+
+
+def test_sigkill_while_judging_then_resume_writes_the_uninterrupted_runs_summary(tmp_path):
+    root = tmp_path / "tasks"
+    write_tasks(root)
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    with OpenAIServer(Server(hold=False)) as server:
+        env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
+        done = subprocess.run(vtb_run(whole, root, server.base_url), env=env, capture_output=True, text=True,
+                              timeout=300)
+    assert done.returncode == 0, done.stderr
+
+    holding = Server(hold=True)
+    with OpenAIServer(holding) as server:
+        env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
+        process = subprocess.Popen(vtb_run(killed, root, server.base_url), env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        try:
+            assert holding.held.wait(180), "the judge call to hold never came"
+            # t0's two verdicts and t1's fast one (r2) are stored: paid for by this attempt
+            deadline = time.monotonic() + 60
+            while stored_verdicts(killed / "judge_cache.sqlite") < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert stored_verdicts(killed / "judge_cache.sqlite") == 3
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
+            holding.release.set()
+    written = [json.loads(line)["task_id"] for line in (killed / "results.jsonl").read_text().splitlines()]
+    assert written == ["t0"], "t1 was being judged when the run was killed"
+
+    with OpenAIServer(Server(hold=False)) as server:
+        env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
+        resumed = subprocess.run([*vtb_run(killed, root, server.base_url), "--resume"], env=env,
+                                 capture_output=True, text=True, timeout=300)
+        judge_requests = [body for body in server.requests if body["model"] == JUDGE]
+    assert resumed.returncode == 0, resumed.stderr
+    assert len(judge_requests) == 2 * (TASKS - 1) - 1  # t1's r2 came from the cache: paid for before the kill
+
+    expected = json.loads((whole / "summary.json").read_text())
+    got = json.loads((killed / "summary.json").read_text())
+    assert expected["judge"]["calls"] == 2 * TASKS and expected["judge"]["cache_hits"] == 0
+    assert expected["usage"]["judge"]["calls"] == 2 * TASKS
+    assert got == expected  # every field: scores, outcomes, judge counts, token usage, cost
