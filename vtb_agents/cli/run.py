@@ -2,6 +2,10 @@
 
 Long runs show a progress bar (ETA, pass rate so far) and stop cleanly on Ctrl-C or SIGTERM: running
 tasks finish and are written, and ``--resume`` continues; a second Ctrl-C (or SIGTERM) aborts at once.
+
+Each command that changes a run's results or summary rewrites its report (:func:`refresh_report`):
+``vtb run`` and ``vtb grade`` always; an interrupted ``vtb run`` and each setting of ``vtb ablate``
+the report they already have, so that no report.html shows figures or verdicts its run no longer has.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
 
     from vtb_agents.config import RunConfig
     from vtb_agents.results import TaskResult
+    from vtb_agents.tasks.model import Task
 
 ProgressFn = Callable[["TaskResult", int, int], None]
 run_cli = cli_app()
@@ -144,16 +149,32 @@ def run(options: RunOptions,
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
     if summary.get("missing"):
+        refresh_report(out_dir, only_if_present=True)
         total = len(selected) * config.epochs
         err.print(safe(f"interrupted: {total - summary['missing']} of {total} episode(s) done "
                        f"({len(selected)} task(s) × {config.epochs} epoch(s)); continue with: {resume}"),
                   highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
-    from vtb_agents.report import write_report
-
-    report = write_report(out_dir)
+    report = refresh_report(out_dir)
     out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
     exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors")
+
+
+def refresh_report(run_dir: Path, tasks: Sequence[Task] | None = None, *, only_if_present: bool = False
+                   ) -> Path | None:
+    """Write ``run_dir``'s report.html and task pages anew from its results and summary (with
+    ``only_if_present``: only if it has a report already; None then if it has none). A report that
+    cannot be written ends the command with one ``error:`` line saying how to write it later."""
+    from vtb_agents.report import ReportError, write_report
+    from vtb_agents.report.html import REPORT_FILE
+
+    if only_if_present and not (run_dir / REPORT_FILE).exists():
+        return None
+    try:
+        return write_report(run_dir, tasks=tasks)
+    except ReportError as exc:
+        fail(f"{exc}; the results and summary.json are written: write the report with `vtb report {run_dir}`")
+        raise  # unreachable: fail() exits
 
 
 def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, judge_cache: Path | None,
@@ -225,6 +246,8 @@ def ablate(options: RunOptions,
             fail(f"{exc}: {resume}")
         except (RunError, ValueError) as exc:
             fail(str(exc))
+    for setting in summaries:
+        refresh_report(out_dir / setting, only_if_present=True)
     if len(summaries) < len(chosen) or any(s.get("missing") for s in summaries.values()):
         err.print(safe(f"interrupted: continue with: {resume}"), highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
@@ -258,8 +281,9 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
           judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: RUN_DIR/judge_cache.sqlite)."),
           request_timeout: float = REQUEST_TIMEOUT,
           ) -> None:
-    """Regrade a finished run without calling the agent model again (cached verdicts are re-used).
-    The run keeps its judge and critical rule unless --judge / --critical-rule choose others."""
+    """Regrade a finished run without calling the agent model again (cached verdicts are re-used),
+    and rewrite its report. The run keeps its judge and critical rule unless --judge / --critical-rule
+    choose others."""
     from vtb_agents.config import CriticalRule
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.regrade import recorded_grading, regrade_run
@@ -283,6 +307,7 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
               highlight=False, markup=False)
     out.print(safe(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
                    f"{j['checks']} check(s), {j['unjudged']} unjudged"), markup=False)
+    out.print(f"report: {refresh_report(run_dir, task_list)}", highlight=False, markup=False)
     if (summary.get("infrastructure_errors") or {}).get("count"):
         exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout))
 
