@@ -52,7 +52,7 @@ def verdict_rows(page: str) -> list[tuple[str, str]]:
 
 def test_vtb_grade_with_another_judge_rewrites_the_report_and_every_task_page(tmp_path: Path) -> None:
     root, run = tmp_path / "tasks", tmp_path / "run"
-    for i, task_id in enumerate(TASK_IDS):
+    for task_id in TASK_IDS:
         folder = write_task(root, task_id)
         task = json.loads((folder / "task.json").read_text())
         task["turns"][0]["prompt"] += f" ({task_id})"

@@ -95,7 +95,8 @@ CALLS: dict[str, tuple[dict[str, Any], str]] = {
     "tool_choice": ({"tool_choice": "none"}, "bind"), "parallel_tool_calls": ({"parallel_tool_calls": False}, "bind"),
     "tools": ({}, "bind_tools"), "structured output": ({}, "structured"),
 }
-"""Parameters a call adds, and how: ``invoke(..., **kw)``, ``bind(**kw)``, ``bind_tools``, ``with_structured_output``."""
+"""Parameters a call adds, and how: ``invoke(..., **kw)``, ``bind(**kw)``, ``bind_tools``,
+``with_structured_output``."""
 ANTHROPIC_REPLY = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
                    "content": [{"type": "text", "text": "{\"verdict\": \"ok\"}"}], "stop_reason": "end_turn",
                    "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 1}}

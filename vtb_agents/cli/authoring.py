@@ -78,8 +78,10 @@ def tasks_filter(more_runs: Optional[list[Path]] = typer.Argument(None, metavar=
                               "fails": row.fails, "decision": row.decision}))
     else:
         table = Table("task", title=f"outcomes per run (keep: >= {min_fail} fails)")
-        for header in (*map(safe_text, labels), "fails", "decision"):
-            table.add_column(header)
+        for label in labels:
+            table.add_column(safe_text(label))
+        table.add_column("fails")
+        table.add_column("decision")
         for row in report.rows:
             table.add_row(safe_text(row.task_id), *row.outcomes, str(row.fails), row.decision)
         out.print(table)

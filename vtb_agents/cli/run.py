@@ -146,8 +146,8 @@ def run(options: RunOptions,
             fail(str(exc))
     out.print(summary_table(summary))
     tm = summary["tool_metrics"]
-    out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
-              f"volume {tm['volume']}, by tool {tm['by_tool']}")
+    out.print(safe(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
+                   f"volume {tm['volume']}, by tool {tm['by_tool']}"), markup=False)  # tool names are the model's
     if summary.get("missing"):
         refresh_report(out_dir, only_if_present=True)
         total = len(selected) * config.epochs
