@@ -125,3 +125,40 @@ def test_sigkill_while_judging_then_resume_writes_the_uninterrupted_runs_summary
     assert expected["judge"]["calls"] == 2 * TASKS and expected["judge"]["cache_hits"] == 0
     assert expected["usage"]["judge"]["calls"] == 2 * TASKS
     assert got == expected  # every field: scores, outcomes, judge counts, token usage, cost
+
+
+def test_a_cached_verdict_counts_as_a_call_only_for_the_pass_task_and_epoch_that_paid_for_it(tmp_path, monkeypatch):
+    """The verdict cache's bookkeeping (vtb_agents/judges/cache.py) with a real LLM judge: a verdict
+    found again by the grading pass, task and epoch that paid for it, in a new attempt, is that call
+    (its usage counted again, no request sent); found by anyone else, or twice in one attempt, it is
+    a cache hit that costs nothing."""
+    from vtb_agents.judges import load_judge
+    from vtb_agents.judges.cache import CachedJudge, JudgeCache
+    from vtb_agents.models.usage import track_usage
+    from vtb_agents.tasks import load_tasks
+
+    for task_id in ("t-a", "t-b"):  # the same content: the same judge prompt, the same cache key
+        write_task(tmp_path / "tasks", task_id)
+    first, twin = load_tasks(tmp_path / "tasks")
+    turn, rubric = next((t, r) for t, r in first.rubrics if r.check is None)
+    with OpenAIServer(Server(hold=False)) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        judge, cache = load_judge(f"openai:{JUDGE}"), JudgeCache(tmp_path / "judge_cache.sqlite")
+
+        def ask(cached: CachedJudge, task: Any = first) -> tuple[bool, int, int]:
+            with track_usage() as usage:
+                judgement = cached.judge(task=task, turn=turn, rubric=rubric, answer="The number is 42.")
+            return judgement.cached, usage.total.calls, usage.total.input_tokens
+
+        attempt = CachedJudge(judge, cache, grading="run-1")
+        paid = ask(attempt)
+        assert paid[:2] == (False, 1) and paid[2] > 0 and len(server.requests) == 1
+        assert ask(attempt) == (True, 0, 0)  # asked twice in one attempt: the second is a hit
+        assert ask(CachedJudge(judge, cache, grading="run-1")) == paid  # the resumed attempt: the same call
+        assert ask(CachedJudge(judge, cache, grading="run-1"), twin) == (True, 0, 0)  # another task's
+        assert ask(CachedJudge(judge, cache, grading="regrade-1")) == (True, 0, 0)  # another pass's
+        assert ask(CachedJudge(judge, cache)) == (True, 0, 0)  # outside a run directory
+        assert ask(CachedJudge(judge, cache, grading="run-1").for_epoch(2))[:2] == (False, 1)  # its own key
+        assert len(server.requests) == 2
+        cache.close()
