@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,37 @@ def test_task_text_is_printed_terminal_safe_by_tasks_list_show_and_validate(tmp_
     validated = vtb("tasks", "validate", str(tmp_path / "tasks"), env=env)
     assert validated.returncode == 1 and "control" in validated.stderr
     assert_no_raw_controls(validated.stdout + validated.stderr)
+
+
+@pytest.mark.parametrize("verbosity", [0, 1, 2], ids=["quiet", "-v", "-vv"])
+def test_log_lines_quoting_a_model_are_terminal_safe(verbosity):
+    """A warning that quotes model text reaches stderr escaped, through Python's handler of last
+    resort (no -v) or the rich log handler (-v, -vv)."""
+    code = ("import logging, sys\n"
+            "from vtb_agents.cli.common import configure_logging\n"
+            f"configure_logging({verbosity})\n"
+            "logging.getLogger('vtb_agents.test').warning('model said %s', sys.argv[1])\n")
+    done = subprocess.run([sys.executable, "-c", code, HOSTILE_ANSWER], env=checkout_env(COLUMNS="400"),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "model said The number is 42." in done.stderr
+    assert_no_raw_controls(done.stderr)
+    assert "\\x1b]8;;https://evil.example/" in done.stderr
+
+
+def test_vtb_run_and_compare_lines_naming_hostile_tasks_and_runs_are_terminal_safe(hostile_run, tmp_path):
+    root, run = hostile_run
+    env = checkout_env(root, COLUMNS="250")
+    hostile_id = "t\x1b]0;T\x07[red]x"
+    write_task(tmp_path / "tasks", "t-hostile", id=hostile_id)
+    refused = vtb("run", "--tasks", str(tmp_path / "tasks"), "--model", "replay", "--out", str(tmp_path / "r"),
+                  env=env)
+    assert refused.returncode == 2 and "nothing was run" in refused.stderr
+    assert_no_raw_controls(refused.stdout + refused.stderr)
+    assert "[red]x" in refused.stderr  # markup shown as written
+    twin = tmp_path / "copy \x1b]0;title\x07 [bold]b"
+    shutil.copytree(run, twin)
+    compared = vtb("compare", str(run), str(twin), env=env)
+    assert compared.returncode == 0, compared.stderr
+    assert_no_raw_controls(compared.stdout + compared.stderr)
+    assert "[bold]b" in compared.stdout
