@@ -145,5 +145,5 @@ def test_workers_share_the_judge_cache_without_lock_errors(tmp_path):
     timeouts = ray.get([_fill_cache.remote(str(path), w, 300) for w in range(2)])
     assert timeouts == [30_000, 30_000]
     with open_judge(StubJudge(), path) as judge:  # type: ignore[arg-type]
-        assert judge.cache._db.one("SELECT COUNT(*) FROM judgements")[0] == 600  # type: ignore[attr-defined]
+        assert judge.cache._db.one("SELECT COUNT(*) FROM verdicts")[0] == 600  # type: ignore[attr-defined]
         assert judge.cache._db.one("PRAGMA journal_mode")[0] == "wal"  # type: ignore[attr-defined]

@@ -1,6 +1,7 @@
 """A run killed with SIGKILL while an LLM judge is at work, then resumed, writes the summary an
 uninterrupted run writes, field for field: judge calls, cache hits and judge tokens included, though
-the killed attempt paid for some verdicts that the resume finds in the verdict cache (issue #31)."""
+the killed attempt paid for some verdicts that the resume finds in the verdict cache (issue #31), and
+with ``--model-cache`` for model responses the resume finds in the model-call cache."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import checkout_env, write_task
 from openai_server import OpenAIServer
 from scripted_vision import VisionModel
@@ -69,35 +71,36 @@ class Server:
                           "total_tokens": 100 + 2 * tokens}}
 
 
-def vtb_run(out: Path, root: Path, base_url: str, *more: str) -> list[str]:
-    return [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", f"openai:{AGENT}",
-            "--judge", f"openai:{JUDGE}", "--out", str(out), "--concurrency", "1", *more]
-
-
 def stored_verdicts(cache: Path) -> int:
-    """Rows in the verdict cache file, whatever its table is called (0 while it does not exist)."""
+    """Verdicts in the verdict cache file (0 while it or its table does not exist)."""
     if not cache.exists():
         return 0
     with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=5) as db:
-        tables = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return sum(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in tables)
+        if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'verdicts'").fetchone() is None:
+            return 0
+        return int(db.execute("SELECT count(*) FROM verdicts").fetchone()[0])
 
 
-def test_sigkill_while_judging_then_resume_writes_the_uninterrupted_runs_summary(tmp_path):
+@pytest.mark.parametrize("model_cache", [False, True], ids=["verdict-cache", "and-model-cache"])
+def test_sigkill_while_judging_then_resume_writes_the_uninterrupted_runs_summary(tmp_path, model_cache):
     root = tmp_path / "tasks"
     write_tasks(root)
     whole, killed = tmp_path / "whole", tmp_path / "killed"
+
+    def vtb_run(out: Path, *more: str) -> list[str]:
+        cache = ["--model-cache", str(out.with_suffix(".model_cache.sqlite"))] if model_cache else []
+        return [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", f"openai:{AGENT}",
+                "--judge", f"openai:{JUDGE}", "--out", str(out), "--concurrency", "1", *cache, *more]
+
     with OpenAIServer(Server(hold=False)) as server:
         env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
-        done = subprocess.run(vtb_run(whole, root, server.base_url), env=env, capture_output=True, text=True,
-                              timeout=300)
+        done = subprocess.run(vtb_run(whole), env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
 
     holding = Server(hold=True)
     with OpenAIServer(holding) as server:
         env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
-        process = subprocess.Popen(vtb_run(killed, root, server.base_url), env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(vtb_run(killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             assert holding.held.wait(180), "the judge call to hold never came"
             # t0's two verdicts and t1's fast one (r2) are stored: paid for by this attempt
@@ -114,11 +117,13 @@ def test_sigkill_while_judging_then_resume_writes_the_uninterrupted_runs_summary
 
     with OpenAIServer(Server(hold=False)) as server:
         env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
-        resumed = subprocess.run([*vtb_run(killed, root, server.base_url), "--resume"], env=env,
-                                 capture_output=True, text=True, timeout=300)
+        resumed = subprocess.run(vtb_run(killed, "--resume"), env=env, capture_output=True, text=True, timeout=300)
         judge_requests = [body for body in server.requests if body["model"] == JUDGE]
+        agent_requests = [body for body in server.requests if body["model"] == AGENT]
     assert resumed.returncode == 0, resumed.stderr
     assert len(judge_requests) == 2 * (TASKS - 1) - 1  # t1's r2 came from the cache: paid for before the kill
+    # t1's episode (a crop, then the answer) was paid for before the kill too: with a model cache it is replayed
+    assert len(agent_requests) == 2 * (TASKS - 1) - (2 if model_cache else 0)
 
     expected = json.loads((whole / "summary.json").read_text())
     got = json.loads((killed / "summary.json").read_text())

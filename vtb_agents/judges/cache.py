@@ -31,9 +31,12 @@ from vtb_agents.results import TokenUsage
 from vtb_agents.sharedsqlite import SharedSqlite
 from vtb_agents.tasks.model import Rubric, Task
 
-_SCHEMA = ["CREATE TABLE IF NOT EXISTS judgements (key TEXT PRIMARY KEY, judge TEXT NOT NULL, status TEXT NOT NULL, "
-           "justification TEXT NOT NULL, usage TEXT NOT NULL, from_cache TEXT NOT NULL, grading TEXT, "
-           "task_id TEXT, epoch INTEGER)"]
+_SCHEMA = ["CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, judge TEXT NOT NULL, status TEXT NOT NULL, "
+           "justification TEXT NOT NULL)",
+           "CREATE TABLE IF NOT EXISTS verdict_payers (key TEXT PRIMARY KEY, usage TEXT NOT NULL, "
+           "from_cache TEXT NOT NULL, grading TEXT, task_id TEXT, epoch INTEGER)"]
+"""Verdicts, and apart from them (a file written before payers were kept still reads: its verdicts have
+none) the usage of the call behind each and who paid for it."""
 
 
 @dataclass(frozen=True)
@@ -71,14 +74,15 @@ class JudgeCache:
 
     def get(self, key: str) -> StoredVerdict | None:
         """The cached verdict for ``key``, if any."""
-        row = self._db.one("SELECT status, justification, usage, from_cache, grading, task_id, epoch FROM judgements "
-                           "WHERE key = ?", (key,))
+        row = self._db.one("SELECT status, justification, usage, from_cache, grading, task_id, epoch FROM verdicts "
+                           "LEFT JOIN verdict_payers USING (key) WHERE key = ?", (key,))
         if row is None:
             return None
         status, justification, usage, from_cache, grading, task_id, epoch = row
         payer = Payer(grading, task_id, epoch) if grading is not None else None
-        return StoredVerdict(Judgement(status, justification), TokenUsage.model_validate_json(usage),
-                             TokenUsage.model_validate_json(from_cache), payer)
+        return StoredVerdict(Judgement(status, justification),
+                             TokenUsage.model_validate_json(usage) if usage else TokenUsage(),
+                             TokenUsage.model_validate_json(from_cache) if from_cache else TokenUsage(), payer)
 
     def put(self, key: str, judge: str, judgement: Judgement, usage: TokenUsage | None = None,
             from_cache: TokenUsage | None = None, payer: Payer | None = None) -> None:
@@ -86,10 +90,12 @@ class JudgeCache:
         else is ignored)."""
         if judgement.status not in ("met", "not_met"):
             return
-        self._db.write("INSERT OR REPLACE INTO judgements VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (key, judge, judgement.status, judgement.justification,
-                        (usage or TokenUsage()).model_dump_json(), (from_cache or TokenUsage()).model_dump_json(),
-                        *((payer.grading, payer.task_id, payer.epoch) if payer else (None, None, None))))
+        self._db.write_all([
+            ("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)",
+             (key, judge, judgement.status, judgement.justification)),
+            ("INSERT OR REPLACE INTO verdict_payers VALUES (?, ?, ?, ?, ?, ?)",
+             (key, (usage or TokenUsage()).model_dump_json(), (from_cache or TokenUsage()).model_dump_json(),
+              *((payer.grading, payer.task_id, payer.epoch) if payer else (None, None, None))))])
 
     def close(self) -> None:
         """Close the database."""

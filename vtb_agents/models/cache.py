@@ -31,6 +31,12 @@ images, no requests).
 A miss in a cache-only run (``only``) raises :class:`ModelCacheMiss` naming the task, the turn and
 the step (the LangGraph node path making the call), and is kept on the task's scope so that the
 runner stops the run even when an agent catches the exception.
+
+Who paid: each response is stored with the run that called the model for it (``run_id``, from
+``run.json``), the task and the epoch. A response found again by that same run, task and epoch was
+paid for by an attempt that left no result (a kill, a full disk): a resume counts it as the call it
+was (tokens and cost, not ``cache_hits``), once per attempt, so that the resumed run's summary equals
+an uninterrupted run's. Any other response found is a cache hit.
 """
 
 from __future__ import annotations
@@ -71,7 +77,10 @@ TRANSPORT_SETTINGS = frozenset({
 not), not what is asked: not in the key."""
 _WIRE_FIELDS = frozenset({"type", "content", "name", "tool_calls", "tool_call_id"})
 _SCHEMA = ["CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-           "response TEXT NOT NULL, stored_at TEXT NOT NULL)"]
+           "response TEXT NOT NULL, stored_at TEXT NOT NULL)",
+           "CREATE TABLE IF NOT EXISTS response_payers (key TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
+           "task_id TEXT NOT NULL, epoch INTEGER NOT NULL)"]
+"""Responses, and apart from them (a cache recorded before payers were kept still replays) who paid."""
 
 
 def _literal(text: str) -> dict[str, Any]:
@@ -200,23 +209,39 @@ class ModelCacheMiss(RuntimeError):
         super().__init__(message)
 
 
+@dataclass(frozen=True)
+class StoredResponse:
+    """A stored response, revived, and who paid for it (run id, task id, epoch; None: not known)."""
+
+    generations: list[Generation]
+    payer: tuple[str, str, int] | None
+
+
 class ModelCache:
     """Model responses by request key in one SQLite file (:class:`~vtb_agents.sharedsqlite.SharedSqlite`:
-    shared by the threads and the Ray workers of a run); ``only``: never call the model, a miss is an error."""
+    shared by the threads and the Ray workers of a run); ``only``: never call the model, a miss is an
+    error; ``run_id``: the run paying for the calls made through it (see the module docstring)."""
 
-    def __init__(self, path: Path, *, only: bool = False) -> None:
-        self.path, self.only = Path(path), only
+    def __init__(self, path: Path, *, only: bool = False, run_id: str | None = None) -> None:
+        self.path, self.only, self.run_id = Path(path), only, run_id
         self._db = SharedSqlite(self.path, _SCHEMA)
 
-    def get(self, key: str) -> list[Generation] | None:
-        """The stored response to the request ``key``, revived (None if there is none)."""
-        row = self._db.one("SELECT response FROM responses WHERE key = ?", (key,))
-        return revive_response(row[0]) if row is not None else None
+    def get(self, key: str) -> StoredResponse | None:
+        """The stored response to the request ``key`` and who paid for it (None if there is none)."""
+        row = self._db.one("SELECT response, run_id, task_id, epoch FROM responses LEFT JOIN response_payers "
+                           "USING (key) WHERE key = ?", (key,))
+        if row is None:
+            return None
+        return StoredResponse(revive_response(row[0]), (row[1], row[2], row[3]) if row[1] is not None else None)
 
-    def put(self, key: str, model: str, response: RETURN_VAL_TYPE) -> None:
-        """Store ``response`` to the request ``key`` (the first stored for a key stays)."""
-        self._db.write("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)",
-                       (key, model, response_text(response), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+    def put(self, key: str, model: str, response: RETURN_VAL_TYPE, payer: tuple[str, str, int] | None = None) -> None:
+        """Store ``response`` to the request ``key`` and who paid for it (the first stored for a key stays)."""
+        statements: list[tuple[str, tuple[Any, ...]]] = [
+            ("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)",
+             (key, model, response_text(response), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))]
+        if payer is not None:
+            statements.append(("INSERT OR IGNORE INTO response_payers VALUES (?, ?, ?, ?)", (key, *payer)))
+        self._db.write_all(statements)
 
     def close(self) -> None:
         """Close the file."""
@@ -225,8 +250,8 @@ class ModelCache:
 
 @dataclass
 class TaskCalls:
-    """The model calls of one task against a run's cache: answers lookups, stores responses and
-    keeps the first miss of a cache-only run (``miss``)."""
+    """The model calls of one task (one attempt of it) against a run's cache: answers lookups, stores
+    responses and keeps the first miss of a cache-only run (``miss``)."""
 
     cache: ModelCache
     task_id: str
@@ -234,19 +259,37 @@ class TaskCalls:
     hits: int = 0
     miss: ModelCacheMiss | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _paid_here: set[str] = field(default_factory=set, repr=False)
+
+    @property
+    def payer(self) -> tuple[str, str, int] | None:
+        """Who pays for this task's calls: the run, the task, the epoch (None: a cache outside a run)."""
+        return (self.cache.run_id, self.task_id, self.epoch) if self.cache.run_id is not None else None
+
+    def _claim(self, key: str) -> bool:
+        """Mark ``key`` as paid in this attempt; False if it already was (a repeated request is a hit)."""
+        with self._lock:
+            if key in self._paid_here:
+                return False
+            self._paid_here.add(key)
+            return True
 
     def lookup(self, prompt: str, llm_string: str) -> list[Generation] | None:
-        """The stored response (each message marked with its key, ``CACHE_HIT_METADATA_KEY``), or None
-        to call the model; in a cache-only run a miss raises :class:`ModelCacheMiss`."""
+        """The stored response, or None to call the model; in a cache-only run a miss raises
+        :class:`ModelCacheMiss`. A hit has each message marked with its key (``CACHE_HIT_METADATA_KEY``),
+        except a response this run paid for in an attempt of this task that left no result: that one
+        is the call it was (see the module docstring)."""
         key, _ = cache_key(prompt, llm_string, self.epoch)
         found = self.cache.get(key)
         if found is not None:
-            for generation in found:
+            if found.payer is not None and found.payer == self.payer and self._claim(key):
+                return found.generations
+            for generation in found.generations:
                 if isinstance(generation, ChatGeneration):
                     generation.message.response_metadata[CACHE_HIT_METADATA_KEY] = key
             with self._lock:
                 self.hits += 1
-            return found
+            return found.generations
         if not self.cache.only:
             return None
         miss = ModelCacheMiss(f"model cache miss: {CallSite.here(self.task_id)}: {self.cache.path} holds no response "
@@ -263,7 +306,8 @@ class TaskCalls:
     def update(self, prompt: str, llm_string: str, response: RETURN_VAL_TYPE) -> None:
         """Store the response the model gave."""
         key, model = cache_key(prompt, llm_string, self.epoch)
-        self.cache.put(key, model, response)
+        self._claim(key)
+        self.cache.put(key, model, response, self.payer)
 
 
 _task_calls: ContextVar[TaskCalls | None] = ContextVar("vtb_model_cache_calls", default=None)

@@ -83,12 +83,11 @@ def read_record(run_dir: Path | str) -> tuple[RunRecord, RunConfig]:
     return _record(path / RUN_FILE, RunError)
 
 
-def recorded_grading_id(run_dir: Path | str | None) -> str | None:
-    """The grading pass ``run_dir``'s ``run.json`` records (``RunRecord.grading_id``); None without a
-    run directory or ``run.json``, or for a run written before grading passes were recorded."""
+def record_if_any(run_dir: Path | str | None) -> RunRecord | None:
+    """``run_dir``'s ``run.json`` (None without a run directory or ``run.json``)."""
     if run_dir is None or not (Path(run_dir) / RUN_FILE).is_file():
         return None
-    return read_record(run_dir)[0].grading_id
+    return read_record(run_dir)[0]
 
 
 def open_finished_run(run_dir: Path | str) -> FinishedRun:

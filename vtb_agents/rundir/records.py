@@ -35,11 +35,13 @@ class RunRecord(BaseModel):
     """``run.json``: what was run and how (the run's :class:`~vtb_agents.config.RunConfig`), by which
     version, when, and the resolved settings of its model and judge (presets expanded).
 
-    ``grading_id`` names the grading pass whose verdicts the results hold: a new run draws one, its
-    resumes keep it, each ``vtb grade`` records the next (:func:`next_grading_id`). The verdict
-    cache stores it with each verdict it paid for, so that a resume counts a verdict its killed
-    attempt paid for as a judge call, not as a cache hit (:mod:`vtb_agents.judges.cache`); None in
-    a run written before it (its verdicts found again count as cache hits)."""
+    ``run_id`` names the run (drawn when it is created, kept by its resumes) and ``grading_id`` the
+    grading pass whose verdicts the results hold (the run's own id at first; each ``vtb grade``
+    records the next, :func:`next_grading_id`). The model-call cache and the verdict cache store them
+    with each response and verdict paid for, so that a resume counts what its killed attempt paid
+    for as the calls they were, not as cache hits (:mod:`vtb_agents.models.cache`,
+    :mod:`vtb_agents.judges.cache`); None in a run written before them (what it finds again counts
+    as cache hits)."""
 
     model_config = ConfigDict(extra="allow")
     config: RunConfig
@@ -47,6 +49,7 @@ class RunRecord(BaseModel):
     model: ModelRecord | None = None
     judge: ModelRecord | None = None
     started_at: str | None = None
+    run_id: str | None = None
     grading_id: str | None = None
 
     @field_validator("config", mode="before")
@@ -56,8 +59,8 @@ class RunRecord(BaseModel):
         return complete_record(config)
 
 
-def new_grading_id() -> str:
-    """A fresh grading-pass id (a new run's)."""
+def new_run_id() -> str:
+    """A fresh run id (a new run's, also its first grading pass's)."""
     return uuid.uuid4().hex
 
 

@@ -33,7 +33,7 @@ from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.models.cache import ModelCache
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory, refuse_object_name
 from vtb_agents.config import RunConfig
-from vtb_agents.rundir.read import recorded_grading_id
+from vtb_agents.rundir.read import record_if_any
 from vtb_agents.sandbox import backend, open_sandbox, probe_in_background
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy
@@ -142,12 +142,13 @@ def open_judge(judge: RubricJudge, cache: Path | None, grading: str | None = Non
 
 
 @contextmanager
-def open_model_cache(config: RunConfig) -> Iterator[ModelCache | None]:
-    """The run's model-call cache (``model_cache``, read only with ``model_cache_only``), closed on exit."""
+def open_model_cache(config: RunConfig, run_id: str | None = None) -> Iterator[ModelCache | None]:
+    """The run's model-call cache (``model_cache``, read only with ``model_cache_only``), closed on exit;
+    ``run_id``: the run paying for the calls it makes (:mod:`vtb_agents.models.cache`)."""
     if config.model_cache is None:
         yield None
         return
-    cache = ModelCache(Path(config.model_cache), only=config.model_cache_only)
+    cache = ModelCache(Path(config.model_cache), only=config.model_cache_only, run_id=run_id)
     try:
         yield cache
     finally:
@@ -202,14 +203,16 @@ def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoi
 
     @contextmanager
     def opened() -> Iterator[RunResources]:
+        record = record_if_any(run_dir)  # who pays for calls (read on opening: a new run writes it first)
         with ExitStack() as stack:
             yield RunResources(
-                judge=stack.enter_context(open_judge(judge, judge_cache, recorded_grading_id(run_dir))),
+                judge=stack.enter_context(open_judge(judge, judge_cache, record.grading_id if record else None)),
                 strategy=strategy, tools=tools,
                 open_sandbox=open_box, models=models, resumer=resumer,
                 artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
                 checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None,
-                model_cache=stack.enter_context(open_model_cache(config)), run_dir=run_dir)
+                model_cache=stack.enter_context(open_model_cache(config, record.run_id if record else None)),
+                run_dir=run_dir)
 
     return opened()
 
