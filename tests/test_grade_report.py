@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +81,51 @@ def test_vtb_grade_with_another_judge_rewrites_the_report_and_every_task_page(tm
         assert len(judged) == 1 and ("not_met", judged[0]) in rows, task_id
         assert f"{STRICT} says not_met" in page and LENIENT not in page, task_id
     assert f"report: {run / 'report.html'}" in graded.stdout
+
+
+class HeldAgent:
+    """The scripted vision model, whose first request for task ``held`` waits until ``release`` is set."""
+
+    def __init__(self, held: str) -> None:
+        self.vision, self.held = VisionModel(), held
+        self.reached, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        if f"({self.held})" in json.dumps(body["messages"]) and not self.reached.is_set():
+            self.reached.set()
+            self.release.wait(120)
+        return self.vision(body)
+
+
+def test_an_interrupted_resume_rewrites_the_report_the_run_has(tmp_path: Path) -> None:
+    """Ctrl-C during a resume that added results: the run's existing report shows them (not the old ones)."""
+    root, run = tmp_path / "tasks", tmp_path / "run"
+    ids = ("t0", "t1", "t2", "t3")
+    for task_id in ids:
+        folder = write_task(root, task_id)
+        task = json.loads((folder / "task.json").read_text())
+        task["turns"][0]["prompt"] += f" ({task_id})"
+        (folder / "task.json").write_text(json.dumps(task))
+    common = ["run", "--tasks", str(root), "--model", "openai:vision-test", "--judge", "rule", "--out", str(run)]
+    agent = HeldAgent("t2")
+    with OpenAIServer(agent) as server:
+        first = vtb(*common, "--task-id", "t0", base_url=server.base_url)
+        assert first.returncode == 0, first.stderr
+        assert headline((run / "report.html").read_text(), "tasks") == "1"
+        env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k", COLUMNS="250")
+        resumed = subprocess.Popen([sys.executable, "-m", "vtb_agents", *common, "--resume"], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert agent.reached.wait(180), "task t2 never started"
+            resumed.send_signal(signal.SIGINT)  # t2 finishes, t3 never starts
+            time.sleep(1)
+        finally:
+            agent.release.set()
+        _, stderr = resumed.communicate(timeout=180)
+    assert resumed.returncode == 130, stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["tasks"] == 3 and summary["missing"] == 1
+    report = (run / "report.html").read_text()
+    assert headline(report, "tasks") == "3"
+    assert all(task_page_file(run, task_id).is_file() for task_id in ids[:3])
+    assert not task_page_file(run, "t3").exists()

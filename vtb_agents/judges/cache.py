@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vtb_agents.judges.base import Judgement, RubricJudge
 from vtb_agents.judges.prompt import PROMPT_VERSION, judge_prompt
+from vtb_agents.models.cache import PaidHere
 from vtb_agents.models.usage import add_usage, measure_usage
 from vtb_agents.results import TokenUsage
 from vtb_agents.sharedsqlite import SharedSqlite
@@ -102,34 +102,16 @@ class JudgeCache:
         self._db.close()
 
 
-@dataclass
-class _PaidHere:
-    """The keys this process's grading pass judged or counted as its own (thread-safe), so that a
-    second look-up of one in the same attempt (a rubric asked twice) is a cache hit, as it would be
-    in a run that was never interrupted."""
-
-    keys: set[str] = field(default_factory=set)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def claim(self, key: str) -> bool:
-        """Mark ``key`` as judged here; False if it already was."""
-        with self.lock:
-            if key in self.keys:
-                return False
-            self.keys.add(key)
-            return True
-
-
 class CachedJudge:
     """A judge that asks ``cache`` first and marks the judgements it found there as cached, except
     those the same grading pass (``grading``) paid for the same task and epoch (see the module
     docstring). Without ``grading`` (a cache used outside a run directory) every one found is cached."""
 
     def __init__(self, judge: RubricJudge, cache: JudgeCache, epoch: int = 1, grading: str | None = None,
-                 paid_here: _PaidHere | None = None) -> None:
+                 paid_here: PaidHere | None = None) -> None:
         self.inner, self.cache, self.name, self.calls_model = judge, cache, judge.name, judge.calls_model
         self.epoch, self.grading = epoch, grading
-        self._paid_here = paid_here if paid_here is not None else _PaidHere()
+        self._paid_here = paid_here if paid_here is not None else PaidHere()
 
     def for_epoch(self, epoch: int) -> CachedJudge:
         """The same judge and cache, keeping the verdicts of ``epoch`` apart (see the module docstring)."""

@@ -64,7 +64,8 @@ from vtb_agents.models.usage import CACHE_HIT_METADATA_KEY, TURN_METADATA_KEY
 from vtb_agents.models.wire import request_key, wire_request
 from vtb_agents.sharedsqlite import SharedSqlite
 
-__all__ = ["CallSite", "ModelCache", "ModelCacheMiss", "TRANSPORT_SETTINGS", "cache_key", "task_model_calls"]
+__all__ = ["CallSite", "ModelCache", "ModelCacheMiss", "PaidHere", "TRANSPORT_SETTINGS", "cache_key",
+           "task_model_calls"]
 
 TRANSPORT_SETTINGS = frozenset({
     "openai_api_base", "base_url", "openai_api_key", "api_key", "openai_organization", "organization",
@@ -249,6 +250,24 @@ class ModelCache:
 
 
 @dataclass
+class PaidHere:
+    """The keys one attempt paid for or counted as its own (thread-safe): a second look-up of one in
+    the same attempt (a request made twice) is a cache hit, as in a run never interrupted. Shared
+    by the model-call cache and the verdict cache (:mod:`vtb_agents.judges.cache`)."""
+
+    keys: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def claim(self, key: str) -> bool:
+        """Mark ``key`` as paid here; False if it already was."""
+        with self.lock:
+            if key in self.keys:
+                return False
+            self.keys.add(key)
+            return True
+
+
+@dataclass
 class TaskCalls:
     """The model calls of one task (one attempt of it) against a run's cache: answers lookups, stores
     responses and keeps the first miss of a cache-only run (``miss``)."""
@@ -259,20 +278,12 @@ class TaskCalls:
     hits: int = 0
     miss: ModelCacheMiss | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _paid_here: set[str] = field(default_factory=set, repr=False)
+    _paid_here: PaidHere = field(default_factory=PaidHere, repr=False)
 
     @property
     def payer(self) -> tuple[str, str, int] | None:
         """Who pays for this task's calls: the run, the task, the epoch (None: a cache outside a run)."""
         return (self.cache.run_id, self.task_id, self.epoch) if self.cache.run_id is not None else None
-
-    def _claim(self, key: str) -> bool:
-        """Mark ``key`` as paid in this attempt; False if it already was (a repeated request is a hit)."""
-        with self._lock:
-            if key in self._paid_here:
-                return False
-            self._paid_here.add(key)
-            return True
 
     def lookup(self, prompt: str, llm_string: str) -> list[Generation] | None:
         """The stored response, or None to call the model; in a cache-only run a miss raises
@@ -282,7 +293,7 @@ class TaskCalls:
         key, _ = cache_key(prompt, llm_string, self.epoch)
         found = self.cache.get(key)
         if found is not None:
-            if found.payer is not None and found.payer == self.payer and self._claim(key):
+            if found.payer is not None and found.payer == self.payer and self._paid_here.claim(key):
                 return found.generations
             for generation in found.generations:
                 if isinstance(generation, ChatGeneration):
@@ -306,7 +317,7 @@ class TaskCalls:
     def update(self, prompt: str, llm_string: str, response: RETURN_VAL_TYPE) -> None:
         """Store the response the model gave."""
         key, model = cache_key(prompt, llm_string, self.epoch)
-        self._claim(key)
+        self._paid_here.claim(key)
         self.cache.put(key, model, response, self.payer)
 
 
