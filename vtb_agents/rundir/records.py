@@ -67,8 +67,11 @@ def new_run_id() -> str:
 def next_grading_id(previous: str | None) -> str:
     """The grading-pass id of a regrade of a run graded by pass ``previous``: derived from it, so that
     a regrade killed before it recorded its pass and run again is the same pass (what the killed one
-    paid for counts as its calls), while the regrade after a finished one is a new pass."""
-    return hashlib.sha256(f"{previous or ''}/regrade".encode()).hexdigest()[:32]
+    paid for counts as its calls), while the regrade after a finished one is a new pass. A run that
+    recorded no pass (written before them) gets a fresh one."""
+    if previous is None:
+        return new_run_id()
+    return hashlib.sha256(f"{previous}/regrade".encode()).hexdigest()[:32]
 
 
 class Uncertainty(BaseModel):
