@@ -19,6 +19,7 @@ from openai_server import OpenAIServer
 from scripted_vision import VisionModel
 
 from vtb_agents.report.markup import pct
+from vtb_agents.rundir.records import next_grading_id
 from vtb_agents.rundir.layout import task_page_file
 
 TASK_IDS = ("t0", "t1", "t2")
@@ -66,8 +67,12 @@ def test_vtb_grade_with_another_judge_rewrites_the_report_and_every_task_page(tm
                   "--out", str(run), base_url=server.base_url)
         assert ran.returncode == 0, ran.stderr
         assert headline((run / "report.html").read_text(), "APR") == "100.0%"
+        before = json.loads((run / "run.json").read_text())
         graded = vtb("grade", str(run), "--judge", f"openai:{STRICT}", base_url=server.base_url)
     assert graded.returncode == 0, graded.stderr
+    after = json.loads((run / "run.json").read_text())  # the regrade is a grading pass of its own, of the same run
+    assert before["grading_id"] == before["run_id"] and after["run_id"] == before["run_id"]
+    assert after["grading_id"] == next_grading_id(before["grading_id"]) != before["grading_id"]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["apr"] == 0.0 and summary["judge"]["model"] == f"openai:{STRICT}"
     report = (run / "report.html").read_text()
