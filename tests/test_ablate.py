@@ -71,3 +71,32 @@ def test_ablate_names_the_flag_of_a_bad_option(task_root, tmp_path):
     result = CliRunner().invoke(app, ["ablate", "--tasks", str(task_root), "--out", str(tmp_path / "a"),
                                       "--sandbox-network"])
     assert result.exit_code == 2 and "--sandbox-network needs --sandbox e2b" in result.output
+
+
+def test_a_resumed_ablation_rewrites_the_reports_its_settings_have(task_root, tmp_path):
+    """A setting's report.html (written by `vtb report`) shows the setting's results after the ablation
+    resumes with more tasks: no report is left with figures its run no longer has."""
+    import re
+
+    from conftest import write_task
+
+    out = tmp_path / "ablation"
+    runner = CliRunner()
+    first = runner.invoke(app, ["ablate", "--tasks", str(task_root), "--out", str(out), "--setting", "no_tools"])
+    assert first.exit_code == 0, first.output
+    assert not (out / "no_tools" / "report.html").exists()  # an ablation writes no per-setting report itself
+    assert runner.invoke(app, ["report", str(out / "no_tools")]).exit_code == 0
+
+    def tasks_shown() -> str:
+        found = re.search(r'<div class="kpi"><b>([^<]*)</b><span>tasks</span>', (out / "no_tools" / "report.html")
+                          .read_text())
+        assert found
+        return found.group(1)
+
+    assert tasks_shown() == "1"
+    write_task(task_root, "t-second")
+    again = runner.invoke(app, ["ablate", "--tasks", str(task_root), "--out", str(out), "--setting", "no_tools",
+                                "--resume"])
+    assert again.exit_code == 0, again.output
+    assert json.loads((out / "no_tools" / "summary.json").read_text())["tasks"] == 2
+    assert tasks_shown() == "2"

@@ -296,7 +296,8 @@ def test_threads_and_another_process_share_one_cache_file(tmp_path):
     assert other.wait(timeout=120) == 0
     found = {key: cache.get(key) for key in [*(f"thread-{i}" for i in range(320)),
                                              *(f"process-{i}" for i in range(200))]}
-    assert [g[0].text for g in found.values() if g] == [*(f"t{i}" for i in range(320)), *(f"p{i}" for i in range(200))]
+    assert [g.generations[0].text for g in found.values() if g] == \
+        [*(f"t{i}" for i in range(320)), *(f"p{i}" for i in range(200))]
     cache.close()
 
 

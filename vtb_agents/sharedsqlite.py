@@ -39,8 +39,13 @@ class SharedSqlite:
 
     def write(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Run one writing statement in its own committed transaction."""
+        self.write_all([(sql, params)])
+
+    def write_all(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Run writing statements (SQL, parameters) in one committed transaction: all or none."""
         with self._lock, self._db:
-            self._db.execute(sql, tuple(params))
+            for sql, params in statements:
+                self._db.execute(sql, tuple(params))
 
     def close(self) -> None:
         """Close the connection."""

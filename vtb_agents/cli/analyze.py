@@ -6,7 +6,6 @@ Mounted by the main CLI as ``app.add_typer(analyze_app, name="analyze")``. Probl
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -39,6 +38,7 @@ def errors(run_dir: Path = typer.Argument(..., help="A run directory written by 
     from rich.table import Table
 
     from vtb_agents.analysis.failures import CATEGORIES, ERROR, FAILURES_FILE, classify_failures
+    from vtb_agents.terminal import safe_text
 
     try:
         report = classify_failures(run_dir, model, tasks=tasks, max_concurrency=max_concurrency)
@@ -47,16 +47,16 @@ def errors(run_dir: Path = typer.Argument(..., help="A run directory written by 
     counts = report.counts()
     failed = len(report.failures)
     table = Table("failure category", "tasks", "share",
-                  title=f"{failed} failed task(s), classifier {report.classifier}")
+                  title=safe_text(f"{failed} failed task(s), classifier {report.classifier}"))
     for name, n in counts.items():
-        table.add_row(name, str(n), _pct(n / failed if failed else None))
+        table.add_row(safe_text(name), str(n), _pct(n / failed if failed else None))
     out.print(table)
     by_cat = report.by_task_category()
     if by_cat:
         columns = (*CATEGORIES, ERROR)
         per = Table("task category", *columns, title="by task category")
         for name, block in by_cat.items():
-            per.add_row(name, *(str(block[c]) for c in columns))
+            per.add_row(safe_text(name), *(str(block[c]) for c in columns))
         out.print(per)
     reasons = {"episode_error": "with an errored episode", "ungraded": "ungraded"}
     excluded = ", ".join(f"{len(ids)} {reasons.get(reason, reason)}" for reason, ids in report.excluded.items())
@@ -76,20 +76,21 @@ def alignment(run_dir: Path = typer.Argument(..., help="A run directory written 
     from rich.table import Table
 
     from vtb_agents.analysis.alignment import alignment_report
+    from vtb_agents.terminal import safe_json, safe_text
 
     try:
         report = alignment_report(run_dir, labels, tasks=tasks)
     except input_errors() as exc:
         fail(str(exc))
     if as_json:
-        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        print(safe_json(report.to_dict(), indent=2, ensure_ascii=False))
         return
-    table = Table("rubrics", "n", "agreement", title=f"judge {report.judge} vs human labels")
+    table = Table("rubrics", "n", "agreement", title=safe_text(f"judge {report.judge} vs human labels"))
     table.add_row("all", str(report.n), _pct(report.agreement))
     blocks: list[tuple[str, dict[str, Any]]] = [*report.by_objectivity.items(), *report.by_explicitness.items(),
                                                 *((f"judged by {k}", v) for k, v in report.by_source.items())]
     for name, block in blocks:
-        table.add_row(name, str(block["n"]), _pct(block["agreement"]))
+        table.add_row(safe_text(name), str(block["n"]), _pct(block["agreement"]))
     table.add_row("paper (o4-mini judge vs humans)", "", f"about {_pct(report.paper_agreement)}")
     out.print(table)
     kappa = "undefined" if report.kappa is None else f"{report.kappa:.3f}"

@@ -61,6 +61,7 @@ def tasks_filter(more_runs: Optional[list[Path]] = typer.Argument(None, metavar=
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.tasks.local import write_task_dir
     from vtb_agents.tasks.validate import validate_source
+    from vtb_agents.terminal import safe, safe_text
 
     if out_dir.exists():
         fail(f"{out_dir} already exists: choose a new --out")
@@ -76,9 +77,13 @@ def tasks_filter(more_runs: Optional[list[Path]] = typer.Argument(None, metavar=
             print(json.dumps({"task_id": row.task_id, "outcomes": dict(zip(report.runs, row.outcomes)),
                               "fails": row.fails, "decision": row.decision}))
     else:
-        table = Table("task", *labels, "fails", "decision", title=f"outcomes per run (keep: >= {min_fail} fails)")
+        table = Table("task", title=f"outcomes per run (keep: >= {min_fail} fails)")
+        for label in labels:
+            table.add_column(safe_text(label))
+        table.add_column("fails")
+        table.add_column("decision")
         for row in report.rows:
-            table.add_row(row.task_id, *row.outcomes, str(row.fails), row.decision)
+            table.add_row(safe_text(row.task_id), *row.outcomes, str(row.fails), row.decision)
         out.print(table)
     kept = set(report.kept)
     out_dir.mkdir(parents=True)
@@ -87,8 +92,9 @@ def tasks_filter(more_runs: Optional[list[Path]] = typer.Argument(None, metavar=
             write_task_dir(task, out_dir)
     undecided = [r.task_id for r in report.rows if r.decision == "undecided"]
     summary = f"kept {len(kept)} of {len(report.rows)} task(s) in {out_dir}; dropped {report.count('drop')}"
-    (err if as_json else out).print(summary + (f"; undecided (missing or ungraded in some run): {', '.join(undecided)}"
-                                               if undecided else ""), soft_wrap=True)
+    (err if as_json else out).print(safe(summary + (f"; undecided (missing or ungraded in some run): "
+                                                    f"{', '.join(undecided)}" if undecided else "")),
+                                    soft_wrap=True, markup=False)
     if kept:
         errors = [p for p in validate_source(out_dir) if p.severity == "error"]
         if errors:

@@ -29,7 +29,11 @@ def cli_app(**settings: Any) -> typer.Typer:
 
 
 class LazyConsole:
-    """A rich ``Console`` made on first use (importing ``rich.console`` is a fifth of ``vtb --help``)."""
+    """A rich ``Console`` made on first use (importing ``rich.console`` is a fifth of ``vtb --help``),
+    terminal-safe (:func:`vtb_agents.terminal.safe_console`): no text printed through it writes a raw
+    control character. Model- and task-controlled text still goes in through
+    :func:`~vtb_agents.terminal.safe_text` or :func:`~vtb_agents.terminal.safe_markup`, which also keep
+    it from being read as markup."""
 
     def __init__(self, *, stderr: bool) -> None:
         self._stderr = stderr
@@ -37,9 +41,9 @@ class LazyConsole:
     @functools.cached_property
     def console(self) -> Console:
         """The console itself (for rich objects that take one, e.g. ``Progress``)."""
-        from rich.console import Console
+        from vtb_agents.terminal import safe_console
 
-        return Console(stderr=self._stderr)
+        return safe_console(stderr=self._stderr)
 
     def print(self, *objects: Any, **options: Any) -> None:
         """``Console.print``."""
@@ -57,11 +61,12 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def print_error(message: str) -> None:
-    """Print ``message`` as one ``error:`` line on stderr (its own leading ``error: `` dropped)."""
-    from rich.markup import escape
+    """Print ``message`` as one ``error:`` line on stderr (its own leading ``error: `` dropped); it may
+    quote a task or a model, so it is printed terminal-safe (:func:`~vtb_agents.terminal.safe_markup`)."""
+    from vtb_agents.terminal import safe_markup
 
     message = message.removeprefix("error: ")  # a task error's own text starts with its severity
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True, markup=True)
+    err.print(f"[bold red]error:[/] {safe_markup(message)}", highlight=False, soft_wrap=True, markup=True)
 
 
 def unexpected_error_line(exc: BaseException) -> str:
@@ -95,10 +100,23 @@ def load_items_or_fail(spec: str) -> list[Task | TaskLoadError]:
         raise  # unreachable: fail() exits
 
 
+class SafeLogFormatter(logging.Formatter):
+    """A log formatter whose lines are terminal-safe (:func:`vtb_agents.terminal.safe`): a log message
+    may quote a model or a task."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        from vtb_agents.terminal import safe
+
+        return safe(super().format(record))
+
+
 def configure_logging(verbosity: int) -> None:
     """Show the package's log messages on stderr: ``-v`` its INFO lines (network retries, sandbox
-    clean-up), ``-vv`` also DEBUG. Without ``-v`` logging stays as Python leaves it (warnings only)."""
+    clean-up), ``-vv`` also DEBUG. Without ``-v`` logging stays as Python leaves it (warnings only,
+    through its handler of last resort, made terminal-safe here)."""
     if verbosity <= 0:
+        if logging.lastResort is not None:
+            logging.lastResort.setFormatter(SafeLogFormatter())
         return
     from rich.logging import RichHandler
 

@@ -228,6 +228,7 @@ def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int 
     from vtb_agents.tasks.errors import TaskLoadError
     from vtb_agents.tasks.model import REVIEW_STATUSES
     from vtb_agents.tasks.validate import screen_tasks
+    from vtb_agents.terminal import safe
 
     for value in status:
         check_choice("--status", value, REVIEW_STATUSES)
@@ -242,13 +243,13 @@ def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int 
     screening = screen_tasks(items)
     if screening.rejected:
         for problem in (p for problems in screening.rejected.values() for p in problems):
-            err.print(str(problem), highlight=False, soft_wrap=True, markup=False)
+            err.print(safe(str(problem)), highlight=False, soft_wrap=True, markup=False)
         names = ", ".join(repr(task) for task in screening.rejected)
         if not skip_invalid:
             fail(f"{len(screening.rejected)} task(s) fail validation, nothing was run: {names}\n"
                  f"(fix them, see `vtb tasks validate {spec}`, or pass --skip-invalid to run the others)")
-        err.print(f"skipped {len(screening.rejected)} invalid task(s): {names}", highlight=False, soft_wrap=True,
-                  markup=False)
+        err.print(safe(f"skipped {len(screening.rejected)} invalid task(s): {names}"), highlight=False,
+                  soft_wrap=True, markup=False)
     if not screening.tasks:
         fail("no tasks selected" + (f" (review status {', '.join(status)}: tasks without a review block have none)"
                                     if status else ""))

@@ -5,7 +5,6 @@ the report's dependencies load only when a report is asked for).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -40,19 +39,18 @@ def compare(run_dirs: list[Path] = typer.Argument(..., help="Run directories to 
     """Compare runs: model, settings, APR, ARS, per-category APR and tool metrics, and each pair of runs
     task by task (flips, exact McNemar p, bootstrap intervals of the differences in APR and ARS, cost
     difference) over the tasks graded in both; a warning names the tasks not in every run."""
-    from rich.markup import escape
-
     from vtb_agents.report import ReportError, compare_runs, write_comparison_page
+    from vtb_agents.terminal import safe_json, safe_markup
 
     try:
         comparison = compare_runs(run_dirs)
         if as_json:
-            print(json.dumps(comparison.to_dict(), indent=2, ensure_ascii=False))
+            print(safe_json(comparison.to_dict(), indent=2, ensure_ascii=False))
         else:
             out.print(comparison.to_rich())
         coverage = comparison.coverage()
         if coverage:
-            err.print(f"[bold yellow]warning:[/] {escape(coverage.text())}", highlight=False, soft_wrap=True)
+            err.print(f"[bold yellow]warning:[/] {safe_markup(coverage.text())}", highlight=False, soft_wrap=True)
         if out_file is not None:
             path = write_comparison_page(comparison, out_file)
             (err if as_json else out).print(f"comparison: {path}", highlight=False)

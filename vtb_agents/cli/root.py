@@ -56,6 +56,7 @@ def tasks_list(path: str = typer.Argument(SAMPLE, help="Task source (folder, par
     from rich.table import Table
 
     from vtb_agents.tasks.model import REVIEW_STATUSES
+    from vtb_agents.terminal import safe_text
 
     if status is not None:
         check_choice("--status", status, REVIEW_STATUSES)
@@ -69,7 +70,7 @@ def tasks_list(path: str = typer.Argument(SAMPLE, help="Task source (folder, par
         return
     table = Table(*rows[0].keys()) if rows else Table("id")
     for row in rows:
-        table.add_row(*(str(v) for v in row.values()))
+        table.add_row(*(safe_text(str(v)) for v in row.values()))
     out.print(table)
 
 
@@ -77,9 +78,11 @@ def tasks_list(path: str = typer.Argument(SAMPLE, help="Task source (folder, par
 def tasks_show(task_id: str = typer.Argument(..., help="Task id."),
                tasks: str = typer.Option(SAMPLE, "--tasks", help="Task source.")) -> None:
     """Print one task as JSON (rubrics in VTB format; images by file name)."""
+    from vtb_agents.terminal import safe_json
+
     for task in load_or_fail(tasks):
         if task.id == task_id:
-            print(json.dumps(task.model_dump(mode="json"), indent=2, ensure_ascii=False))
+            print(safe_json(task.model_dump(mode="json"), indent=2, ensure_ascii=False))
             return
     fail(f"no task {task_id!r} in {tasks}")
 
@@ -90,6 +93,7 @@ def tasks_validate(path: str = typer.Argument(..., help="Task source to check.")
                    as_json: bool = typer.Option(False, "--json", help="Problems as JSON lines.")) -> None:
     """Check tasks; exit 1 if there is any error (warnings alone exit 0)."""
     from vtb_agents.tasks.validate import validate_source
+    from vtb_agents.terminal import safe
 
     try:
         problems = validate_source(path, max_pixels)
@@ -99,8 +103,8 @@ def tasks_validate(path: str = typer.Argument(..., help="Task source to check.")
         if as_json:
             print(json.dumps(problem.__dict__))
         else:
-            (err if problem.severity == "error" else out).print(str(problem), highlight=False, soft_wrap=True,
-                                                                markup=False)
+            (err if problem.severity == "error" else out).print(safe(str(problem)), highlight=False,
+                                                                soft_wrap=True, markup=False)
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
     if not as_json:
@@ -115,13 +119,14 @@ def tasks_import(src: str = typer.Argument(..., help="Parquet file/folder or 'hf
     """Convert VTB parquet or a local HF dataset into task folders."""
     from vtb_agents.tasks.convert import import_tasks
     from vtb_agents.tasks.sources import iter_source
+    from vtb_agents.terminal import safe
 
     try:
         report = import_tasks(iter_source(src), out_dir)
     except (FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     for error in report.errors:
-        err.print(str(error), highlight=False, soft_wrap=True, markup=False)
+        err.print(safe(str(error)), highlight=False, soft_wrap=True, markup=False)
     out.print(f"wrote {report.written} task(s) to {out_dir}; {len(report.errors)} failed")
     if report.errors:
         raise typer.Exit(1)

@@ -3,6 +3,10 @@
 Long runs show a progress bar (ETA, pass rate so far) and stop cleanly on Ctrl-C or SIGTERM: running
 tasks finish and are written, and ``--resume`` continues; a second Ctrl-C (or SIGTERM) ends the
 process at once, whatever its tasks are doing, leaving every result line whole (``cli/interrupt.py``).
+
+Each command that changes a run's results or summary rewrites its report (:func:`refresh_report`):
+``vtb run`` and ``vtb grade`` always; an interrupted ``vtb run`` and each setting of ``vtb ablate``
+the report they already have, so that no report.html shows figures or verdicts its run no longer has.
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ from vtb_agents.cli.interrupt import stop_on_signals
 from vtb_agents.cli.common import check_choice, choice, cli_app, err, fail, load_or_fail, out
 from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, config_option, with_run_options
 from vtb_agents.extensions import LABELS, Kind
+from vtb_agents.terminal import safe, safe_markup, safe_text
 
 if TYPE_CHECKING:  # the runner, the judges and the results model load when a command runs
     from rich.table import Table
+    from rich.text import Text
 
     from vtb_agents.config import RunConfig
     from vtb_agents.results import TaskResult
+    from vtb_agents.tasks.model import Task
 
 ProgressFn = Callable[["TaskResult", int, int], None]
 run_cli = cli_app()
@@ -48,7 +55,7 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
             counts["graded"] += result.grade.graded
             counts["passed"] += bool(result.grade.passed)
             bar.update(job, completed=done, total=total_now,
-                       status=f"pass {counts['passed']}/{counts['graded']} · last {result.task_id}")
+                       status=f"pass {counts['passed']}/{counts['graded']} · last {safe_markup(result.task_id)}")
 
         def on_stop() -> None:
             bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort at once)")
@@ -65,7 +72,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     from vtb_agents.report.markup import interval, pct
 
     epochs = summary.get("epochs", 1)
-    title = f"{summary.get('model')} (judge: {summary['judge']['model']})"
+    title = safe_markup(f"{summary.get('model')} (judge: {summary['judge']['model']})")
     if epochs > 1:
         title += f", {epochs} epochs per task"
     failed = (summary.get("infrastructure_errors") or {}).get("count", 0)
@@ -76,7 +83,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     table = Table("group", "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes, title=title,
                   caption="95% CI: Student's t over task means (docs/concepts/epochs.md)")
 
-    def row(name: str, block: dict[str, Any]) -> None:
+    def row(name: str | Text, block: dict[str, Any]) -> None:
         more = (pct(block.get("pass_at_k")), pct(block.get("pass_hat_k"))) if passes else ()
         table.add_row(name, str(block["n"]), str(block["graded"]), pct(block["apr"]), interval(block["apr_ci95"]),
                       pct(block["ars"]), interval(block["ars_ci95"]), *more)
@@ -84,7 +91,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
     row("overall", {**summary, "n": summary["tasks"]})
     for section in ("by_category", "by_domain", "by_turncase"):
         for name, block in summary[section].items():
-            row(f"{section[3:]}: {name}", block)
+            row(safe_text(f"{section[3:]}: {name}"), block)
     return table
 
 
@@ -133,17 +140,16 @@ def run(options: RunOptions,
             fail(str(exc))
     out.print(summary_table(summary))
     tm = summary["tool_metrics"]
-    out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
-              f"volume {tm['volume']}, by tool {tm['by_tool']}")
+    out.print(safe(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
+                   f"volume {tm['volume']}, by tool {tm['by_tool']}"), markup=False)  # tool names are the model's
     if summary.get("missing"):
+        refresh_report(out_dir, only_if_present=True)
         total = len(selected) * config.epochs
-        err.print(f"interrupted: {total - summary['missing']} of {total} episode(s) done "
-                  f"({len(selected)} task(s) × {config.epochs} epoch(s)); continue with: {resume}",
+        err.print(safe(f"interrupted: {total - summary['missing']} of {total} episode(s) done "
+                       f"({len(selected)} task(s) × {config.epochs} epoch(s)); continue with: {resume}"),
                   highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
-    from vtb_agents.report import write_report
-
-    report = write_report(out_dir)
+    report = refresh_report(out_dir)
     out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
     exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors", causes=failure_causes(out_dir))
 
@@ -166,6 +172,23 @@ def failure_causes(run_dir: Path) -> list[str]:
             for outcome, (count, cause) in sorted(first.items())]
 
 
+def refresh_report(run_dir: Path, tasks: Sequence[Task] | None = None, *, only_if_present: bool = False
+                   ) -> Path | None:
+    """Write ``run_dir``'s report.html and task pages anew from its results and summary (with
+    ``only_if_present``: only if it has a report already; None then if it has none). A report that
+    cannot be written ends the command with one ``error:`` line saying how to write it later."""
+    from vtb_agents.report import ReportError, write_report
+    from vtb_agents.report.html import REPORT_FILE
+
+    if only_if_present and not (run_dir / REPORT_FILE).exists():
+        return None
+    try:
+        return write_report(run_dir, tasks=tasks)
+    except ReportError as exc:
+        fail(f"{exc}; the results and summary.json are written: write the report with `vtb report {run_dir}`")
+        raise  # unreachable: fail() exits
+
+
 def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, judge_cache: Path | None,
                        command: str = "run", *own: str) -> str:
     """The command continuing this ``vtb run`` or ``vtb ablate`` (``own``: its own flags): the same
@@ -184,8 +207,6 @@ def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, ju
 def exit_if_incomplete(summary: dict[str, Any], *retry: str, causes: Sequence[str] = ()) -> None:
     """Say which tasks infrastructure failures left ungraded and why (``causes``, one line each:
     :func:`failure_causes`), print the ``retry`` hints (one line each) and exit with ``EXIT_INCOMPLETE``."""
-    from rich.markup import escape
-
     from vtb_agents.runner.run import EXIT_INCOMPLETE
 
     failed = summary.get("infrastructure_errors") or {}
@@ -194,9 +215,9 @@ def exit_if_incomplete(summary: dict[str, Any], *retry: str, causes: Sequence[st
     ids = failed.get("task_ids") or []
     shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
     err.print(f"[bold red]incomplete:[/] {failed['count']} task(s) ungraded by infrastructure failures "
-              f"({escape(shown)})", highlight=False, soft_wrap=True)
+              f"({safe_markup(shown)})", highlight=False, soft_wrap=True)
     for line in [*causes, *retry]:
-        err.print(line, highlight=False, soft_wrap=True, markup=False)
+        err.print(safe(line), highlight=False, soft_wrap=True, markup=False)
     raise typer.Exit(EXIT_INCOMPLETE)
 
 
@@ -237,8 +258,10 @@ def ablate(options: RunOptions,
             fail(f"{exc}: {resume}")
         except (RunError, ValueError) as exc:
             fail(str(exc))
+    for setting in summaries:
+        refresh_report(out_dir / setting, only_if_present=True)
     if len(summaries) < len(chosen) or any(s.get("missing") for s in summaries.values()):
-        err.print(f"interrupted: continue with: {resume}", highlight=False, soft_wrap=True, markup=False)
+        err.print(safe(f"interrupted: continue with: {resume}"), highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
     path, comparison = write_ablation_report(out_dir, chosen, ABLATIONS)
     out.print(comparison.to_rich())
@@ -270,8 +293,9 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
           judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: RUN_DIR/judge_cache.sqlite)."),
           request_timeout: float = REQUEST_TIMEOUT,
           ) -> None:
-    """Regrade a finished run without calling the agent model again (cached verdicts are re-used).
-    The run keeps its judge and critical rule unless --judge / --critical-rule choose others."""
+    """Regrade a finished run without calling the agent model again (cached verdicts are re-used),
+    and rewrite its report. The run keeps its judge and critical rule unless --judge / --critical-rule
+    choose others."""
     from vtb_agents.config import CriticalRule
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.regrade import recorded_grading, regrade_run
@@ -290,11 +314,12 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     changed = [f"{what} {now} instead of the run's {was} ({option})" for what, option, was, now in (
         ("judge", "--judge", before.judge, j["model"]),
         ("critical rule", "--critical-rule", before.critical_rule, summary["critical_rule"])) if was != now]
-    out.print(f"regraded with {'; '.join(changed)}" if changed else
-              f"regraded with the run's own judge {j['model']} and critical rule {summary['critical_rule']}",
-              highlight=False)
-    out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
-              f"{j['checks']} check(s), {j['unjudged']} unjudged")
+    out.print(safe(f"regraded with {'; '.join(changed)}" if changed else
+                   f"regraded with the run's own judge {j['model']} and critical rule {summary['critical_rule']}"),
+              highlight=False, markup=False)
+    out.print(safe(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
+                   f"{j['checks']} check(s), {j['unjudged']} unjudged"), markup=False)
+    out.print(f"report: {refresh_report(run_dir, task_list)}", highlight=False, markup=False)
     if (summary.get("infrastructure_errors") or {}).get("count"):
         exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout),
                            causes=failure_causes(run_dir))

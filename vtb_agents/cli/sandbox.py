@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -35,6 +34,7 @@ def sandbox_exec(code_file: Path = typer.Option(..., "--code-file", help="Python
     from vtb_agents.sandbox import SandboxError, backend, open_sandbox
     from vtb_agents.sandbox.base import sandbox_settings
     from vtb_agents.tools.images import collect_images, with_refusals
+    from vtb_agents.terminal import safe, safe_json
     from vtb_agents.tools.limits import MAX_CODE_CHARS
 
     try:
@@ -69,15 +69,16 @@ def sandbox_exec(code_file: Path = typer.Option(..., "--code-file", help="Python
                "syscall_filter": confinement["sandbox_syscall_filter"],
                "images": [{"name": i["name"], "size": i["size"]} for i in images]}
     if as_json:
-        print(json.dumps(payload, ensure_ascii=False))
+        print(safe_json(payload, ensure_ascii=False))
     else:
         out.print(f"ok: {result.ok}  isolation: {isolation}  {result.duration_s:.3f} s", highlight=False)
         for label in ("stdout", "stderr"):
             if payload[label]:
-                out.print(f"--- {label}\n{payload[label]}", highlight=False, markup=False)
+                out.print(safe(f"--- {label}\n{payload[label]}"), highlight=False, markup=False)
         if result.error:
-            out.print(f"error: {result.error}", highlight=False, markup=False)
+            out.print(safe(f"error: {result.error}"), highlight=False, markup=False)
         for entry in payload["images"]:
-            out.print(f"new image: {entry['name']} {entry['size'][0]}x{entry['size'][1]}", highlight=False)
+            out.print(safe(f"new image: {entry['name']} {entry['size'][0]}x{entry['size'][1]}"), highlight=False,
+                      markup=False)
     if not result.ok:
         raise typer.Exit(1)

@@ -5,6 +5,10 @@ previous request, the reply, its reasoning and tool calls, tokens and latency), 
 (arguments, output, saved images, errors in red), the strategy's own steps and the rubric
 verdicts. Images are shown as the paths of their bytes under ``RUN/artifacts/``. ``--json``
 prints the transcript as it is stored: ``{"task_id", "events": [...]}``.
+
+Everything a model, a tool or a task wrote is printed terminal-safe (:mod:`vtb_agents.terminal`):
+control characters (terminal escape sequences, carriage returns) are shown as escapes such as
+``\x1b``, and nothing is read as rich markup; ``--json`` escapes them the JSON way.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from vtb_agents.cli.common import cli_app, fail, out
+from vtb_agents.terminal import safe, safe_json, safe_text
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -48,7 +53,7 @@ def transcript(run_dir: Path = typer.Argument(..., help="A run directory written
         fail(str(exc))
         return
     if as_json:
-        print(json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        print(safe_json(record.model_dump(mode="json"), indent=2, ensure_ascii=False))
         return
     from vtb_agents.artifacts import ArtifactStore
     from vtb_agents.rundir.layout import artifacts_dir
@@ -66,10 +71,11 @@ def render(record: Transcript, artifacts: ArtifactStore) -> list[RenderableType]
 
     counts = Counter(event.kind for event in record.events)
     summary = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "no events"
-    shown: list[RenderableType] = [Text.assemble(("task ", "bold"), (record.task_id, "bold cyan"), f": {summary}")]
+    shown: list[RenderableType] = [Text.assemble(("task ", "bold"), (safe(record.task_id), "bold cyan"),
+                                                 safe(f": {summary}"))]
     previous: dict[str, tuple[int, ModelEvent]] = {}
     for number, event in enumerate(record.events, start=1):
-        shown.append(Rule(heading(number, event), align="left", style="red" if failed(event) else "dim"))
+        shown.append(Rule(safe_text(heading(number, event)), align="left", style="red" if failed(event) else "dim"))
         shown.extend(body(number, event, artifacts, previous))
     return shown
 
@@ -112,8 +118,9 @@ def body(number: int, event: Event, artifacts: ArtifactStore,
 
 
 def clip(text: str) -> str:
-    """``text`` cut to :data:`TEXT_CHARS` (saying how much is left out)."""
-    return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + f" [... {len(text) - TEXT_CHARS} more characters]"
+    """``text`` cut to :data:`TEXT_CHARS` (saying how much is left out), terminal-safe (:func:`safe`)."""
+    shown = text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + f" [... {len(text) - TEXT_CHARS} more characters]"
+    return safe(shown)
 
 
 def image_path(sha256: str, artifacts: ArtifactStore) -> str:
@@ -152,7 +159,7 @@ def model_lines(number: int, event: ModelEvent, artifacts: ArtifactStore,
     lines: list[RenderableType] = []
     before = previous.get(event.step)
     if before is not None and messages[:len(before[1].messages)] == before[1].messages:
-        lines.append(Text(f"  ({len(before[1].messages)} earlier message(s) as in #{before[0]})", style="dim"))
+        lines.append(safe_text(f"  ({len(before[1].messages)} earlier message(s) as in #{before[0]})", style="dim"))
         messages = messages[len(before[1].messages):]
     previous[event.step] = (number, event)
     for message in messages:
@@ -160,49 +167,47 @@ def model_lines(number: int, event: ModelEvent, artifacts: ArtifactStore,
         text = content_lines(message.get("content"), artifacts)
         calls = [f"-> {c['name']}({json.dumps(c['args'], ensure_ascii=False)})" for c in message.get("tool_calls", [])]
         first, *rest = [*text, *calls] or [""]
-        lines.append(Text.assemble((f"  {role}: ", "bold"), first))
-        lines += [Text("    " + line) for line in rest]
+        lines.append(Text.assemble((safe(f"  {role}: "), "bold"), safe(first)))
+        lines += [safe_text("    " + line) for line in rest]
     if event.error:
-        lines.append(Text(f"  error: {event.error}", style="bold red"))
+        lines.append(safe_text(f"  error: {event.error}", style="bold red"))
     reply = event.response
     if reply is None:
         return lines
     if reply.reasoning:
-        lines.append(Text(f"  reasoning: {clip(reply.reasoning)}", style="italic dim"))
+        lines.append(safe_text(f"  reasoning: {clip(reply.reasoning)}", style="italic dim"))
     lines.append(Text.assemble(("  reply: ", "bold green"), clip(reply.text)))
     for call in reply.tool_calls:
-        lines.append(Text(f"    -> {call.get('name')}({json.dumps(call.get('args'), ensure_ascii=False)})",
-                          style="cyan"))
+        lines.append(safe_text(f"    -> {call.get('name')}({json.dumps(call.get('args'), ensure_ascii=False)})",
+                               style="cyan"))
     for call in reply.invalid_tool_calls:
-        lines.append(Text(f"    invalid tool call: {json.dumps(call, ensure_ascii=False)}", style="bold red"))
+        lines.append(safe_text(f"    invalid tool call: {json.dumps(call, ensure_ascii=False)}", style="bold red"))
     return lines
 
 
 def tool_lines(event: ToolEvent, artifacts: ArtifactStore) -> list[RenderableType]:
     """A tool call: arguments, output, saved images (paths), error."""
-    from rich.text import Text
 
     args = event.args.get("code") if isinstance(event.args, dict) and set(event.args) == {"code"} else None
-    lines: list[RenderableType] = [Text("  args: " + (clip(args) if isinstance(args, str) else
-                                                       clip(json.dumps(event.args, ensure_ascii=False))))]
-    lines.append(Text("  output: " + clip(event.output), style="red" if event.error else ""))
-    lines += [Text(f"  [image] {image.name}: {image_path(image.sha256, artifacts)}") for image in event.images]
+    lines: list[RenderableType] = [safe_text("  args: " + (clip(args) if isinstance(args, str) else
+                                                            clip(json.dumps(event.args, ensure_ascii=False))))]
+    lines.append(safe_text("  output: " + clip(event.output), style="red" if event.error else ""))
+    lines += [safe_text(f"  [image] {image.name}: {image_path(image.sha256, artifacts)}") for image in event.images]
     if event.error:
-        lines.append(Text(f"  error: {clip(event.error)}", style="bold red"))
+        lines.append(safe_text(f"  error: {clip(event.error)}", style="bold red"))
     return lines
 
 
 def step_lines(event: StepEvent, artifacts: ArtifactStore) -> list[RenderableType]:
     """A strategy step: its text (plan, critique, proposal), its data and the images it made."""
-    from rich.text import Text
 
     lines: list[RenderableType] = []
     if event.text:
-        lines.append(Text("  " + clip(event.text), style="magenta"))
+        lines.append(safe_text("  " + clip(event.text), style="magenta"))
     if event.data:
-        lines.append(Text("  " + clip(json.dumps(event.data, ensure_ascii=False)), style="dim"))
+        lines.append(safe_text("  " + clip(json.dumps(event.data, ensure_ascii=False)), style="dim"))
     op = f" ({event.image_op})" if event.image_op else ""
-    lines += [Text(f"  [image{op}] {image.name}: {image_path(image.sha256, artifacts)}") for image in event.images]
+    lines += [safe_text(f"  [image{op}] {image.name}: {image_path(image.sha256, artifacts)}") for image in event.images]
     return lines
 
 
@@ -212,13 +217,13 @@ def judge_lines(event: JudgeEvent) -> list[RenderableType]:
 
     critical = ", critical" if event.critical else ""
     lines: list[RenderableType] = [
-        Text(f"  rubric (weight {event.weight}{critical}): {clip(event.rubric)}"),
-        Text.assemble("  ", (event.status, STATUS_STYLE.get(event.status, "")), f" by {event.judge}: ",
+        safe_text(f"  rubric (weight {event.weight}{critical}): {clip(event.rubric)}"),
+        Text.assemble("  ", (safe(event.status), STATUS_STYLE.get(event.status, "")), safe(f" by {event.judge}: "),
                       clip(event.explanation)),
     ]
     for call in event.calls:
         raw = call.response.text if call.response is not None else ""
         latency = f"{call.latency_s:.2f} s" if call.latency_s is not None else "?"
-        lines.append(Text(f"  judge call ({call.model or 'model'}, {latency}): {clip(raw or call.error or '')}",
-                          style="red" if call.error else "dim"))
+        lines.append(safe_text(f"  judge call ({call.model or 'model'}, {latency}): {clip(raw or call.error or '')}",
+                               style="red" if call.error else "dim"))
     return lines

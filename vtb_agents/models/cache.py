@@ -15,14 +15,28 @@ outside any scope to the cache that was installed before (none by default). Two 
 
 The key (:func:`cache_key`) is :func:`~vtb_agents.models.wire.request_key` of the request as the
 provider receives it: the model class and name, the parameters (the chat model's settings and the
-call's, e.g. ``temperature``, ``tool_choice``), the messages in wire form (each image by the sha256
-of its bytes; message ids, response metadata and tool artifacts left out) and the tool schemas.
-Where the model is reached and how is not part of it: endpoint, credentials, timeouts, retries
-(:data:`TRANSPORT_SETTINGS`). Only responses are stored (no images, no requests).
+call's, e.g. ``temperature``, ``tool_choice``, ``stop``), the messages in wire form (each image by the
+sha256 of its bytes; message ids, response metadata and tool artifacts left out) and the tool schemas.
+A call's parameter overrides the model's setting of the same name, as in the request, except a
+``stop`` of None: LangChain passes one with every call that sets none, and the provider then sends
+the model's own stop sequences, so the model's setting stands (:func:`model_and_params`).
+Where the model is reached and how is not part of it: endpoint, credentials, headers, timeouts,
+retries, streaming (:data:`TRANSPORT_SETTINGS`). A setting LangChain serialises as a secret (say,
+``ChatAnthropic``'s ``mcp_servers``, which may hold tokens) reaches the key as "set" only, since its
+value is not in what the cache is given: change it and use another cache file.
+``tests/test_model_cache_key.py`` checks, for every ChatOpenAI and ChatAnthropic parameter, that a
+change of the request the local server receives changes the key. Only responses are stored (no
+images, no requests).
 
 A miss in a cache-only run (``only``) raises :class:`ModelCacheMiss` naming the task, the turn and
 the step (the LangGraph node path making the call), and is kept on the task's scope so that the
 runner stops the run even when an agent catches the exception.
+
+Who paid: each response is stored with the run that called the model for it (``run_id``, from
+``run.json``), the task and the epoch. A response found again by that same run, task and epoch was
+paid for by an attempt that left no result (a kill, a full disk): a resume counts it as the call it
+was (tokens and cost, not ``cache_hits``), once per attempt, so that the resumed run's summary equals
+an uninterrupted run's. Any other response found is a cache hit.
 """
 
 from __future__ import annotations
@@ -50,20 +64,24 @@ from vtb_agents.models.usage import CACHE_HIT_METADATA_KEY, TURN_METADATA_KEY
 from vtb_agents.models.wire import request_key, wire_request
 from vtb_agents.sharedsqlite import SharedSqlite
 
-__all__ = ["CallSite", "ModelCache", "ModelCacheMiss", "TRANSPORT_SETTINGS", "cache_key", "task_model_calls"]
+__all__ = ["CallSite", "ModelCache", "ModelCacheMiss", "PaidHere", "TRANSPORT_SETTINGS", "cache_key",
+           "task_model_calls"]
 
 TRANSPORT_SETTINGS = frozenset({
     "openai_api_base", "base_url", "openai_api_key", "api_key", "openai_organization", "organization",
     "openai_proxy", "request_timeout", "timeout", "max_retries", "default_headers", "default_query",
     "http_client", "http_async_client", "anthropic_api_url", "anthropic_api_key", "azure_endpoint",
     "azure_ad_token", "rate_limiter", "callbacks", "verbose", "tags", "metadata", "cache", "name",
-    "streaming", "stream_usage", "disable_streaming",
+    "streaming", "stream_usage", "disable_streaming", "default_request_timeout", "anthropic_proxy",
 })
 """Chat-model settings that say where and how a request is sent or its answer delivered (streamed or
 not), not what is asked: not in the key."""
 _WIRE_FIELDS = frozenset({"type", "content", "name", "tool_calls", "tool_call_id"})
 _SCHEMA = ["CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
-           "response TEXT NOT NULL, stored_at TEXT NOT NULL)"]
+           "response TEXT NOT NULL, stored_at TEXT NOT NULL)",
+           "CREATE TABLE IF NOT EXISTS response_payers (key TEXT PRIMARY KEY, run_id TEXT NOT NULL, "
+           "task_id TEXT NOT NULL, epoch INTEGER NOT NULL)"]
+"""Responses, and apart from them (a cache recorded before payers were kept still replays) who paid."""
 
 
 def _literal(text: str) -> dict[str, Any]:
@@ -75,14 +93,15 @@ def _literal(text: str) -> dict[str, Any]:
     return dict(pairs) if isinstance(pairs, list) else {"unparsed": text}
 
 
-def _is_secret(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("type") == "secret"
-
-
 def model_and_params(llm_string: str) -> tuple[str, dict[str, Any], list[Any]]:
     """The model (``Class:name``), the parameters and the tools of LangChain's ``llm_string``: the
     serialised chat model and ``---`` and the call's parameters, or, for a model LangChain cannot
-    serialise, its invocation parameters."""
+    serialise, its invocation parameters.
+
+    The call's parameters override the model's settings, but for a ``stop`` of None, which LangChain
+    adds to every call that gives none and which leaves the model's own stop sequences in the request
+    (``ChatOpenAI`` keeps its ``stop``, ``ChatAnthropic`` its ``stop_sequences``). A secret setting
+    other than the credentials stays in as its placeholder ("set")."""
     settings: dict[str, Any] = {}
     kind, rest = "", llm_string
     try:
@@ -91,10 +110,12 @@ def model_and_params(llm_string: str) -> tuple[str, dict[str, Any], list[Any]]:
         serialized = None
     if isinstance(serialized, dict) and llm_string.startswith("---", end):
         kind = str((serialized.get("id") or [""])[-1])
-        settings = {k: v for k, v in (serialized.get("kwargs") or {}).items()
-                    if k not in TRANSPORT_SETTINGS and not _is_secret(v)}
+        settings = {k: v for k, v in (serialized.get("kwargs") or {}).items() if k not in TRANSPORT_SETTINGS}
         rest = llm_string[end + 3:]
-    params = {**settings, **_literal(rest)}
+    call = _literal(rest)
+    if call.get("stop", "") is None:
+        del call["stop"]
+    params = {**settings, **call}
     kind = str(params.pop("_type", kind))
     name = params.pop("model_name", None) or params.pop("model", None) or ""
     tools = params.pop("tools", None) or []
@@ -189,23 +210,39 @@ class ModelCacheMiss(RuntimeError):
         super().__init__(message)
 
 
+@dataclass(frozen=True)
+class StoredResponse:
+    """A stored response, revived, and who paid for it (run id, task id, epoch; None: not known)."""
+
+    generations: list[Generation]
+    payer: tuple[str, str, int] | None
+
+
 class ModelCache:
     """Model responses by request key in one SQLite file (:class:`~vtb_agents.sharedsqlite.SharedSqlite`:
-    shared by the threads and the Ray workers of a run); ``only``: never call the model, a miss is an error."""
+    shared by the threads and the Ray workers of a run); ``only``: never call the model, a miss is an
+    error; ``run_id``: the run paying for the calls made through it (see the module docstring)."""
 
-    def __init__(self, path: Path, *, only: bool = False) -> None:
-        self.path, self.only = Path(path), only
+    def __init__(self, path: Path, *, only: bool = False, run_id: str | None = None) -> None:
+        self.path, self.only, self.run_id = Path(path), only, run_id
         self._db = SharedSqlite(self.path, _SCHEMA)
 
-    def get(self, key: str) -> list[Generation] | None:
-        """The stored response to the request ``key``, revived (None if there is none)."""
-        row = self._db.one("SELECT response FROM responses WHERE key = ?", (key,))
-        return revive_response(row[0]) if row is not None else None
+    def get(self, key: str) -> StoredResponse | None:
+        """The stored response to the request ``key`` and who paid for it (None if there is none)."""
+        row = self._db.one("SELECT response, run_id, task_id, epoch FROM responses LEFT JOIN response_payers "
+                           "USING (key) WHERE key = ?", (key,))
+        if row is None:
+            return None
+        return StoredResponse(revive_response(row[0]), (row[1], row[2], row[3]) if row[1] is not None else None)
 
-    def put(self, key: str, model: str, response: RETURN_VAL_TYPE) -> None:
-        """Store ``response`` to the request ``key`` (the first stored for a key stays)."""
-        self._db.write("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)",
-                       (key, model, response_text(response), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+    def put(self, key: str, model: str, response: RETURN_VAL_TYPE, payer: tuple[str, str, int] | None = None) -> None:
+        """Store ``response`` to the request ``key`` and who paid for it (the first stored for a key stays)."""
+        statements: list[tuple[str, tuple[Any, ...]]] = [
+            ("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?)",
+             (key, model, response_text(response), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))]
+        if payer is not None:
+            statements.append(("INSERT OR IGNORE INTO response_payers VALUES (?, ?, ?, ?)", (key, *payer)))
+        self._db.write_all(statements)
 
     def close(self) -> None:
         """Close the file."""
@@ -213,9 +250,27 @@ class ModelCache:
 
 
 @dataclass
+class PaidHere:
+    """The keys one attempt paid for or counted as its own (thread-safe): a second look-up of one in
+    the same attempt (a request made twice) is a cache hit, as in a run never interrupted. Shared
+    by the model-call cache and the verdict cache (:mod:`vtb_agents.judges.cache`)."""
+
+    keys: set[str] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def claim(self, key: str) -> bool:
+        """Mark ``key`` as paid here; False if it already was."""
+        with self.lock:
+            if key in self.keys:
+                return False
+            self.keys.add(key)
+            return True
+
+
+@dataclass
 class TaskCalls:
-    """The model calls of one task against a run's cache: answers lookups, stores responses and
-    keeps the first miss of a cache-only run (``miss``)."""
+    """The model calls of one task (one attempt of it) against a run's cache: answers lookups, stores
+    responses and keeps the first miss of a cache-only run (``miss``)."""
 
     cache: ModelCache
     task_id: str
@@ -223,19 +278,29 @@ class TaskCalls:
     hits: int = 0
     miss: ModelCacheMiss | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _paid_here: PaidHere = field(default_factory=PaidHere, repr=False)
+
+    @property
+    def payer(self) -> tuple[str, str, int] | None:
+        """Who pays for this task's calls: the run, the task, the epoch (None: a cache outside a run)."""
+        return (self.cache.run_id, self.task_id, self.epoch) if self.cache.run_id is not None else None
 
     def lookup(self, prompt: str, llm_string: str) -> list[Generation] | None:
-        """The stored response (each message marked with its key, ``CACHE_HIT_METADATA_KEY``), or None
-        to call the model; in a cache-only run a miss raises :class:`ModelCacheMiss`."""
+        """The stored response, or None to call the model; in a cache-only run a miss raises
+        :class:`ModelCacheMiss`. A hit has each message marked with its key (``CACHE_HIT_METADATA_KEY``),
+        except a response this run paid for in an attempt of this task that left no result: that one
+        is the call it was (see the module docstring)."""
         key, _ = cache_key(prompt, llm_string, self.epoch)
         found = self.cache.get(key)
         if found is not None:
-            for generation in found:
+            if found.payer is not None and found.payer == self.payer and self._paid_here.claim(key):
+                return found.generations
+            for generation in found.generations:
                 if isinstance(generation, ChatGeneration):
                     generation.message.response_metadata[CACHE_HIT_METADATA_KEY] = key
             with self._lock:
                 self.hits += 1
-            return found
+            return found.generations
         if not self.cache.only:
             return None
         miss = ModelCacheMiss(f"model cache miss: {CallSite.here(self.task_id)}: {self.cache.path} holds no response "
@@ -252,7 +317,8 @@ class TaskCalls:
     def update(self, prompt: str, llm_string: str, response: RETURN_VAL_TYPE) -> None:
         """Store the response the model gave."""
         key, model = cache_key(prompt, llm_string, self.epoch)
-        self.cache.put(key, model, response)
+        self._paid_here.claim(key)
+        self.cache.put(key, model, response, self.payer)
 
 
 _task_calls: ContextVar[TaskCalls | None] = ContextVar("vtb_model_cache_calls", default=None)

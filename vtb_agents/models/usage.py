@@ -16,6 +16,10 @@ calls made while a turn is set are also summed under that turn. A call whose run
 A reply the model cache answered (:mod:`vtb_agents.models.cache`) is counted as the call it
 replays, with the usage the provider reported then, and also summed in ``from_cache``: its tokens
 are the original's, what it costs is nothing (:mod:`vtb_agents.analysis.cost`).
+
+:func:`measure_usage` measures the calls of a block apart while the active tracker keeps counting
+them (the verdict cache stores each judge call's usage with its verdict); :func:`add_usage` counts
+usage measured earlier as calls made now (a verdict a killed attempt of the run paid for).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ CACHE_HIT_METADATA_KEY = "vtb_model_cache_key"
 (:mod:`vtb_agents.models.cache`): counted in ``from_cache`` too."""
 
 _active: ContextVar[UsageTracker | None] = ContextVar("vtb_usage_tracker", default=None)
+_measuring: ContextVar[UsageTracker | None] = ContextVar("vtb_usage_measure", default=None)
 
 
 def usage_of(message: AIMessage) -> TokenUsage | None:
@@ -99,8 +104,18 @@ class UsageTracker(BaseCallbackHandler):
         with self._lock:
             self._run_turns.pop(run_id, None)
 
+    def add(self, usage: TokenUsage, from_cache: TokenUsage) -> None:
+        """Count ``usage`` (of which the model cache answered ``from_cache``) as calls made now, under
+        the current turn if one is set."""
+        with self._lock:
+            self.total = self.total + usage
+            self.from_cache = self.from_cache + from_cache
+            if self.turn is not None:
+                self.by_turn[self.turn] = self.by_turn.get(self.turn, TokenUsage()) + usage
+
 
 register_configure_hook(_active, inheritable=True)
+register_configure_hook(_measuring, inheritable=True)
 
 
 @contextmanager
@@ -112,6 +127,27 @@ def track_usage() -> Iterator[UsageTracker]:
         yield tracker
     finally:
         _active.reset(token)
+
+
+@contextmanager
+def measure_usage() -> Iterator[UsageTracker]:
+    """A :class:`UsageTracker` of the LangChain chat-model calls made inside the block only, which the
+    :func:`track_usage` tracker around it counts as well (a handler of its own: LangChain attaches
+    each handler once to a run, so nothing is counted twice)."""
+    tracker = UsageTracker()
+    token = _measuring.set(tracker)
+    try:
+        yield tracker
+    finally:
+        _measuring.reset(token)
+
+
+def add_usage(usage: TokenUsage, from_cache: TokenUsage | None = None) -> None:
+    """Count ``usage`` in the active tracker (if any) as calls made now: usage measured in an earlier
+    attempt (a judge verdict the run paid for before it was killed, :mod:`vtb_agents.judges.cache`)."""
+    tracker = _active.get()
+    if tracker is not None:
+        tracker.add(usage, from_cache or TokenUsage())
 
 
 def set_turn(turn: int | None) -> None:

@@ -18,7 +18,6 @@ from typing import Any, Sequence
 from rich import box
 from rich.console import Group
 from rich.table import Table
-from rich.text import Text
 
 from vtb_agents.analysis.paired import PairedComparison, RunResults, compare_pairs
 from vtb_agents.analysis.pareto import CostPoint
@@ -30,6 +29,7 @@ from vtb_agents.rundir.read import ReportError, RunMeta, complete_results, read_
 from vtb_agents.rundir.records import RunUsage
 from vtb_agents.config import RunConfig
 from vtb_agents.tasks.normalize import CATEGORIES
+from vtb_agents.terminal import safe, safe_text
 
 
 def settings_text(settings: RunConfig) -> str:
@@ -155,22 +155,22 @@ class Comparison:
         for header in ("graded\n/n", "APR", "ARS", "proac-\ntivity", "volume", "success\nrate"):
             scores.add_column(header, justify="right", no_wrap=True)
         for name in self.categories:
-            by_category.add_column(name.replace("_", "\n"), justify="right", no_wrap=True)
+            by_category.add_column(safe_text(name.replace("_", "\n")), justify="right", no_wrap=True)
         for header in ("tokens", "cost\n(USD)", "cost per\npass"):
             costs.add_column(header, justify="right", no_wrap=True)
         for row in self.rows:
             cells = self.cells(row)
-            first = Text(cells[0], style="bold")
-            first.append(f"\n{cells[1]} · judge {cells[2]}\n{cells[3]}", style="dim")
+            first = safe_text(cells[0], style="bold")
+            first.append(safe(f"\n{cells[1]} · judge {cells[2]}\n{cells[3]}"), style="dim")
             scores.add_row(first, *cells[4:7], *cells[-6:-3])
-            by_category.add_row(cells[0], *cells[7:-6])
-            costs.add_row(cells[0], *cells[-3:])
+            by_category.add_row(safe_text(cells[0]), *cells[7:-6])
+            costs.add_row(safe_text(cells[0]), *cells[-3:])
         if not self.paired:
             return Group(scores, by_category, costs)
         notes = [f"{pair.b} vs {pair.a}: {text}" for pair in self.paired for text in left_out(pair)]
         if notes:
             notes.append(f"Those are left out of the paired figures; {UNPAIRED_NOTE}.")
-        return Group(scores, by_category, costs, paired_rich(self.paired), *(Text(n, style="dim") for n in notes))
+        return Group(scores, by_category, costs, paired_rich(self.paired), *(safe_text(n, style="dim") for n in notes))
 
     def to_dict(self) -> dict[str, Any]:
         """The comparison as JSON (``vtb compare --json``): ``runs`` (the rows), ``coverage`` (None when

@@ -19,12 +19,12 @@ from urllib.parse import quote
 
 from rich import box
 from rich.table import Table
-from rich.text import Text
 
 from vtb_agents.analysis.paired import PairedComparison
 from vtb_agents.report.markup import esc, table
 from vtb_agents.report.usage import usd
 from vtb_agents.rundir.layout import task_page_file
+from vtb_agents.terminal import safe, safe_text
 
 UNPAIRED_NOTE = ("ungraded tasks (infrastructure failures, critical rubrics nobody could judge) cannot be paired: "
                  "they are listed, never counted as a pass or a fail")
@@ -80,8 +80,8 @@ def paired_rich(pairs: Sequence[PairedComparison]) -> Table:
         out.add_column(header, justify="right", no_wrap=True)
     for pair in pairs:
         c = cells(pair)
-        label = Text(pair.b, style="bold")
-        label.append(f"\nvs {pair.a}\n{pair.tasks} paired task(s)", style="dim")
+        label = safe_text(pair.b, style="bold")
+        label.append(safe(f"\nvs {pair.a}\n{pair.tasks} paired task(s)"), style="dim")
         out.add_row(label, f"{c[2]} / {c[3]}", c[4], f"{c[5]}\n{c[6]}", f"{c[7]}\n{c[8]}", c[9])
     return out
 

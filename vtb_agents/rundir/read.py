@@ -83,6 +83,13 @@ def read_record(run_dir: Path | str) -> tuple[RunRecord, RunConfig]:
     return _record(path / RUN_FILE, RunError)
 
 
+def record_if_any(run_dir: Path | str | None) -> RunRecord | None:
+    """``run_dir``'s ``run.json`` (None without a run directory or ``run.json``)."""
+    if run_dir is None or not (Path(run_dir) / RUN_FILE).is_file():
+        return None
+    return read_record(run_dir)[0]
+
+
 def open_finished_run(run_dir: Path | str) -> FinishedRun:
     """Read ``run_dir``; a missing directory, a missing ``run.json`` or a partial last result line
     (an interrupted run) is a :class:`RunError` saying what to do."""

@@ -8,6 +8,8 @@ allow extra fields, so that files written by newer versions still read.
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,15 @@ class ModelRecord(BaseModel):
 
 class RunRecord(BaseModel):
     """``run.json``: what was run and how (the run's :class:`~vtb_agents.config.RunConfig`), by which
-    version, when, and the resolved settings of its model and judge (presets expanded)."""
+    version, when, and the resolved settings of its model and judge (presets expanded).
+
+    ``run_id`` names the run (drawn when it is created, kept by its resumes) and ``grading_id`` the
+    grading pass whose verdicts the results hold (the run's own id at first; each ``vtb grade``
+    records the next, :func:`next_grading_id`). The model-call cache and the verdict cache store them
+    with each response and verdict paid for, so that a resume counts what its killed attempt paid
+    for as the calls they were, not as cache hits (:mod:`vtb_agents.models.cache`,
+    :mod:`vtb_agents.judges.cache`); None in a run written before them (what it finds again counts
+    as cache hits)."""
 
     model_config = ConfigDict(extra="allow")
     config: RunConfig
@@ -39,12 +49,29 @@ class RunRecord(BaseModel):
     model: ModelRecord | None = None
     judge: ModelRecord | None = None
     started_at: str | None = None
+    run_id: str | None = None
+    grading_id: str | None = None
 
     @field_validator("config", mode="before")
     @classmethod
     def _every_setting(cls, config: Any) -> Any:
         """A recorded config states every setting (a missing one is an error, not its default)."""
         return complete_record(config)
+
+
+def new_run_id() -> str:
+    """A fresh run id (a new run's, also its first grading pass's)."""
+    return uuid.uuid4().hex
+
+
+def next_grading_id(previous: str | None) -> str:
+    """The grading-pass id of a regrade of a run graded by pass ``previous``: derived from it, so that
+    a regrade killed before it recorded its pass and run again is the same pass (what the killed one
+    paid for counts as its calls), while the regrade after a finished one is a new pass. A run that
+    recorded no pass (written before them) gets a fresh one."""
+    if previous is None:
+        return new_run_id()
+    return hashlib.sha256(f"{previous}/regrade".encode()).hexdigest()[:32]
 
 
 class Uncertainty(BaseModel):

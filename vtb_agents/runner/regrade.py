@@ -2,7 +2,9 @@
 (``run.json``) unless others are given.
 
 Episodes are re-used as they are; verdicts come from the judge cache where present, and judge
-calls that failed before are asked again (failures are never cached). The run's
+calls that failed before are asked again (failures are never cached). A regrade is a grading pass
+of its own (``RunRecord.grading_id``): verdicts the run or an earlier regrade paid for are cache hits,
+those a killed attempt of this same regrade paid for count as its calls. The run's
 ``results.jsonl`` is rewritten atomically (a crash leaves the old file whole) and ``run.json``
 records the new judge, so that a later ``--resume`` continues with it. Each task's transcript
 gets the new verdicts in place of the old (its episode events stay).
@@ -30,7 +32,7 @@ from vtb_agents.rundir.layout import JUDGE_CACHE_FILE, RUN_FILE, artifacts_dir
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.read import open_finished_run, read_record
-from vtb_agents.rundir.records import ModelRecord
+from vtb_agents.rundir.records import ModelRecord, next_grading_id
 from vtb_agents.config import RunConfig
 from vtb_agents.rundir.settings import with_grading
 from vtb_agents.rundir.store import ResultsStore, write_json_atomic
@@ -74,8 +76,9 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
         critical_rule = critical_rule or recorded.critical_rule
         by_id = finished.tasks(tasks, needed=[r.task_id for r in results])
         judge_of_run = load_judge(judge_spec, request_timeout_s)
+        grading = next_grading_id(finished.run.grading_id)  # a new pass: the run's verdicts are cache hits
         regraded = []
-        with open_judge(judge_of_run, judge_cache or run_dir / JUDGE_CACHE_FILE) as judge:
+        with open_judge(judge_of_run, judge_cache or run_dir / JUDGE_CACHE_FILE, grading) as judge:
             artifacts = ArtifactStore(artifacts_dir(run_dir))
             for done, result in enumerate(results, start=1):
                 recorder = TranscriptRecorder(artifacts)  # the new verdicts replace the transcript's
@@ -94,7 +97,7 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
                     progress(regraded[-1], done, len(results))
         ResultsStore(run_dir).rewrite(regraded)
         record = with_grading(finished.run, judge_spec, critical_rule).model_copy(
-            update={"judge": ModelRecord.model_validate(judge_record(judge_spec))})
+            update={"judge": ModelRecord.model_validate(judge_record(judge_spec)), "grading_id": grading})
         write_json_atomic(run_dir / RUN_FILE, record.model_dump(mode="json"))
         summary = summarize(regraded, judge_name=judge_spec, epochs=finished.settings.epochs,
                             extra={"model": finished.settings.model, "strategy": finished.settings.strategy_spec,

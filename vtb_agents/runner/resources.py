@@ -34,6 +34,7 @@ from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.models.cache import ModelCache
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory, refuse_object_name
 from vtb_agents.config import RunConfig
+from vtb_agents.rundir.read import record_if_any
 from vtb_agents.sandbox import backend, open_sandbox, probe_in_background
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy
@@ -128,25 +129,27 @@ def added_tools(config: RunConfig, objects: RunObjects) -> list[BaseTool]:
 
 
 @contextmanager
-def open_judge(judge: RubricJudge, cache: Path | None) -> Iterator[RubricJudge]:
-    """``judge`` behind a verdict cache at ``cache`` (a judge that calls no model needs none), closed on exit."""
+def open_judge(judge: RubricJudge, cache: Path | None, grading: str | None = None) -> Iterator[RubricJudge]:
+    """``judge`` behind a verdict cache at ``cache`` (a judge that calls no model needs none), closed on
+    exit; ``grading`` is the grading pass paying for its calls (:mod:`vtb_agents.judges.cache`)."""
     if cache is None or not judge.calls_model:
         yield judge
         return
     store = JudgeCache(cache)
     try:
-        yield CachedJudge(judge, store)
+        yield CachedJudge(judge, store, grading=grading)
     finally:
         store.close()
 
 
 @contextmanager
-def open_model_cache(config: RunConfig) -> Iterator[ModelCache | None]:
-    """The run's model-call cache (``model_cache``, read only with ``model_cache_only``), closed on exit."""
+def open_model_cache(config: RunConfig, run_id: str | None = None) -> Iterator[ModelCache | None]:
+    """The run's model-call cache (``model_cache``, read only with ``model_cache_only``), closed on exit;
+    ``run_id``: the run paying for the calls it makes (:mod:`vtb_agents.models.cache`)."""
     if config.model_cache is None:
         yield None
         return
-    cache = ModelCache(Path(config.model_cache), only=config.model_cache_only)
+    cache = ModelCache(Path(config.model_cache), only=config.model_cache_only, run_id=run_id)
     try:
         yield cache
     finally:
@@ -215,14 +218,17 @@ def open_parts(parts: RunParts, config: RunConfig, *, artifacts: Path | None = N
     """The resources of a run of ``parts``, closed when the block ends: on entering, the artifact
     store at ``artifacts``, the checkpointer at ``checkpoints`` and the verdict cache at
     ``judge_cache`` open (each only if given), and the config's model cache; tasks' transcripts
-    are written into ``run_dir`` (if given)."""
+    are written into ``run_dir`` (if given), whose record says who pays for the calls (read on
+    entering: a new run writes it first)."""
+    record = record_if_any(run_dir)
     with ExitStack() as stack:
         yield RunResources(
-            judge=stack.enter_context(open_judge(parts.judge, judge_cache)), strategy=parts.strategy,
-            tools=parts.tools, open_sandbox=parts.open_sandbox, models=parts.models, resumer=parts.resumer,
-            artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
+            judge=stack.enter_context(open_judge(parts.judge, judge_cache, record.grading_id if record else None)),
+            strategy=parts.strategy, tools=parts.tools, open_sandbox=parts.open_sandbox, models=parts.models,
+            resumer=parts.resumer, artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
             checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None,
-            model_cache=stack.enter_context(open_model_cache(config)), run_dir=run_dir)
+            model_cache=stack.enter_context(open_model_cache(config, record.run_id if record else None)),
+            run_dir=run_dir)
 
 
 def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,

@@ -35,7 +35,7 @@ from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.errors import RunError, StoppedRun
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
 from vtb_agents.rundir.lock import run_dir_lock
-from vtb_agents.rundir.records import RunRecord
+from vtb_agents.rundir.records import RunRecord, new_run_id
 from vtb_agents.rundir.store import ResultsStore, episode_key, latest_results
 from vtb_agents.rundir.transcripts import write_transcript
 from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
@@ -159,9 +159,10 @@ def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -
 def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskResult]:
     """Create or reopen ``out`` for ``config`` (:func:`vtb_agents.rundir.create.prepare_run_dir`):
     a resume may change only the pacing settings."""
+    run_id = new_run_id()
     record = RunRecord(config=config, vtb_agents=__version__,
                        **model_records(config.model, config.model_kwargs, config.judge),
-                       started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                       started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), run_id=run_id, grading_id=run_id)
     return create_run_dir(out, record, resume=resume, defaults=DEFAULTS.to_dict(), may_change=PACING_KEYS)
 
 
