@@ -20,7 +20,7 @@ from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, config_option, w
 from vtb_agents.extensions import LABELS, Kind
 
 if TYPE_CHECKING:  # the runner, the judges and the results model load when a command runs
-    from rich.table import Table
+    from vtb_agents.report.terminal import Fitted
 
     from vtb_agents.config import RunConfig
     from vtb_agents.results import TaskResult
@@ -63,12 +63,14 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
             signal.signal(signal.SIGTERM, previous_term)
 
 
-def summary_table(summary: dict[str, Any]) -> Table:
+def summary_table(summary: dict[str, Any]) -> Fitted:
     """APR and ARS with their 95% intervals, overall and per category, domain and turn case (and
-    pass@k / pass^k with epochs)."""
-    from rich.table import Table
+    pass@k / pass^k with epochs), fitted to the terminal: intervals in columns of their own when they
+    fit whole, else under their figures (:mod:`vtb_agents.report.terminal`)."""
+    from rich.text import Text
 
     from vtb_agents.report.markup import interval, pct
+    from vtb_agents.report.terminal import Col, Fitted, Sheet
 
     epochs = summary.get("epochs", 1)
     title = f"{summary.get('model')} (judge: {summary['judge']['model']})"
@@ -78,20 +80,28 @@ def summary_table(summary: dict[str, Any]) -> Table:
     if failed:
         title += (f"\n[bold red]INCOMPLETE: {failed} episode(s) ungraded by infrastructure failures; "
                   "scores over graded ones only[/]")
-    passes = ("pass@k", "pass^k") if epochs > 1 else ()
-    table = Table("group", "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes, title=title,
-                  caption="95% CI: Student's t over task means (README \"Epochs and intervals\")")
+    caption = "95% CI: Student's t over task means (README \"Epochs and intervals\")"
+    passes = [Col("pass@k", drop=1), Col("pass^k", drop=2)] if epochs > 1 else []
+    group = Col("group", figure=False)
+    wide = Sheet([group, Col("n"), Col("graded", drop=3), Col("APR"), Col("APR 95% CI"), Col("ARS"),
+                  Col("ARS 95% CI"), *passes], title=title, caption=caption)
+    stacked = Sheet([group, Col("n"), Col("graded", drop=3), Col("APR\n95% CI"), Col("ARS\n95% CI"), *passes],
+                    title=title, caption=caption)
 
-    def row(name: str, block: dict[str, Any]) -> None:
+    def add(name: str, block: dict[str, Any]) -> None:
         more = (pct(block.get("pass_at_k")), pct(block.get("pass_hat_k"))) if passes else ()
-        table.add_row(name, str(block["n"]), str(block["graded"]), pct(block["apr"]), interval(block["apr_ci95"]),
-                      pct(block["ars"]), interval(block["ars_ci95"]), *more)
+        apr, ars = (pct(block["apr"]), interval(block["apr_ci95"])), (pct(block["ars"]), interval(block["ars_ci95"]))
+        counts = (str(block["n"]), str(block["graded"]))
+        wide.add_row(name, *counts, *apr, *ars, *more)
+        stacked.add_row(name, *counts, "\n".join(apr), "\n".join(ars), *more)
 
-    row("overall", {**summary, "n": summary["tasks"]})
-    for section in ("by_category", "by_domain", "by_turncase"):
+    add("overall", {**summary, "n": summary["tasks"]})
+    for section, label in (("by_category", "category"), ("by_domain", "domain"), ("by_turncase", "turn case")):
+        for sheet in (wide, stacked):
+            sheet.add_row(Text(label, style="bold"), *[""] * (len(sheet.columns) - 1), section=True)
         for name, block in summary[section].items():
-            row(f"{section[3:]}: {name}", block)
-    return table
+            add(name, block)
+    return Fitted(wide, stacked)
 
 
 @run_cli.command("run")

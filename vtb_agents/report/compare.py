@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rich import box
-from rich.console import Group
-from rich.table import Table
+from rich.console import Group, RenderableType
 from rich.text import Text
 
 from vtb_agents.analysis.paired import PairedComparison, RunResults, compare_pairs
@@ -25,6 +24,7 @@ from vtb_agents.analysis.pareto import CostPoint
 from vtb_agents.report.markup import esc, num, page, pct, table
 from vtb_agents.report.paired import UNPAIRED_NOTE, left_out, paired_html, paired_rich
 from vtb_agents.report.plots import pareto_svg, scatter_svg
+from vtb_agents.report.terminal import Col, Fitted, Sheet
 from vtb_agents.report.usage import usd
 from vtb_agents.rundir.read import ReportError, RunMeta, complete_results, read_meta
 from vtb_agents.rundir.records import RunUsage
@@ -145,19 +145,16 @@ class Comparison:
                 "unknown" if row.tokens is None else f"{row.tokens:,}", usd(row.cost), usd(row.cost_per_pass)]
 
     def to_rich(self) -> Group:
-        """The comparison for the terminal: scores and tool metrics, then APR per category (two
-        tables, so that each fits an 80-column terminal). Run, model, judge and settings share a cell."""
-        scores = Table(title="Runs compared", box=box.SIMPLE_HEAD)
-        by_category = Table(title="APR per category", box=box.SIMPLE_HEAD)
-        costs = Table(title="Tokens and estimated cost", box=box.SIMPLE_HEAD)
-        for out in (scores, by_category, costs):
-            out.add_column("run", ratio=1, min_width=16, overflow="fold")
-        for header in ("graded\n/n", "APR", "ARS", "proac-\ntivity", "volume", "success\nrate"):
-            scores.add_column(header, justify="right", no_wrap=True)
-        for name in self.categories:
-            by_category.add_column(name.replace("_", "\n"), justify="right", no_wrap=True)
-        for header in ("tokens", "cost\n(USD)", "cost per\npass"):
-            costs.add_column(header, justify="right", no_wrap=True)
+        """The comparison for the terminal: scores and tool metrics, APR per category, tokens and cost
+        (three tables, each fitted to the terminal: :mod:`vtb_agents.report.terminal`). Run, model,
+        judge and settings share a cell."""
+        run = Col("run", figure=False, min_width=16)
+        scores = Sheet([run, *(Col(h) for h in ("graded\n/n", "APR", "ARS", "proac-\ntivity", "volume",
+                                                   "success\nrate"))], title="Runs compared", box=box.SIMPLE_HEAD)
+        by_category = Sheet([run, *(Col(name.replace("_", "\n")) for name in self.categories)],
+                            title="APR per category", box=box.SIMPLE_HEAD)
+        costs = Sheet([run, Col("tokens"), Col("cost\n(USD)"), Col("cost per\npass")],
+                      title="Tokens and estimated cost", box=box.SIMPLE_HEAD)
         for row in self.rows:
             cells = self.cells(row)
             first = Text(cells[0], style="bold")
@@ -165,12 +162,13 @@ class Comparison:
             scores.add_row(first, *cells[4:7], *cells[-6:-3])
             by_category.add_row(cells[0], *cells[7:-6])
             costs.add_row(cells[0], *cells[-3:])
+        tables: list[RenderableType] = [Fitted(scores), Fitted(by_category), Fitted(costs)]
         if not self.paired:
-            return Group(scores, by_category, costs)
+            return Group(*tables)
         notes = [f"{pair.b} vs {pair.a}: {text}" for pair in self.paired for text in left_out(pair)]
         if notes:
             notes.append(f"Those are left out of the paired figures; {UNPAIRED_NOTE}.")
-        return Group(scores, by_category, costs, paired_rich(self.paired), *(Text(n, style="dim") for n in notes))
+        return Group(*tables, paired_rich(self.paired), *(Text(n, style="dim") for n in notes))
 
     def to_dict(self) -> dict[str, Any]:
         """The comparison as JSON (``vtb compare --json``): ``runs`` (the rows), ``coverage`` (None when

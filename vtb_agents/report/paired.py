@@ -18,11 +18,11 @@ from typing import Sequence
 from urllib.parse import quote
 
 from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from vtb_agents.analysis.paired import PairedComparison
 from vtb_agents.report.markup import esc, table
+from vtb_agents.report.terminal import Col, Fitted, Sheet
 from vtb_agents.report.usage import usd
 from vtb_agents.rundir.layout import task_page_file
 
@@ -69,21 +69,20 @@ def left_out(pair: PairedComparison) -> list[str]:
             for what, ids in parts if ids]
 
 
-def paired_rich(pairs: Sequence[PairedComparison]) -> Table:
-    """The pairs for the terminal (fits 80 columns): B, A and the paired tasks in the first cell, flips,
-    McNemar p, differences in percentage points with their intervals below them, cost difference."""
-    out = Table(title="Paired comparison: B minus A over the tasks graded in both\n(flips + to pass, − to fail)",
+def paired_rich(pairs: Sequence[PairedComparison]) -> Fitted:
+    """The pairs for the terminal (fitted to its width): B, A and the paired tasks in the first cell,
+    flips, McNemar p, differences in percentage points with their intervals below them, cost difference."""
+    out = Sheet([Col(HEADERS[0], figure=False, min_width=10),
+                 *(Col(h) for h in ("flips\n+ / −", "McNemar\np", "ΔAPR (pts)\n95% CI", "ΔARS (pts)\n95% CI",
+                                     "Δcost\n(USD)"))],
+                title="Paired comparison: B minus A over the tasks graded in both\n(flips + to pass, − to fail)",
                 box=box.SIMPLE_HEAD)
-    out.add_column(HEADERS[0], ratio=1, min_width=10, overflow="fold")
-    for header in ("flips\n+ / −", "McNemar\np", "ΔAPR (pts)\n95% CI", "ΔARS (pts)\n95% CI",
-                   "Δcost\n(USD)"):
-        out.add_column(header, justify="right", no_wrap=True)
     for pair in pairs:
         c = cells(pair)
         label = Text(pair.b, style="bold")
         label.append(f"\nvs {pair.a}\n{pair.tasks} paired task(s)", style="dim")
         out.add_row(label, f"{c[2]} / {c[3]}", c[4], f"{c[5]}\n{c[6]}", f"{c[7]}\n{c[8]}", c[9])
-    return out
+    return Fitted(out)
 
 
 def page_href(page: Path, out_dir: Path) -> str:
