@@ -151,6 +151,7 @@ def run(options: RunOptions,
     tm = summary["tool_metrics"]
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
+    out.print(cache_line(summary), highlight=False)
     if summary.get("missing"):
         total = len(selected) * config.epochs
         err.print(f"interrupted: {total - summary['missing']} of {total} episode(s) done "
@@ -162,6 +163,15 @@ def run(options: RunOptions,
     report = write_report(out_dir)
     out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
     exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors")
+
+
+def cache_line(summary: dict[str, Any]) -> str:
+    """What the caches answered in a run, from ``usage`` and ``judge`` of its summary: model and judge calls
+    answered by the model cache, verdicts taken from the verdict cache."""
+    usage, judge = summary["usage"], summary["judge"]
+    return (f"model cache: {usage['model_from_cache']['calls']} of {usage['model']['calls']} model call(s), "
+            f"{usage['judge_from_cache']['calls']} of {usage['judge']['calls']} judge call(s); "
+            f"verdict cache: {judge['cache_hits']} verdict(s) reused")
 
 
 def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, judge_cache: Path | None,
@@ -291,8 +301,9 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     out.print(f"regraded with {'; '.join(changed)}" if changed else
               f"regraded with the run's own judge {j['model']} and critical rule {summary['critical_rule']}",
               highlight=False)
-    out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
-              f"{j['checks']} check(s), {j['unjudged']} unjudged")
+    out.print(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} verdict cache hit(s), {j['errors']} "
+              f"error(s), {j['checks']} check(s), {j['unjudged']} unjudged")
+    out.print(cache_line(summary), highlight=False)
     if (summary.get("infrastructure_errors") or {}).get("count"):
         exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout))
 

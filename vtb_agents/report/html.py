@@ -152,11 +152,17 @@ def tool_use(summary: RunSummary) -> str:
 
 
 def judge_section(summary: RunSummary) -> str:
-    """How the rubrics were decided."""
-    j = summary.judge
-    rows = [("judge", j.model), ("LLM judge calls", j.calls), ("deterministic checks", j.checks),
-            ("unjudged rubrics", j.unjudged), ("judge errors", j.errors), ("cache hits", j.cache_hits)]
-    return f'<h2 id="judge">Judge</h2>{_kv(rows)}'
+    """How the rubrics were decided, and what the caches answered: verdicts taken from the verdict cache
+    (``judge.cache_hits``), and model and judge calls answered by the model cache (``usage``)."""
+    j, usage = summary.judge, summary.usage
+    rows = [("judge", j.model), ("LLM judge verdicts (a judge model asked)", j.calls),
+            ("deterministic checks", j.checks), ("unjudged rubrics", j.unjudged), ("judge errors", j.errors),
+            ("verdict cache hits (verdicts reused, no judge call)", j.cache_hits)]
+    caches = [("model calls", usage.model.calls), ("of them answered by the model cache", usage.model_from_cache.calls),
+              ("judge calls", usage.judge.calls), ("of them answered by the model cache", usage.judge_from_cache.calls),
+              ("model cache hits in all (model and judge)", usage.cache_hits)]
+    return (f'<h2 id="judge">Judge</h2><div class="grid">{_kv(rows, "Verdicts")}'
+            f'{_kv(caches, "Calls and the model cache (--model-cache)")}</div>')
 
 
 def task_pages(data: RunData) -> list[TaskPage]:
