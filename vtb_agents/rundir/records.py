@@ -102,6 +102,7 @@ class RegionScore(BaseModel):
     share_iou_ge_0_5: float | None = None
     pass_rate_when_looked: float | None = None
     pass_rate_when_not: float | None = None
+    not_located: int = 0
 
 
 class RegionIoU(RegionScore):
