@@ -76,7 +76,7 @@ def test_report_opens_on_the_task_table_and_filters_and_searches(run_dir, browse
     assert visible_ids(page) == ["t-fail", "t-pass", "t-ungraded", "t-zebra"]  # by id
     assert page.text_content("#shown") == "4 of 4 tasks"
     assert page.locator("#task-table tbody tr").nth(1).locator("td").all_text_contents() == \
-        ["t-pass", "region_switch", "finance", "pass", "answered", "1.00", "1", "1", "unknown"]
+        ["t-pass", "region_switch", "finance", "pass", "answered", "1.00", "1", "1", "1.00", "unknown"]
 
     page.select_option("#f-category", "hybrid_tool")
     assert visible_ids(page) == ["t-fail"]

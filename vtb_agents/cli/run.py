@@ -148,6 +148,7 @@ def run(options: RunOptions,
         except (RunError, ValueError) as exc:
             fail(str(exc))
     out.print(summary_table(summary))
+    out.print(region_table(summary))
     tm = summary["tool_metrics"]
     out.print(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
               f"volume {tm['volume']}, by tool {tm['by_tool']}")
@@ -163,6 +164,28 @@ def run(options: RunOptions,
     report = write_report(out_dir)
     out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
     exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors")
+
+
+def region_table(summary: dict[str, Any]) -> Fitted:
+    """Where the model looked (``region_iou`` of the summary): turns measured, the share with best crop
+    IoU >= 0.5, the turn pass rate when it looked and when not, turns not located; overall and per category."""
+    from vtb_agents.report.markup import pct
+    from vtb_agents.report.terminal import Col, Fitted, Sheet
+
+    regions = summary.get("region_iou") or {}
+    sheet = Sheet([Col("where it looked", figure=False), Col("turns"), Col("IoU ≥ 0.5"), Col("pass when\nlooked"),
+                   Col("pass when\nnot"), Col("not\nlocated", drop=1)],
+                  title="Looked at the right place (best crop IoU against the reference's crops)")
+
+    def add(name: str, block: dict[str, Any]) -> None:
+        sheet.add_row(name, str(block.get("turns", 0)), pct(block.get("share_iou_ge_0_5")),
+                      pct(block.get("pass_rate_when_looked")), pct(block.get("pass_rate_when_not")),
+                      str(block.get("not_located", 0)))
+
+    add("overall", regions)
+    for name, block in (regions.get("by_category") or {}).items():
+        add(name, block)
+    return Fitted(sheet)
 
 
 def cache_line(summary: dict[str, Any]) -> str:
@@ -294,6 +317,7 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     except (RunError, TaskLoadError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     out.print(summary_table(summary))
+    out.print(region_table(summary))
     j = summary["judge"]
     changed = [f"{what} {now} instead of the run's {was} ({option})" for what, option, was, now in (
         ("judge", "--judge", before.judge, j["model"]),

@@ -78,13 +78,14 @@ def indent(renderable: RenderableType, level: int = 1) -> RenderableType:
 
 
 def result_header(run_dir: Path, task_id: str, epoch: int) -> list[RenderableType]:
-    """The task's result line: pass, score, outcome, epoch, cost, where it looked (best crop IoU per
-    measured turn); nothing when results.jsonl has no line for it."""
+    """The task's result line: pass, score, outcome, epoch, cost; where it looked (best crop IoU per
+    measured turn, or "not located"); nothing when results.jsonl has no line for it."""
     from rich.text import Text
 
     from vtb_agents.analysis.cost import task_cost
     from vtb_agents.models.presets import prices_for
     from vtb_agents.report.markup import num
+    from vtb_agents.report.regions_html import iou_text
     from vtb_agents.report.usage import usd
     from vtb_agents.rundir.read import read_record
     from vtb_agents.rundir.store import ResultsStore
@@ -102,6 +103,10 @@ def result_header(run_dir: Path, task_id: str, epoch: int) -> list[RenderableTyp
     line = Text.assemble(verdict, f" · score {num(grade.score)} · outcome {result.ended.replace('_', ' ')} · "
                                   f"epoch {epoch} · cost {usd(cost)} · {result.duration_s:.1f} s")
     lines: list[RenderableType] = [line]
+    looked = [f"turn {turn.index + 1} {iou_text(turn)}" for turn in result.episode.turns
+              if turn.reference_regions or turn.not_located]
+    if looked:
+        lines.append(Text("where it looked (best crop IoU; >= 0.5 looked): " + ", ".join(looked)))
     if not grade.graded and grade.reason:
         lines.append(Text.assemble(("ungraded: ", "yellow"), model_text(grade.reason)))
     return lines

@@ -21,6 +21,7 @@ from vtb_agents.report.compare import Comparison, run_row, settings_text
 from vtb_agents.report.images import ReportImages
 from vtb_agents.report.markup import esc, interval, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
+from vtb_agents.report.regions_html import region_table
 from vtb_agents.report.task_page import TaskPage, write_task_pages
 from vtb_agents.report.task_table import task_table, write_search_index
 from vtb_agents.report.usage import settings_rows, usage_section
@@ -131,7 +132,8 @@ def scores(data: RunData) -> str:
     return ('<h2 id="scores">Scores</h2>' + paper + '<div class="grid">'
             + _blocks("", overall, s.epochs) + _blocks("category", s.by_category, s.epochs)
             + _blocks("domain", s.by_domain, s.epochs) + _blocks("turn case", s.by_turncase, s.epochs)
-            + "</div>" + (f'<div class="plot">{plot}</div>' if plot else ""))
+            + "</div>" + (f'<div class="plot">{plot}</div>' if plot else "")
+            + f'<h3 id="regions">Where it looked</h3>{region_table(s.region_iou)}')
 
 
 def tool_use(summary: RunSummary) -> str:
