@@ -17,8 +17,6 @@ from collections import defaultdict
 from statistics import fmean
 from typing import Any, Sequence
 
-import numpy as np
-
 from vtb_agents.results import Episode, ImageRegion, TaskResult
 
 LOOKED_IOU = 0.5
@@ -33,8 +31,7 @@ def box_iou(a: Box, b: Box) -> float:
     >>> box_iou((0, 0, 10, 10), (5, 0, 15, 10))
     0.3333333333333333
     """
-    lo, hi = np.maximum(np.asarray(a[:2], float), b[:2]), np.minimum(np.asarray(a[2:], float), b[2:])
-    inter = float(np.prod(np.clip(hi - lo, 0.0, None)))
+    inter = max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
     return inter / union if union > 0 else 0.0
 
