@@ -114,7 +114,7 @@ def run_section(data: RunData) -> str:
     return "".join(parts)
 
 
-def _blocks(title: str, blocks: dict[str, GroupScore], epochs: int) -> str:
+def score_table(title: str, blocks: dict[str, GroupScore], epochs: int) -> str:
     """A table of groups' APR and ARS with their 95% intervals (and pass@k, pass^k with epochs)."""
     passes = ["pass@k", "pass^k"] if epochs > 1 else []
     rows = ([esc(name), esc(b.n), esc(b.graded), pct(b.apr), interval(b.apr_ci95), pct(b.ars), interval(b.ars_ci95),
@@ -122,16 +122,21 @@ def _blocks(title: str, blocks: dict[str, GroupScore], epochs: int) -> str:
     return table([title, "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes], rows)
 
 
+def overall_score(summary: RunSummary) -> dict[str, GroupScore]:
+    """The run's own APR and ARS with their intervals, as the one row ``overall`` of :func:`score_table`."""
+    return {"overall": GroupScore(n=summary.tasks, graded=summary.graded, apr=summary.apr, ars=summary.ars,
+                                  **summary.model_dump(include=set(Uncertainty.model_fields)))}
+
+
 def scores(data: RunData) -> str:
     """The paper-style row, APR/ARS breakdowns and the APR-by-category plot."""
     s = data.summary
-    overall = {"overall": GroupScore(n=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars,
-                                     **s.model_dump(include=set(Uncertainty.model_fields)))}
+    overall = overall_score(s)
     paper = Comparison([run_row(data, data.path.resolve().name)]).to_html(compact=True)
     plot = apr_by_category_svg(s)
     return ('<h2 id="scores">Scores</h2>' + paper + '<div class="grid">'
-            + _blocks("", overall, s.epochs) + _blocks("category", s.by_category, s.epochs)
-            + _blocks("domain", s.by_domain, s.epochs) + _blocks("turn case", s.by_turncase, s.epochs)
+            + score_table("", overall, s.epochs) + score_table("category", s.by_category, s.epochs)
+            + score_table("domain", s.by_domain, s.epochs) + score_table("turn case", s.by_turncase, s.epochs)
             + "</div>" + (f'<div class="plot">{plot}</div>' if plot else "")
             + f'<h3 id="regions">Where it looked</h3>{region_table(s.region_iou)}')
 
