@@ -10,7 +10,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from openai_server import OpenAIServer
 from scripted_vision import VisionModel
@@ -45,7 +44,8 @@ def vtb(*args: str, base_url: str) -> subprocess.CompletedProcess[str]:
 def kv_rows(page: str, caption: str) -> list[tuple[str, str]]:
     """The (name, value) rows of the report's key-value table with ``caption``."""
     table = page.split(f"<caption>{html.escape(caption)}</caption>", 1)[1].split("</table>", 1)[0]
-    return [(html.unescape(k), html.unescape(v)) for k, v in re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td></tr>", table)]
+    rows = re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td></tr>", table)
+    return [(html.unescape(k), html.unescape(v)) for k, v in rows]
 
 
 def test_a_cache_only_replay_marks_every_call_cached_and_the_report_counts_equal_the_summary(tmp_path):
@@ -60,7 +60,8 @@ def test_a_cache_only_replay_marks_every_call_cached_and_the_report_counts_equal
     with OpenAIServer(model_and_judge) as server:
         recorded = vtb(*common, "--out", str(tmp_path / "recorded"), base_url=server.base_url)
         assert recorded.returncode == 0, recorded.stderr
-    assert re.search(r"model cache: 0 of \d+ model call\(s\), 0 of \d+ judge call\(s\)", " ".join(recorded.stdout.split()))
+    printed = " ".join(recorded.stdout.split())
+    assert re.search(r"model cache: 0 of \d+ model call\(s\), 0 of \d+ judge call\(s\)", printed)
     with OpenAIServer(refuse) as sentinel:
         replay = vtb(*common, "--model-cache-only", "--out", str(tmp_path / "replayed"), base_url=sentinel.base_url)
         assert replay.returncode == 0, replay.stderr

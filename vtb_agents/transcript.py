@@ -47,9 +47,9 @@ from pydantic import BaseModel, Field
 
 from vtb_agents.results import TokenUsage, VerdictStatus
 
-__all__ = ["CacheCounts", "JUDGE_EVENT", "JUDGING_STEP", "STEP_EVENT", "STEP_METADATA_KEY", "Event", "ImageRef", "JudgeEvent",
-           "ModelCall", "ModelEvent", "ModelResponse", "StepEvent", "ToolEvent", "Transcript", "TranscriptImage",
-           "image_refs"]
+__all__ = ["JUDGE_EVENT", "JUDGING_STEP", "STEP_EVENT", "STEP_METADATA_KEY", "CacheCounts", "Event", "ImageRef",
+           "JudgeEvent", "ModelCall", "ModelEvent", "ModelResponse", "StepEvent", "ToolEvent", "Transcript",
+           "TranscriptImage", "image_refs"]
 
 STEP_EVENT = "vtb_step"
 """Name of the LangChain custom event a strategy dispatches with a :class:`StepEvent`."""

@@ -55,7 +55,8 @@ BOOTSTRAP_SEED = 0
 CONFIDENCE = 0.95
 
 __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CONFIDENCE", "PairedComparison", "RunResults",
-           "PassCountChange", "TaskTally", "compare_pair", "looked_by_turn", "compare_pairs", "mcnemar_exact_p", "paired_bootstrap_ci", "tally_tasks"]
+           "PassCountChange", "TaskTally", "compare_pair", "compare_pairs", "looked_by_turn", "mcnemar_exact_p",
+           "paired_bootstrap_ci", "tally_tasks"]
 
 
 @dataclass(frozen=True)

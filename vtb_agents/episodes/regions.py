@@ -97,7 +97,8 @@ def reference_regions(task: Task, sandbox: Sandbox, timeout_s: float) -> list[li
     """The crops each turn's reference code makes, run in ``sandbox`` (fresh, of the run's kind).
 
     A step whose code fails still counts with what it saved before failing; non-code steps
-    (calculator, search) are skipped. An image saved without Pillow is located from its pixels. A sandbox that cannot run code raises ``SandboxError``.
+    (calculator, search) are skipped. An image saved without Pillow is located from its pixels. A
+    sandbox that cannot run code raises ``SandboxError``.
     """
     found: list[list[ImageRegion]] = []
     for number, turn in enumerate(task.turns):

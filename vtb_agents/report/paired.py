@@ -180,7 +180,8 @@ def paired_html(pairs: Sequence[PairedComparison], run_dirs: dict[str, Path], ou
                  _flip_list(pair, pair.flips_to_fail, "to-fail", dirs, out_dir, unlinked)]
         changed = ""
         if pair.pass_counts_changed:
-            counts = {c.task_id: f"{c.passes_a}/{c.epochs_a} → {c.passes_b}/{c.epochs_b}" for c in pair.pass_counts_changed}
+            counts = {c.task_id: f"{c.passes_a}/{c.epochs_a} → {c.passes_b}/{c.epochs_b}"
+                      for c in pair.pass_counts_changed}
             changed = (f"<h4>Passing epochs changed ({len(counts)})</h4>"
                        + _flip_list(pair, list(counts), "count-changed", dirs, out_dir, unlinked, counts))
         parts.append(f'<section class="pair"><h3>{esc(pair.b)} vs {esc(pair.a)}</h3>'
