@@ -135,3 +135,25 @@ def test_vtb_transcript_fits_80_columns_and_says_how_the_task_ended(runs):
     assert all(line.startswith("    ") for line in below if line), below  # code indented under its header
     judge = next(line for line in lines if line.startswith("━━ #") and " judge " in line)
     assert " · met · rubric " in judge and len(judge) <= 80
+
+
+def test_vtb_transcript_prints_model_text_terminal_safe(tmp_path):
+    """Every model-written text of `vtb transcript` goes through one function (model_text): an escape
+    sequence in a reply and in code is shown, never sent to the terminal."""
+    from vtb_agents.artifacts import ArtifactStore
+    from vtb_agents.cli.transcript import render
+    from vtb_agents.transcript import ModelEvent, ModelResponse, ToolEvent, Transcript
+
+    hostile = "\x1b]0;pwned\x07\x1b[2J"
+    record = Transcript(task_id="t\x1b[31m", events=[
+        ModelEvent(step="model", turn=0, messages=[{"role": "human", "content": hostile}],
+                   response=ModelResponse(text=hostile, tool_calls=[{"name": "python_image_processing",
+                                                                      "args": {"code": f"print('{hostile}')"}}])),
+        ToolEvent(step="tools", turn=0, name="python_image_processing", args={"code": f"x = '{hostile}'"},
+                  output=hostile)])
+    for highlight in (False, True):
+        console = Console(width=80, file=io.StringIO(), record=True, force_terminal=highlight)
+        for renderable in render(record, ArtifactStore(tmp_path), highlight=highlight):
+            console.print(renderable)
+        text = console.export_text(styles=False)
+        assert "\x1b]0;" not in text and "\x07" not in text and "\\x1b]0;pwned\\x07" in text

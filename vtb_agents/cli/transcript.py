@@ -64,10 +64,11 @@ def transcript(run_dir: Path = typer.Argument(..., help="A run directory written
 
 def model_text(text: str, style: str = "") -> Text:
     """Text that comes from the model, a tool, the task or the judge, as printed: every such text of
-    the transcript goes through here (one place to make control characters visible), never markup."""
-    from rich.text import Text
+    the transcript goes through here, terminal-safe (control characters shown as escapes,
+    :func:`vtb_agents.terminal.safe_text`) and never read as markup."""
+    from vtb_agents.terminal import safe_text
 
-    return Text(text, style=style)
+    return safe_text(text, style=style)
 
 
 def indent(renderable: RenderableType, level: int = 1) -> RenderableType:
@@ -123,11 +124,12 @@ def render(record: Transcript, artifacts: ArtifactStore, *, header: list[Rendera
 
     counts = Counter(event.kind for event in record.events)
     summary = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "no events"
-    shown: list[RenderableType] = [Text.assemble(("task ", "bold"), (record.task_id, "bold cyan"), f": {summary}"),
+    shown: list[RenderableType] = [Text.assemble(("task ", "bold"), model_text(record.task_id, "bold cyan"),
+                                                 f": {summary}"),
                                    *(header or []), Text(record.cache_counts().text(), style="dim")]
     previous: dict[str, tuple[int, ModelEvent]] = {}
     for number, event in enumerate(record.events, start=1):
-        shown.append(Text(f"━━ {heading(number, event)}", style="bold red" if failed(event) else "bold"))
+        shown.append(model_text(f"━━ {heading(number, event)}", "bold red" if failed(event) else "bold"))
         shown.extend(indent(line) for line in body(number, event, artifacts, previous, highlight))
     return shown
 
@@ -210,7 +212,9 @@ def code_block(code: str, highlight: bool) -> RenderableType:
         return model_text(clip(code))
     from rich.syntax import Syntax
 
-    return Syntax(clip(code), "python", word_wrap=True, background_color="default", theme="ansi_dark")
+    from vtb_agents.terminal import safe
+
+    return Syntax(safe(clip(code)), "python", word_wrap=True, background_color="default", theme="ansi_dark")
 
 
 def call_lines(name: Any, args: Any, highlight: bool, style: str = "cyan") -> list[RenderableType]:
@@ -219,9 +223,10 @@ def call_lines(name: Any, args: Any, highlight: bool, style: str = "cyan") -> li
 
     code = args.get("code") if isinstance(args, dict) and set(args) == {"code"} else None
     if isinstance(code, str):
-        return [Text.assemble((f"-> {name}(code):", style)), indent(code_block(code, highlight))]
-    return [Text.assemble((f"-> {name}(", style), model_text(clip(json.dumps(args, ensure_ascii=False)), style),
-                          (")", style))]
+        return [Text.assemble(("-> ", style), model_text(str(name), style), ("(code):", style)),
+                indent(code_block(code, highlight))]
+    return [Text.assemble(("-> ", style), model_text(str(name), style), ("(", style),
+                          model_text(clip(json.dumps(args, ensure_ascii=False)), style), (")", style))]
 
 
 def model_lines(number: int, event: ModelEvent, artifacts: ArtifactStore,
@@ -240,7 +245,7 @@ def model_lines(number: int, event: ModelEvent, artifacts: ArtifactStore,
     for message in messages:
         role = str(message.get("role", "?"))
         text = content_lines(message.get("content"), artifacts)
-        lines.append(Text.assemble((f"{role}:", "bold")))
+        lines.append(model_text(f"{role}:", "bold"))
         lines += [indent(model_text(line)) for line in text]
         lines += [indent(line) for call in message.get("tool_calls", [])
                   for line in call_lines(call.get("name"), call.get("args"), highlight, style="")]
@@ -308,6 +313,6 @@ def judge_lines(event: JudgeEvent) -> list[RenderableType]:
         latency = f"{call.latency_s:.2f} s" if call.latency_s is not None else "?"
         cached = ", model cache" if call.cached else ""
         style = "red" if call.error else "dim"
-        lines.append(Text.assemble((f"judge call ({call.model or 'model'}, {latency}{cached}): ", style),
+        lines.append(Text.assemble(model_text(f"judge call ({call.model or 'model'}, {latency}{cached}): ", style),
                                    model_text(clip(raw or call.error or ""), style)))
     return lines
