@@ -18,7 +18,8 @@ ATTACK = f"{OSC8} \x1b]0;owned\x07 \x1b[2J\x1b[H \x9b31m \x9d0;t\x9c back\x08\x0
 def printed(renderable: object, *, markup: bool = True) -> str:
     """What a real rich console writes for ``renderable`` (colours on, as on a terminal)."""
     buffer = io.StringIO()
-    Console(file=buffer, force_terminal=True, color_system="truecolor", width=200).print(renderable, markup=markup, highlight=False)
+    console = Console(file=buffer, force_terminal=True, color_system="truecolor", width=200)
+    console.print(renderable, markup=markup, highlight=False)
     return buffer.getvalue()
 
 
