@@ -13,8 +13,12 @@ contrast changes) against the task image, coarse to fine:
    pixels to the whole image (a zoom to any size), the height following the saved image's aspect ratio;
 2. each candidate is matched in a pyramid level of the task image where it is at least 16 pixels high
    and wide (a small crop on the full image, a large one on a reduced copy);
-3. the three best are refined on the full image around their places (sizes within 6%, then to the
-   pixel), and the best match counts if its correlation is at least :data:`MIN_SCORE`.
+3. the three best (and the best of the exact widths) are refined down the pyramid around their places
+   (sizes within 6%, then to the pixel, down to where the crop is :data:`REFINE_SIDE` pixels), and the
+   best match counts if its correlation is at least :data:`MIN_SCORE`.
+
+An image of the task image's shape that matches it whole (enhanced, annotated, resized) is found in one
+comparison and is no crop.
 
 A flat image (almost no contrast: nothing to match), one larger than the task image, or one with no
 match above the threshold is *not located* (None): never a guessed box. Only uniform scaling is
@@ -42,6 +46,11 @@ MIN_CROP = 12
 """Smallest side, in task pixels, of a crop looked for."""
 MIN_STD = 2.0
 """Least standard deviation of grey levels (0..255) of an image worth matching."""
+WHOLE_MIN_SCORE = 0.8
+"""Least correlation of an image of the task image's shape with the whole of it (marks drawn over it
+lower the correlation more than a crop's search allows; another picture is near 0)."""
+REFINE_SIDE = 200
+"""Shorter side (pixels of a pyramid level) from which a match is not followed to finer levels."""
 STEP = 1.1
 """Ratio of successive candidate crop widths (the refinement covers 6% either side)."""
 
@@ -154,12 +163,13 @@ def _refine(task: _TaskImage, saved: _Saved, width: int, x: int, y: int, level: 
     full-image pixels: sizes within 6% at the coarse level, then within 3 pixels and positions within 3
     pixels at each finer one (with the exact widths of :func:`_exact` near, on the full image). It stops
     at the finest level where the crop is no larger than the saved image (a reduced crop is compared
-    at its own resolution, not blown up)."""
+    at its own resolution, not blown up), or where its shorter side reaches :data:`REFINE_SIDE` pixels
+    (a box then within half a percent of its size: a large crop is not matched at full size)."""
     saved_h, saved_w = saved.shape
     aspect = saved_h / saved_w
     widths = sorted({max(2, round(width * (1 + d / 100))) for d in range(-6, 7)})
     score, x, y, width, height = _best_near(task.pyramid[level], saved, x, y, widths, aspect, 3)
-    while level > 0 and 2 * width <= saved_w * 1.05:
+    while level > 0 and 2 * width <= saved_w * 1.05 and min(width, round(width * aspect)) < REFINE_SIDE:
         level -= 1
         x, y, width = 2 * x, 2 * y, 2 * width
         widths = list(range(width - 3, width + 4))
@@ -171,9 +181,22 @@ def _refine(task: _TaskImage, saved: _Saved, width: int, x: int, y: int, level: 
     return score, x * scale, y * scale, width * scale, height * scale
 
 
+def _whole(task: _TaskImage, saved: _Saved) -> Located | None:
+    """The whole task image when the saved image is it (resized, enhanced, annotated): compared on the
+    coarsest pyramid level, one correlation instead of a search."""
+    top = task.pyramid[-1]
+    score, _ = _match(top, saved.resized(top.shape[1], top.shape[0]))
+    if score < WHOLE_MIN_SCORE:
+        return None
+    width, height = task.size
+    return Located(ImageRegion(image=task.name, box=(0, 0, width, height), image_size=task.size), round(score, 4))
+
+
 def _search(task: _TaskImage, saved: _Saved) -> Located | None:
     saved_h, saved_w = saved.shape
     aspect = saved_h / saved_w
+    if abs(aspect - task.size[1] / task.size[0]) < 0.01 and (whole := _whole(task, saved)) is not None:
+        return whole
     coarse: list[tuple[float, int, int, int, int]] = []  # score, width, x, y (pixels of the level), level
     for crop_w in _widths(saved_w, saved_h, task.size):
         crop_h = max(1, round(crop_w * aspect))
