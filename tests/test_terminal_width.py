@@ -157,3 +157,15 @@ def test_vtb_transcript_prints_model_text_terminal_safe(tmp_path):
             console.print(renderable)
         text = console.export_text(styles=False)
         assert "\x1b]0;" not in text and "\x07" not in text and "\\x1b]0;pwned\\x07" in text
+
+
+def test_code_is_highlighted_on_a_terminal_only():
+    from vtb_agents.cli.transcript import code_block, indent
+
+    for highlight in (True, False):
+        console = Console(width=80, file=io.StringIO(), force_terminal=highlight, color_system="standard",
+                          record=True)
+        console.print(indent(code_block("from PIL import Image\nimg = Image.open('image_0.png')\n", highlight)))
+        written = console.file.getvalue()
+        assert ("\x1b[" in written) is highlight
+        assert all(line.startswith("  ") for line in console.export_text().splitlines() if line.strip())
