@@ -120,7 +120,7 @@ def test_regrade_reuses_cached_verdicts(task_root, tmp_path, monkeypatch):
                                        "errors": 0, "cache_hits": 0}
         result = CliRunner().invoke(app, ["grade", str(out), "--judge", "openai:judge-1"])
         assert result.exit_code == 0, result.output
-        assert "0 call(s), 1 cache hit(s), 0 error(s)" in result.output
+        assert "0 call(s), 1 verdict cache hit(s), 0 error(s)" in result.output
     assert len(server.requests) == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["judge"]["cache_hits"] == 1 and summary["ars"] == 1.0

@@ -176,11 +176,11 @@ def test_summary_region_iou_equals_the_hand_computation(planned_run):
     # three measured turns; only the invoice's looked (1.0 >= 0.5; 1/7 and 0.0 did not): share 1/3.
     # Looked: the invoice, passed (1/1). Not looked: scoreboard failed, dosage passed (1/2).
     expected = {"turns": 3, "share_iou_ge_0_5": round(1 / 3, 6), "pass_rate_when_looked": 1.0,
-                "pass_rate_when_not": 0.5, "by_category": {
+                "pass_rate_when_not": 0.5, "not_located": 0, "by_category": {
                     "hybrid_tool": {"turns": 1, "share_iou_ge_0_5": 0.0, "pass_rate_when_looked": None,
-                                    "pass_rate_when_not": 1.0},
+                                    "pass_rate_when_not": 1.0, "not_located": 0},
                     "region_switch": {"turns": 2, "share_iou_ge_0_5": 0.5, "pass_rate_when_looked": 1.0,
-                                      "pass_rate_when_not": 0.0}}}
+                                      "pass_rate_when_not": 0.0, "not_located": 0}}}
     assert json.loads((Path(out) / "summary.json").read_text())["region_iou"] == expected
     assert read_meta(out).summary.region_iou.model_dump() == expected
     assert evaluation.region_iou.by_category["region_switch"].share_iou_ge_0_5 == 0.5

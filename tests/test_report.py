@@ -101,7 +101,7 @@ def test_report_shows_summary_numbers_and_every_task(run_dir, report):
 
 def test_report_images_are_small_local_files(run_dir, report):
     pages = "".join(task_pages(run_dir).values())
-    thumbs = re.findall(r'<img src="\.\./([^"]+)"', pages)
+    thumbs = re.findall(r'<a class="zoom" href="[^"]+"><img src="\.\./([^"]+)"', pages)
     fulls = re.findall(r'<a class="zoom" href="\.\./(report_files/[^"]+)"><img', pages)
     # per task: its image (under the prompt and in the first request) and the crop (the tool's, and in the
     # second request)
@@ -110,6 +110,8 @@ def test_report_images_are_small_local_files(run_dir, report):
         with Image.open(run_dir / rel) as image:
             assert image.format == "JPEG" and max(image.size) <= 320
     assert all((run_dir / rel).stat().st_size > 0 for rel in fulls)
+    overlays = re.findall(r'<div class="overlay"[^>]*><img src="\.\./([^"]+)"', pages)  # where it looked
+    assert overlays and all(rel.startswith("report_files/full/") and (run_dir / rel).is_file() for rel in overlays)
     with Image.open(run_dir / fulls[0]) as original:
         assert original.size == (400, 300)  # full size, not a thumbnail
     assert "<img" not in report and "base64," not in pages and len(report) < 60_000

@@ -76,7 +76,7 @@ def test_report_opens_on_the_task_table_and_filters_and_searches(run_dir, browse
     assert visible_ids(page) == ["t-fail", "t-pass", "t-ungraded", "t-zebra"]  # by id
     assert page.text_content("#shown") == "4 of 4 tasks"
     assert page.locator("#task-table tbody tr").nth(1).locator("td").all_text_contents() == \
-        ["t-pass", "region_switch", "finance", "pass", "answered", "1.00", "1", "1", "unknown"]
+        ["t-pass", "region_switch", "finance", "pass", "answered", "1.00", "1", "1", "1.00", "unknown"]
 
     page.select_option("#f-category", "hybrid_tool")
     assert visible_ids(page) == ["t-fail"]
@@ -118,7 +118,8 @@ def test_a_rows_link_opens_its_task_page_with_every_image_and_the_failed_call(ru
     page.wait_for_load_state("load")
     assert page.url == task_page_file(run_dir, "t-fail").as_uri()
     sizes = page.eval_on_selector_all("img", "images => images.map(i => [i.complete, i.naturalWidth])")
-    assert len(sizes) == 4 and all(done and width > 0 for done, width in sizes)
+    assert len(sizes) == 5 and all(done and width > 0 for done, width in sizes)  # 4 and where it looked
+    assert page.locator(".where img").count() == 1
     assert page.locator(".model-call img").count() == 2  # the task's image and the crop, each also as sent
     failed = page.locator(".call.failed")
     assert failed.count() == 1 and BOOM in failed.text_content()
@@ -141,7 +142,8 @@ def test_a_rows_link_opens_its_task_page_with_every_image_and_the_failed_call(ru
 @browser_only
 def test_every_task_page_loads_every_image(run_dir, browser):
     page = browser.new_page()
-    for task_id, images in (("t-pass", 4), ("t-zebra", 4), ("t-ungraded", 4)):  # each image also as sent
+    for task_id, images in (("t-pass", 5), ("t-zebra", 5), ("t-ungraded", 5)):  # each image also as sent, and
+        # the task image under "where it looked"
         page.goto(task_page_file(run_dir, task_id).as_uri())
         sizes = page.eval_on_selector_all("img", "images => images.map(i => [i.complete, i.naturalWidth])")
         assert len(sizes) == images and all(done and width > 0 for done, width in sizes), task_id

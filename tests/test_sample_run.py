@@ -77,9 +77,12 @@ def test_replay_looks_exactly_where_the_reference_looked(replay_run):
     invoice = results["rs-finance-invoice"].episode.turns[0]
     assert [r.box for r in invoice.reference_regions or []] == [r.box for r in invoice.regions] == [
         (1090, 165, 1230, 194), (890, 688, 1242, 742), (370, 1043, 701, 1091)]
-    # the second reference step crops img[550:624, 1442:1558] with OpenCV, which is not tracked: one crop
-    assert [r.box for r in results["rs-chemistry-bench"].episode.turns[0].reference_regions or []] == [
-        (31, 519, 159, 648)]
+    # the second reference step crops img[550:624, 1442:1558] with OpenCV: not tracked, located from its
+    # pixels at exactly that box (the replay's own copy too: IoU 1.0 above)
+    chemistry = results["rs-chemistry-bench"].episode.turns[0]
+    assert [(r.box, r.located) for r in chemistry.reference_regions or []] == [
+        ((31, 519, 159, 648), False), ((1442, 550, 1558, 624), True)]
+    assert [r.box for r in chemistry.regions] == [(31, 519, 159, 648), (1442, 550, 1558, 624)]
     assert summary["region_iou"]["turns"] == 35 and summary["region_iou"]["share_iou_ge_0_5"] == 1.0
     assert summary["region_iou"]["pass_rate_when_looked"] == 1.0 and summary["region_iou"]["pass_rate_when_not"] is None
 

@@ -4,7 +4,7 @@ Example (offline, on the bundled suite):
     >>> import vtb_agents
     >>> summary = vtb_agents.evaluate("react", tasks="sample", model="replay", judge="rule")  # doctest: +SKIP
     >>> summary.apr, summary.run_dir  # doctest: +SKIP
-    (1.0, PosixPath('/tmp/vtb-run-...'))
+    (1.0, PosixPath('runs/run-20260101-120000'))
 
 Objects work where specs do: a LangChain chat model as ``model`` or ``judge``, a judge object, a
 :class:`Strategy`, your agent (a compiled graph, any Runnable, or a factory of one) as ``agent``
@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import re
+import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -42,6 +45,7 @@ from vtb_agents.judges.base import judge_problem
 from vtb_agents.judges.llm import LLMJudge
 from vtb_agents.models.spec import object_name
 from vtb_agents.results import TaskResult
+from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.records import GroupScore, RunCost, RunSummary, RunUsage
 from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.resources import RunObjects
@@ -69,6 +73,45 @@ class Evaluation(RunSummary):
 
     results: list[TaskResult]
     report: Path
+
+    def __repr__(self) -> str:
+        """A few lines (what was run, APR and ARS with intervals, where it looked, where the files are),
+        not the full record: ``.model_dump()`` has everything."""
+        from vtb_agents.report.notebook import evaluation_text
+
+        return evaluation_text(self, self.report, len(self.results))
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        """The notebook view: the score tables with intervals, the region figures, a link to report.html."""
+        from vtb_agents.report.notebook import evaluation_html
+
+        return evaluation_html(self, self.report)
+
+
+PYTHON_TERMS = (("--model-cache-only", "model_cache_only=True"), ("--retry-errors", "retry_errors=True"),
+                ("--model-cache", "model_cache="), ("--resume", "resume=True"), ("--epochs", "epochs="),
+                ("--out", "out="), ("`vtb run`", "`evaluate()`"), ("vtb run", "evaluate()"))
+"""The runner's messages speak CLI; :func:`evaluate` says the same in its keywords."""
+
+
+def in_python_terms(message: str) -> str:
+    """``message`` with ``vtb run``'s flags named as :func:`evaluate`'s keywords (``resume=True``, not ``--resume``)."""
+    for flag, keyword in PYTHON_TERMS:
+        message = re.sub(re.escape(flag) + r"(?![\w-])", keyword, message)
+    return message
+
+
+def default_run_dir(now: datetime | None = None) -> Path:
+    """A new folder under ``./runs/`` named by the time (``runs/run-20260101-120000``, ``-2`` ... if taken)."""
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    base = Path("runs") / f"run-{stamp}"
+    chosen, number = base, 1
+    while chosen.exists():
+        number += 1
+        chosen = base.with_name(f"{base.name}-{number}")
+    return chosen
 
 
 def load_tasks(source: str | Path = "sample", *, category: str | None = None, task_id: str | None = None,
@@ -139,10 +182,12 @@ def run_objects(strategy: str | Strategy, model: str | BaseChatModel, judge: Jud
 def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task] = "sample",
              model: str | BaseChatModel = REPLAY, judge: JudgeLike = "rule", out: str | Path | None = None, *,
              agent: AgentLike | None = None, tools: Sequence[BaseTool | str] = (), concurrency: int = 1,
-             resume: bool = False, **options: Any) -> Evaluation:
-    """Run and grade ``tasks``, write the run directory ``out`` (a new temporary folder by default)
-    with its HTML report (``report.html`` and a page per task, as ``vtb run`` writes them) and return
-    its summary, results and report's path.
+             resume: bool = False, retry_errors: bool = False, **options: Any) -> Evaluation:
+    """Run and grade ``tasks``, write the run directory ``out`` (default: a new folder under ``./runs/``
+    named by the time, printed on stderr) with its HTML report (``report.html`` and a page per task, as
+    ``vtb run`` writes them) and return its summary, results and report's path. ``resume=True``
+    continues the run in ``out`` (``retry_errors=True`` also runs again the episodes an infrastructure
+    failure left ungraded). Errors name these keywords, not ``vtb run``'s flags.
 
     ``strategy`` is a name, ``module:function`` or a :class:`Strategy`; ``agent`` is your own agent
     instead: a factory taking the episode's tools (it gets them bound to each task's sandbox), or a
@@ -172,12 +217,18 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
         raise ValueError("model_kwargs set a spec's chat-model settings: configure the model object itself")
     task_list = load_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks)
     config = run_config(tasks=tasks if isinstance(tasks, str) else "python", **names, **options)
-    run_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="vtb-run-"))
+    run_dir = Path(out) if out is not None else default_run_dir()
+    if out is None:
+        print(f"vtb_agents.evaluate: writing the run to {run_dir.resolve()}", file=sys.stderr)
 
     def run() -> Evaluation:
-        with preparing_report(run_dir, task_list) as progress:
-            summary = run_suite(task_list, config, run_dir, resume=resume, executor=LocalExecutor(concurrency),
-                                objects=objects, progress=progress)
+        try:
+            with preparing_report(run_dir, task_list) as progress:
+                summary = run_suite(task_list, config, run_dir, resume=resume, executor=LocalExecutor(concurrency),
+                                    objects=objects, progress=progress, retry_errors=retry_errors)
+        except RunError as exc:  # the same error, its message in evaluate()'s terms
+            exc.args = (in_python_terms(str(exc)), *exc.args[1:])
+            raise
         report = write_report(run_dir, tasks=task_list)
         wanted = {t.id for t in task_list}
         results = [r for r in ResultsStore(run_dir).load()[0] if r.task_id in wanted]

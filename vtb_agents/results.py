@@ -36,12 +36,14 @@ class ImageRegion(BaseModel):
     """The part of a task image another image shows: ``box`` (left, top, right, bottom; right and
     bottom exclusive, as Pillow's ``crop``) in the pixels of ``image`` (``image_N.png``), which is
     ``image_size`` (width, height) large. Recorded by the sandbox's region tracking
-    (``sandbox/region_tracker.py``)."""
+    (``sandbox/region_tracker.py``), or, for an image made without Pillow (NumPy slicing, OpenCV),
+    found from its pixels (``located``: ``sandbox/locate.py``)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
     image: str = Field(pattern=r"^image_\d+\.png$")
     box: tuple[float, float, float, float]
     image_size: tuple[int, int]
+    located: bool = False
 
     @model_validator(mode="after")
     def _inside(self) -> ImageRegion:
@@ -88,8 +90,10 @@ class TurnRecord(BaseModel):
     ``regions`` are the crops of task images shown to the model in the turn (its tool calls' images
     and a strategy's views); ``reference_regions`` the crops the reference trajectory's code makes
     (None: not measured); ``best_crop_iou`` the best IoU of any region with any reference region of
-    the same image, 0.0 when the model cropped nothing, None when the reference crops nothing
-    (docs/concepts/region-iou.md).
+    the same image, 0.0 when the model cropped nothing, None when the reference crops nothing or
+    when nothing the model showed matched and some of its images could not be located
+    (``not_located``: the images its code saved with no tracked region and none found from their
+    pixels; docs/concepts/region-iou.md).
     """
 
     index: int
@@ -100,6 +104,12 @@ class TurnRecord(BaseModel):
     regions: list[ImageRegion] = Field(default_factory=list)
     reference_regions: list[ImageRegion] | None = None
     best_crop_iou: float | None = None
+    not_located: list[str] = Field(default_factory=list)
+
+    @property
+    def unlocated(self) -> bool:
+        """Whether the turn is unmeasured because the model's images could not be located ("not located")."""
+        return bool(self.reference_regions) and self.best_crop_iou is None and bool(self.not_located)
 
 
 class EpisodeRecordSettings(BaseModel):

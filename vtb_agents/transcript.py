@@ -21,7 +21,8 @@ Schema (JSON, docs/reference/transcripts.md)::
         "params": {...},              # invocation parameters (model, temperature, tools, ...)
         "response": {"text", "content", "reasoning", "tool_calls", "invalid_tool_calls", "metadata"} | null,
         "tokens": {"input_tokens", "output_tokens", "total_tokens", ...} | null,
-        "latency_s": float | null, "error": str | null},
+        "latency_s": float | null, "error": str | null,
+        "cached": bool},              # answered by the model cache (--model-cache), no provider called
        {"kind": "tool", "step": str, "turn": int | null, "name": str, "call_id": str | null,
         "args": {...}, "output": str, "images": [{"sha256", "name", "size"}], "duration_s": float | null,
         "error": str | null},
@@ -46,9 +47,9 @@ from pydantic import BaseModel, Field
 
 from vtb_agents.results import TokenUsage, VerdictStatus
 
-__all__ = ["JUDGE_EVENT", "JUDGING_STEP", "STEP_EVENT", "STEP_METADATA_KEY", "Event", "ImageRef", "JudgeEvent",
-           "ModelCall", "ModelEvent", "ModelResponse", "StepEvent", "ToolEvent", "Transcript", "TranscriptImage",
-           "image_refs"]
+__all__ = ["JUDGE_EVENT", "JUDGING_STEP", "STEP_EVENT", "STEP_METADATA_KEY", "CacheCounts", "Event", "ImageRef",
+           "JudgeEvent", "ModelCall", "ModelEvent", "ModelResponse", "StepEvent", "ToolEvent", "Transcript",
+           "TranscriptImage", "image_refs"]
 
 STEP_EVENT = "vtb_step"
 """Name of the LangChain custom event a strategy dispatches with a :class:`StepEvent`."""
@@ -86,7 +87,8 @@ class ModelResponse(BaseModel):
 
 
 class ModelCall(BaseModel):
-    """One request to a chat model and what came of it (a reply, or an error)."""
+    """One request to a chat model and what came of it (a reply, or an error); ``cached``: the run's
+    model cache answered it (``--model-cache``), no provider was called."""
 
     model: str | None = None
     messages: list[dict[str, Any]] = Field(default_factory=list)
@@ -96,6 +98,7 @@ class ModelCall(BaseModel):
     tokens: TokenUsage | None = None
     latency_s: float | None = None
     error: str | None = None
+    cached: bool = False
 
 
 class ModelEvent(ModelCall):
@@ -168,6 +171,33 @@ class Transcript(BaseModel):
     def of_kind(self, kind: str) -> list[Event]:
         """The events of one ``kind`` (``model``, ``tool``, ``step``, ``judge``), in order."""
         return [event for event in self.events if event.kind == kind]
+
+    def cache_counts(self) -> CacheCounts:
+        """How many of the task's calls the caches answered (:class:`CacheCounts`)."""
+        judged = [event for event in self.events if isinstance(event, JudgeEvent)]
+        model = [event for event in self.events if isinstance(event, ModelEvent)]
+        judge_calls = [call for event in judged for call in event.calls]
+        return CacheCounts(model_calls=len(model), model_cached=sum(e.cached for e in model),
+                           judge_calls=len(judge_calls), judge_calls_cached=sum(c.cached for c in judge_calls),
+                           verdicts=len(judged), verdicts_cached=sum(e.cached for e in judged))
+
+
+class CacheCounts(BaseModel):
+    """A task's calls answered from a cache: its model calls and the LLM judge's calls answered by the
+    model cache (``--model-cache``), and its verdicts taken from the verdict cache (judge cache)."""
+
+    model_calls: int = 0
+    model_cached: int = 0
+    judge_calls: int = 0
+    judge_calls_cached: int = 0
+    verdicts: int = 0
+    verdicts_cached: int = 0
+
+    def text(self) -> str:
+        """One line: ``model cache: 3 of 3 model calls, 0 of 2 judge calls; verdict cache: 1 of 4 verdicts``."""
+        return (f"model cache: {self.model_cached} of {self.model_calls} model call(s), {self.judge_calls_cached} of "
+                f"{self.judge_calls} judge call(s); verdict cache: {self.verdicts_cached} of {self.verdicts} "
+                "verdict(s)")
 
 
 def image_refs(value: Any) -> list[str]:

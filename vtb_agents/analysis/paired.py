@@ -24,6 +24,11 @@ a flip to pass is a task A failed and B passed.
   a NumPy ``Generator`` seeded with :data:`BOOTSTRAP_SEED`, so a comparison repeats exactly), and the
   2.5th and 97.5th percentiles of the resampled mean difference (percentile interval). Fewer than two
   paired tasks give no interval.
+- **Pass counts.** With epochs, ``pass_counts_changed`` lists the paired tasks whose share of passing
+  epochs changed (3/3 to 2/3 is no flip of the majority, yet a change; 1/1 to 2/2 is none).
+- **Where it looked.** Over the turns measured in both runs (same task and turn; each averaged over its
+  epochs), B's share with best crop IoU >= 0.5 minus A's (``delta_share_looked``), with a paired
+  bootstrap interval over those turns.
 - **Cost.** The estimated cost of the paired tasks in each run (:func:`~vtb_agents.analysis.cost.cost_summary`
   at each run's prices), and B's minus A's; unknown (None) when either is.
 """
@@ -39,6 +44,7 @@ from typing import Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from vtb_agents.analysis.cost import cost_summary
+from vtb_agents.analysis.regions import LOOKED_IOU
 from vtb_agents.results import TaskResult
 
 BOOTSTRAP_RESAMPLES = 10_000
@@ -49,7 +55,8 @@ BOOTSTRAP_SEED = 0
 CONFIDENCE = 0.95
 
 __all__ = ["BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CONFIDENCE", "PairedComparison", "RunResults",
-           "TaskTally", "compare_pair", "compare_pairs", "mcnemar_exact_p", "paired_bootstrap_ci", "tally_tasks"]
+           "PassCountChange", "TaskTally", "compare_pair", "compare_pairs", "looked_by_turn", "mcnemar_exact_p",
+           "paired_bootstrap_ci", "tally_tasks"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,26 @@ class RunResults:
     judge: str
 
 
+class PassCountChange(BaseModel):
+    """A paired task whose passing epochs changed between the runs (``passes_a`` of ``epochs_a`` in A)."""
+
+    task_id: str
+    passes_a: int
+    epochs_a: int
+    passes_b: int
+    epochs_b: int
+
+
+def looked_by_turn(results: Sequence[TaskResult]) -> dict[tuple[str, int], float]:
+    """Per (task, turn) measured for where it looked, the share of its epochs that looked (IoU >= 0.5)."""
+    seen: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for result in results:
+        for turn in result.episode.turns:
+            if turn.best_crop_iou is not None:
+                seen[result.task_id, turn.index].append(1.0 if turn.best_crop_iou >= LOOKED_IOU else 0.0)
+    return {key: fmean(values) for key, values in seen.items()}
+
+
 class PairedComparison(BaseModel):
     """Run ``b`` compared with run ``a`` over the tasks graded in both (``tasks`` of them); the JSON
     object of one pair under ``paired`` in ``vtb compare --json``. Deltas are B minus A; task ids sorted."""
@@ -117,6 +144,14 @@ class PairedComparison(BaseModel):
     delta_apr_ci: tuple[float, float] | None
     delta_ars: float | None
     delta_ars_ci: tuple[float, float] | None
+    pass_counts_changed: list[PassCountChange] = Field(
+        default_factory=list, description="With epochs: paired tasks whose share of passing epochs changed.")
+    looked_turns: int = Field(0, description="Turns measured for where they looked in both runs (same task, "
+                                             "same turn): the turns the difference in share looked is over.")
+    delta_share_looked: float | None = Field(
+        None, description="B minus A of the share of those turns with best crop IoU >= 0.5 (each task's turn "
+                          "averaged over its epochs first); None without such turns.")
+    delta_share_looked_ci: tuple[float, float] | None = None
     cost_a: float | None = Field(description="Estimated cost (USD) of the paired tasks in A; None if unknown.")
     cost_b: float | None
     delta_cost: float | None
@@ -200,6 +235,12 @@ def compare_pair(a: RunResults, b: RunResults) -> PairedComparison:
     rates_a, rates_b = [t.pass_rate for t in first], [t.pass_rate for t in second]
     scores_a, scores_b = [t.score for t in first], [t.score for t in second]
     cost_a, cost_b = _paired_cost(a, set(paired)), _paired_cost(b, set(paired))
+    changed = [PassCountChange(task_id=t.task_id, passes_a=t.passes, epochs_a=t.epochs, passes_b=u.passes,
+                               epochs_b=u.epochs)
+               for t, u in zip(first, second) if (t.epochs > 1 or u.epochs > 1) and t.pass_rate != u.pass_rate]
+    looked_a, looked_b = looked_by_turn(a.results), looked_by_turn(b.results)
+    turns = sorted(set(looked_a) & set(looked_b))
+    share_a, share_b = [looked_a[k] for k in turns], [looked_b[k] for k in turns]
     return PairedComparison(
         a=a.label, b=b.label, tasks=len(paired),
         only_in_a=sorted(tally_a.task_ids - common), only_in_b=sorted(tally_b.task_ids - common),
@@ -209,6 +250,8 @@ def compare_pair(a: RunResults, b: RunResults) -> PairedComparison:
         mcnemar_p=mcnemar_exact_p(len(to_pass), len(to_fail)) if paired else None,
         delta_apr=_delta(rates_a, rates_b), delta_apr_ci=paired_bootstrap_ci(rates_a, rates_b),
         delta_ars=_delta(scores_a, scores_b), delta_ars_ci=paired_bootstrap_ci(scores_a, scores_b),
+        pass_counts_changed=changed, looked_turns=len(turns), delta_share_looked=_delta(share_a, share_b),
+        delta_share_looked_ci=paired_bootstrap_ci(share_a, share_b),
         cost_a=cost_a, cost_b=cost_b,
         delta_cost=None if cost_a is None or cost_b is None else round(cost_b - cost_a, 6),
     )

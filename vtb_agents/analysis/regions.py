@@ -17,8 +17,6 @@ from collections import defaultdict
 from statistics import fmean
 from typing import Any, Sequence
 
-import numpy as np
-
 from vtb_agents.results import Episode, ImageRegion, TaskResult
 
 LOOKED_IOU = 0.5
@@ -33,8 +31,7 @@ def box_iou(a: Box, b: Box) -> float:
     >>> box_iou((0, 0, 10, 10), (5, 0, 15, 10))
     0.3333333333333333
     """
-    lo, hi = np.maximum(np.asarray(a[:2], float), b[:2]), np.minimum(np.asarray(a[2:], float), b[2:])
-    inter = float(np.prod(np.clip(hi - lo, 0.0, None)))
+    inter = max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
     return inter / union if union > 0 else 0.0
 
@@ -48,11 +45,14 @@ def best_crop_iou(shown: Sequence[ImageRegion], reference: Sequence[ImageRegion]
 
 
 def score_regions(episode: Episode, reference: Sequence[Sequence[ImageRegion]]) -> None:
-    """Record each turn's reference crops and ``best_crop_iou`` (``reference[t]``: turn t's crops)."""
+    """Record each turn's reference crops and ``best_crop_iou`` (``reference[t]``: turn t's crops). A
+    turn where nothing shown matches (0.0) but some of the model's images could not be located
+    (``not_located``) is unmeasured (None, "not located"), not scored 0.0: those images may be crops."""
     for turn in episode.turns:
         if turn.index < len(reference):
             turn.reference_regions = list(reference[turn.index])
-            turn.best_crop_iou = best_crop_iou(turn.regions, turn.reference_regions)
+            best = best_crop_iou(turn.regions, turn.reference_regions)
+            turn.best_crop_iou = None if best == 0.0 and turn.not_located else best
 
 
 def _rate(values: list[float]) -> float | None:
@@ -72,10 +72,12 @@ def _block(turns: list[tuple[float, bool | None]]) -> dict[str, Any]:
 
 
 def region_iou(results: list[TaskResult]) -> dict[str, Any]:
-    """``summary.json``'s ``region_iou``: the four figures over every measured turn, and
+    """``summary.json``'s ``region_iou``: the four figures over every measured turn, how many turns
+    were left unmeasured because the model's images could not be located (``not_located``), and
     ``by_category`` (docs/concepts/region-iou.md)."""
     everything: list[tuple[float, bool | None]] = []
     by_category: dict[str, list[tuple[float, bool | None]]] = defaultdict(list)
+    unlocated: dict[str, int] = defaultdict(int)
     for result in results:
         passed = {g.turn: g.passed for g in result.grade.by_turn} if result.grade.graded else {}
         for turn in result.episode.turns:
@@ -83,4 +85,8 @@ def region_iou(results: list[TaskResult]) -> dict[str, Any]:
                 pair = (turn.best_crop_iou, passed.get(turn.index))
                 everything.append(pair)
                 by_category[result.category].append(pair)
-    return {**_block(everything), "by_category": {name: _block(by_category[name]) for name in sorted(by_category)}}
+            elif turn.unlocated:
+                unlocated[result.category] += 1
+    names = sorted(set(by_category) | set(unlocated))
+    return {**_block(everything), "not_located": sum(unlocated.values()),
+            "by_category": {name: {**_block(by_category[name]), "not_located": unlocated[name]} for name in names}}

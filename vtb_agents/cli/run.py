@@ -26,8 +26,9 @@ from vtb_agents.extensions import LABELS, Kind
 from vtb_agents.terminal import safe, safe_markup, safe_text
 
 if TYPE_CHECKING:  # the runner, the judges and the results model load when a command runs
-    from rich.table import Table
     from rich.text import Text
+
+    from vtb_agents.report.terminal import Fitted
 
     from vtb_agents.config import RunConfig
     from vtb_agents.results import TaskResult
@@ -64,12 +65,14 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
             yield on_result, stop
 
 
-def summary_table(summary: dict[str, Any]) -> Table:
+def summary_table(summary: dict[str, Any]) -> Fitted:
     """APR and ARS with their 95% intervals, overall and per category, domain and turn case (and
-    pass@k / pass^k with epochs)."""
-    from rich.table import Table
+    pass@k / pass^k with epochs), fitted to the terminal: intervals in columns of their own when they
+    fit whole, else under their figures (:mod:`vtb_agents.report.terminal`)."""
+    from rich.text import Text
 
     from vtb_agents.report.markup import interval, pct
+    from vtb_agents.report.terminal import Col, Fitted, Sheet
 
     epochs = summary.get("epochs", 1)
     title = safe_markup(f"{summary.get('model')} (judge: {summary['judge']['model']})")
@@ -79,20 +82,28 @@ def summary_table(summary: dict[str, Any]) -> Table:
     if failed:
         title += (f"\n[bold red]INCOMPLETE: {failed} episode(s) ungraded by infrastructure failures; "
                   "scores over graded ones only[/]")
-    passes = ("pass@k", "pass^k") if epochs > 1 else ()
-    table = Table("group", "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes, title=title,
-                  caption="95% CI: Student's t over task means (docs/concepts/epochs.md)")
+    caption = "95% CI: Student's t over task means (docs/concepts/epochs.md)"
+    passes = [Col("pass@k", drop=1), Col("pass^k", drop=2)] if epochs > 1 else []
+    group = Col("group", figure=False)
+    wide = Sheet([group, Col("n"), Col("graded", drop=3), Col("APR"), Col("APR 95% CI"), Col("ARS"),
+                  Col("ARS 95% CI"), *passes], title=title, caption=caption)
+    stacked = Sheet([group, Col("n"), Col("graded", drop=3), Col("APR\n95% CI"), Col("ARS\n95% CI"), *passes],
+                    title=title, caption=caption)
 
-    def row(name: str | Text, block: dict[str, Any]) -> None:
+    def add(name: str | Text, block: dict[str, Any]) -> None:
         more = (pct(block.get("pass_at_k")), pct(block.get("pass_hat_k"))) if passes else ()
-        table.add_row(name, str(block["n"]), str(block["graded"]), pct(block["apr"]), interval(block["apr_ci95"]),
-                      pct(block["ars"]), interval(block["ars_ci95"]), *more)
+        apr, ars = (pct(block["apr"]), interval(block["apr_ci95"])), (pct(block["ars"]), interval(block["ars_ci95"]))
+        counts = (str(block["n"]), str(block["graded"]))
+        wide.add_row(name, *counts, *apr, *ars, *more)
+        stacked.add_row(name, *counts, "\n".join(apr), "\n".join(ars), *more)
 
-    row("overall", {**summary, "n": summary["tasks"]})
-    for section in ("by_category", "by_domain", "by_turncase"):
+    add("overall", {**summary, "n": summary["tasks"]})
+    for section, label in (("by_category", "category"), ("by_domain", "domain"), ("by_turncase", "turn case")):
+        for sheet in (wide, stacked):
+            sheet.add_row(Text(label, style="bold"), *[""] * (len(sheet.columns) - 1), section=True)
         for name, block in summary[section].items():
-            row(safe_text(f"{section[3:]}: {name}"), block)
-    return table
+            add(safe_text(name), block)
+    return Fitted(wide, stacked)
 
 
 @run_cli.command("run")
@@ -139,9 +150,11 @@ def run(options: RunOptions,
         except (RunError, ValueError) as exc:
             fail(str(exc))
     out.print(summary_table(summary))
+    out.print(region_table(summary))
     tm = summary["tool_metrics"]
     out.print(safe(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
                    f"volume {tm['volume']}, by tool {tm['by_tool']}"), markup=False)  # tool names are the model's
+    out.print(cache_line(summary), highlight=False)
     if summary.get("missing"):
         refresh_report(out_dir, only_if_present=True)
         total = len(selected) * config.epochs
@@ -187,6 +200,37 @@ def refresh_report(run_dir: Path, tasks: Sequence[Task] | None = None, *, only_i
     except ReportError as exc:
         fail(f"{exc}; the results and summary.json are written: write the report with `vtb report {run_dir}`")
         raise  # unreachable: fail() exits
+
+
+def region_table(summary: dict[str, Any]) -> Fitted:
+    """Where the model looked (``region_iou`` of the summary): turns measured, the share with best crop
+    IoU >= 0.5, the turn pass rate when it looked and when not, turns not located; overall and per category."""
+    from vtb_agents.report.markup import pct
+    from vtb_agents.report.terminal import Col, Fitted, Sheet
+
+    regions = summary.get("region_iou") or {}
+    sheet = Sheet([Col("where it looked", figure=False), Col("turns"), Col("IoU ≥ 0.5"), Col("pass when\nlooked"),
+                   Col("pass when\nnot"), Col("not\nlocated", drop=1)],
+                  title="Looked at the right place (best crop IoU against the reference's crops)")
+
+    def add(name: str | Text, block: dict[str, Any]) -> None:
+        sheet.add_row(name, str(block.get("turns", 0)), pct(block.get("share_iou_ge_0_5")),
+                      pct(block.get("pass_rate_when_looked")), pct(block.get("pass_rate_when_not")),
+                      str(block.get("not_located", 0)))
+
+    add("overall", regions)
+    for name, block in (regions.get("by_category") or {}).items():
+        add(safe_text(name), block)
+    return Fitted(sheet)
+
+
+def cache_line(summary: dict[str, Any]) -> str:
+    """What the caches answered in a run, from ``usage`` and ``judge`` of its summary: model and judge calls
+    answered by the model cache, verdicts taken from the verdict cache."""
+    usage, judge = summary["usage"], summary["judge"]
+    return (f"model cache: {usage['model_from_cache']['calls']} of {usage['model']['calls']} model call(s), "
+            f"{usage['judge_from_cache']['calls']} of {usage['judge']['calls']} judge call(s); "
+            f"verdict cache: {judge['cache_hits']} verdict(s) reused")
 
 
 def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, judge_cache: Path | None,
@@ -310,6 +354,7 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     except (RunError, TaskLoadError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     out.print(summary_table(summary))
+    out.print(region_table(summary))
     j = summary["judge"]
     changed = [f"{what} {now} instead of the run's {was} ({option})" for what, option, was, now in (
         ("judge", "--judge", before.judge, j["model"]),
@@ -317,8 +362,9 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     out.print(safe(f"regraded with {'; '.join(changed)}" if changed else
                    f"regraded with the run's own judge {j['model']} and critical rule {summary['critical_rule']}"),
               highlight=False, markup=False)
-    out.print(safe(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} cache hit(s), {j['errors']} error(s), "
-                   f"{j['checks']} check(s), {j['unjudged']} unjudged"), markup=False)
+    out.print(safe(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} verdict cache hit(s), "
+                   f"{j['errors']} error(s), {j['checks']} check(s), {j['unjudged']} unjudged"), markup=False)
+    out.print(cache_line(summary), highlight=False)
     out.print(f"report: {refresh_report(run_dir, task_list)}", highlight=False, markup=False)
     if (summary.get("infrastructure_errors") or {}).get("count"):
         exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout),

@@ -7,7 +7,8 @@ messages exactly as the chat model receives them (after a middleware has rewritt
 with the images materialised and downscaled). A model cache that answers without calling the
 provider still goes through the model's callbacks, so cached replies are recorded too.
 
-- ``on_chat_model_start`` / ``on_llm_end`` / ``on_llm_error``: a model event. The messages go
+- ``on_chat_model_start`` / ``on_llm_end`` / ``on_llm_error``: a model event (``cached`` when the model
+  cache answered it: the reply carries its cache key in ``response_metadata``). The messages go
   through :func:`~vtb_agents.models.wire.wire_request`: every base64 image becomes
   ``{"sha256"}`` of its decoded bytes (the bytes sent), stored once in the run's artifact store.
 - ``on_tool_start`` / ``on_tool_end`` / ``on_tool_error``: a tool event (outermost tool runs only:
@@ -36,7 +37,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.models.usage import TURN_METADATA_KEY, usage_of
+from vtb_agents.models.usage import CACHE_HIT_METADATA_KEY, TURN_METADATA_KEY, usage_of
 from vtb_agents.models.wire import WireImage, wire_request
 from vtb_agents.transcript import (JUDGE_EVENT, JUDGING_STEP, STEP_EVENT, STEP_METADATA_KEY, Event, ImageRef,
                                    JudgeEvent, ModelCall, ModelEvent, ModelResponse, StepEvent, ToolEvent, Transcript,
@@ -202,6 +203,7 @@ class TranscriptRecorder(BaseCallbackHandler):
                     metadata=plain(message.response_metadata))
                 self._store(content.images)
                 call.tokens = usage_of(message)
+                call.cached = CACHE_HIT_METADATA_KEY in message.response_metadata
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Finish the model event with the error (the attempt failed)."""

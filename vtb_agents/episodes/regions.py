@@ -11,6 +11,10 @@ so that a model doing what the reference does gets the very same boxes:
   regions), crops of crops need the earlier step's result, and a parser would see boxes the
   tracker cannot (and the reverse), which would make the replay model disagree with itself.
 
+Images made without Pillow (NumPy slicing, OpenCV) carry no tracked region: on both sides they are
+located in the task's images from their pixels (``sandbox/locate.py``), and an image of the model's
+that cannot be located is listed in its turn's ``not_located``.
+
 Only proper crops count (a whole image resized is no crop).
 """
 
@@ -25,9 +29,10 @@ from typing import Callable, Sequence
 
 from langchain_core.messages import AnyMessage, HumanMessage
 
-from vtb_agents.artifacts import IMAGE_REF_TYPE, IMAGE_SUFFIXES, to_png
-from vtb_agents.results import ImageRegion, ToolCallRecord
+from vtb_agents.artifacts import IMAGE_REF_TYPE, IMAGE_SUFFIXES, ArtifactStore, to_png
+from vtb_agents.results import Episode, ImageRegion, ToolCallRecord
 from vtb_agents.sandbox.base import Sandbox
+from vtb_agents.sandbox.locate import TaskImageLocator
 from vtb_agents.sandbox.regions import read_region
 from vtb_agents.strategies.observe import REGION_FIELD
 from vtb_agents.tasks.model import Task
@@ -51,6 +56,38 @@ def shown_regions(window: Sequence[AnyMessage], calls: Sequence[ToolCallRecord])
     return _crops(regions)
 
 
+def task_locator(task: Task, upto_turn: int) -> TaskImageLocator:
+    """A locator over the task's images that turns 0..``upto_turn`` have placed (the host's copies)."""
+    indices = sorted({i for turn in task.turns[:upto_turn + 1] for i in turn.images})
+    return TaskImageLocator([(task.image_name(i), task.images[i].read_bytes()) for i in indices])
+
+
+def region_of(data: bytes, locator: TaskImageLocator) -> ImageRegion | None:
+    """The region a saved image records, else the one found from its pixels (``located``), else None."""
+    region = read_region(data)
+    if region is not None:
+        return region
+    hit = locator.locate(data)
+    return hit.region.model_copy(update={"located": True}) if hit is not None else None
+
+
+def locate_untracked(task: Task, episode: Episode, artifacts: ArtifactStore) -> None:
+    """Give each image the model's code saved without a tracked region the region found from its pixels,
+    adding proper crops to its turn's ``regions``; those not located go to the turn's ``not_located``."""
+    for turn in episode.turns:
+        untracked = [image for call in turn.tool_calls for image in call.images if image.region is None]
+        if not untracked:
+            continue
+        locator = task_locator(task, turn.index)
+        for image in untracked:
+            hit = locator.locate(artifacts.get(image.ref))
+            if hit is None:
+                turn.not_located.append(image.name)
+                continue
+            image.region = hit.region.model_copy(update={"located": True})
+            turn.regions = _crops([*turn.regions, image.region])
+
+
 def has_reference_code(task: Task) -> bool:
     """Whether any turn's reference trajectory runs code (else it crops nothing and needs no sandbox)."""
     return any(step.tool in CODE_TOOL_NAMES for turn in task.turns for step in turn.trajectory)
@@ -60,12 +97,14 @@ def reference_regions(task: Task, sandbox: Sandbox, timeout_s: float) -> list[li
     """The crops each turn's reference code makes, run in ``sandbox`` (fresh, of the run's kind).
 
     A step whose code fails still counts with what it saved before failing; non-code steps
-    (calculator, search) are skipped. A sandbox that cannot run code raises ``SandboxError``.
+    (calculator, search) are skipped. An image saved without Pillow is located from its pixels. A
+    sandbox that cannot run code raises ``SandboxError``.
     """
     found: list[list[ImageRegion]] = []
-    for turn in task.turns:
+    for number, turn in enumerate(task.turns):
         for index in turn.images:
             sandbox.put_file(task.image_name(index), to_png(task.images[index].read_bytes()))
+        locator = task_locator(task, number)
         regions: list[ImageRegion] = []
         for step in turn.trajectory:
             if step.tool not in CODE_TOOL_NAMES:
@@ -73,7 +112,7 @@ def reference_regions(task: Task, sandbox: Sandbox, timeout_s: float) -> list[li
             result = sandbox.run(str(step.args.get("code", "")), timeout=timeout_s)
             for name in result.new_files:
                 if PurePosixPath(name).suffix.lower() in IMAGE_SUFFIXES:
-                    region = read_region(sandbox.get_file(name))
+                    region = region_of(sandbox.get_file(name), locator)
                     regions += [region] if region is not None else []
         found.append(_crops(regions))
     return found

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rich import box
-from rich.console import Group
-from rich.table import Table
+from rich.console import Group, RenderableType
+from rich.text import Text
 
 from vtb_agents.analysis.paired import PairedComparison, RunResults, compare_pairs
 from vtb_agents.analysis.pareto import CostPoint
 from vtb_agents.report.markup import esc, num, page, pct, table
-from vtb_agents.report.paired import UNPAIRED_NOTE, left_out, paired_html, paired_rich
+from vtb_agents.report.paired import UNPAIRED_NOTE, left_out, paired_html, paired_rich, tasks_rich
 from vtb_agents.report.plots import pareto_svg, scatter_svg
+from vtb_agents.report.terminal import Col, Fitted, Sheet
 from vtb_agents.report.usage import usd
 from vtb_agents.rundir.read import ReportError, RunMeta, complete_results, read_meta
 from vtb_agents.rundir.records import RunUsage
@@ -63,6 +64,10 @@ class RunRow:
     cost: float | None
     cost_per_pass: float | None
     tokens: int | None
+    looked_turns: int = 0
+    share_looked: float | None = None
+    pass_when_looked: float | None = None
+    pass_when_not: float | None = None
 
 
 def run_row(meta: RunMeta, label: str) -> RunRow:
@@ -74,7 +79,8 @@ def run_row(meta: RunMeta, label: str) -> RunRow:
         category_apr={name: block.apr for name, block in s.by_category.items()},
         proactivity=s.tool_metrics.proactivity, volume=s.tool_metrics.volume,
         success_rate=s.tool_metrics.success_rate, cost=s.cost.total, cost_per_pass=s.cost.per_passed_task,
-        tokens=reported_tokens(s.usage))
+        tokens=reported_tokens(s.usage), looked_turns=s.region_iou.turns, share_looked=s.region_iou.share_iou_ge_0_5,
+        pass_when_looked=s.region_iou.pass_rate_when_looked, pass_when_not=s.region_iou.pass_rate_when_not)
 
 
 def reported_tokens(usage: RunUsage) -> int | None:
@@ -135,42 +141,46 @@ class Comparison:
         """Column names, in the order of :meth:`cells`."""
         return ["run", "model", "judge", "settings", "graded/n", "APR", "ARS",
                 *(c.replace("_", " ") for c in self.categories), "proactivity", "volume", "success rate",
-                "tokens", "cost (USD)", "cost per pass"]
+                "tokens", "cost (USD)", "cost per pass", "turns measured", "IoU ≥ 0.5", "pass when looked",
+                "pass when not"]
 
     def cells(self, row: RunRow) -> list[str]:
         """A row's cells as plain text (rates as percentages, volume as calls per task)."""
         return [row.run, row.model, row.judge, row.settings, f"{row.graded}/{row.tasks}",
                 pct(row.apr), pct(row.ars), *(pct(row.category_apr.get(c)) for c in self.categories),
                 pct(row.proactivity), num(row.volume), pct(row.success_rate),
-                "unknown" if row.tokens is None else f"{row.tokens:,}", usd(row.cost), usd(row.cost_per_pass)]
+                "unknown" if row.tokens is None else f"{row.tokens:,}", usd(row.cost), usd(row.cost_per_pass),
+                str(row.looked_turns), pct(row.share_looked), pct(row.pass_when_looked), pct(row.pass_when_not)]
 
     def to_rich(self) -> Group:
-        """The comparison for the terminal: scores and tool metrics, then APR per category (two
-        tables, so that each fits an 80-column terminal). Run, model, judge and settings share a cell."""
-        scores = Table(title="Runs compared", box=box.SIMPLE_HEAD)
-        by_category = Table(title="APR per category", box=box.SIMPLE_HEAD)
-        costs = Table(title="Tokens and estimated cost", box=box.SIMPLE_HEAD)
-        for out in (scores, by_category, costs):
-            out.add_column("run", ratio=1, min_width=16, overflow="fold")
-        for header in ("graded\n/n", "APR", "ARS", "proac-\ntivity", "volume", "success\nrate"):
-            scores.add_column(header, justify="right", no_wrap=True)
-        for name in self.categories:
-            by_category.add_column(safe_text(name.replace("_", "\n")), justify="right", no_wrap=True)
-        for header in ("tokens", "cost\n(USD)", "cost per\npass"):
-            costs.add_column(header, justify="right", no_wrap=True)
+        """The comparison for the terminal: scores and tool metrics, APR per category, tokens and cost
+        (three tables, each fitted to the terminal: :mod:`vtb_agents.report.terminal`). Run, model,
+        judge and settings share a cell."""
+        run = Col("run", figure=False, min_width=16)
+        scores = Sheet([run, *(Col(h) for h in ("graded\n/n", "APR", "ARS", "proac-\ntivity", "volume",
+                                                   "success\nrate"))], title="Runs compared", box=box.SIMPLE_HEAD)
+        by_category = Sheet([run, *(Col(name.replace("_", "\n")) for name in self.categories)],
+                            title="APR per category", box=box.SIMPLE_HEAD)
+        costs = Sheet([run, Col("tokens"), Col("cost\n(USD)"), Col("cost per\npass")],
+                      title="Tokens and estimated cost", box=box.SIMPLE_HEAD)
+        looked = Sheet([run, Col("turns\nmeasured"), Col("IoU\n≥ 0.5"), Col("pass when\nlooked"),
+                        Col("pass when\nnot")], title="Where it looked (best crop IoU)", box=box.SIMPLE_HEAD)
         for row in self.rows:
             cells = self.cells(row)
             first = safe_text(cells[0], style="bold")
             first.append(safe(f"\n{cells[1]} · judge {cells[2]}\n{cells[3]}"), style="dim")
-            scores.add_row(first, *cells[4:7], *cells[-6:-3])
-            by_category.add_row(safe_text(cells[0]), *cells[7:-6])
-            costs.add_row(safe_text(cells[0]), *cells[-3:])
+            scores.add_row(first, *cells[4:7], *cells[-10:-7])
+            by_category.add_row(safe_text(cells[0]), *cells[7:-10])
+            costs.add_row(safe_text(cells[0]), *cells[-7:-4])
+            looked.add_row(safe_text(cells[0]), *cells[-4:])
+        tables: list[RenderableType] = [Fitted(scores), Fitted(by_category), Fitted(costs), Fitted(looked)]
         if not self.paired:
-            return Group(scores, by_category, costs)
+            return Group(*tables)
         notes = [f"{pair.b} vs {pair.a}: {text}" for pair in self.paired for text in left_out(pair)]
         if notes:
             notes.append(f"Those are left out of the paired figures; {UNPAIRED_NOTE}.")
-        return Group(scores, by_category, costs, paired_rich(self.paired), *(safe_text(n, style="dim") for n in notes))
+        return Group(*tables, paired_rich(self.paired), *(safe_text(n, style="dim") for n in notes),
+                     *tasks_rich(self.paired))
 
     def to_dict(self) -> dict[str, Any]:
         """The comparison as JSON (``vtb compare --json``): ``runs`` (the rows), ``coverage`` (None when
@@ -186,8 +196,9 @@ class Comparison:
 
     def to_html(self, *, compact: bool = False) -> str:
         """The comparison as an HTML table; ``compact`` leaves out run, judge and settings (the single-run
-        report shows those in its header)."""
-        skip = {0, 2, 3} if compact else set()
+        report shows those in its header) and the region figures (it has a table of its own)."""
+        count = len(self.headers())
+        skip = {0, 2, 3, count - 4, count - 3, count - 2, count - 1} if compact else set()
         keep = [i for i in range(len(self.headers())) if i not in skip]
         rows = ([esc(cells[i]) for i in keep] for cells in map(self.cells, self.rows))
         html = table([self.headers()[i] for i in keep], rows, cls="cmp compact" if compact else "cmp",

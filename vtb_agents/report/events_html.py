@@ -179,6 +179,8 @@ def response_html(call: ModelCall) -> str:
 def call_facts(call: ModelCall) -> str:
     """Model, latency, tokens and image count of a model call, one line."""
     facts = [call.model or "model"]
+    if call.cached:
+        facts.append("cached: answered by the model cache")
     if call.latency_s is not None:
         facts.append(f"{call.latency_s:.2f} s")
     if call.tokens is not None:
@@ -211,8 +213,11 @@ def model_html(event: ModelEvent, images: ImageSource, calls: ModelCalls, *, bas
     """A model call: head (step, facts), the response open, the request and parameters collapsed."""
     number, messages, note = calls.new_messages(event)
     status = badge("error", "err") if event.error else badge("ok", "ok")
+    if event.cached:
+        status += badge("cached", "cached")
     params = json.dumps(event.params, indent=2, ensure_ascii=False, default=str)
-    return (f'<div class="model-call{" failed" if event.error else ""}" data-step="{esc(event.step)}">'
+    return (f'<div class="model-call{" failed" if event.error else ""}" data-step="{esc(event.step)}" '
+            f'data-cached="{"yes" if event.cached else "no"}">'
             f'<div class="call-head"><b>#{number}</b><code>{esc(event.step)}</code>'
             f'<span class="note">{esc(call_facts(event))}</span>{status}</div>'
             f'<details class="request"><summary>request: {len(event.messages)} message(s), '
@@ -255,7 +260,9 @@ def judge_table(events: list[JudgeEvent], verdicts: dict[str, RubricVerdict]) ->
         result = verdicts.get(event.rubric_id)
         if result is not None and result.critical != result.critical_flag:
             critical += f' <span class="note">(dataset flag: {"yes" if result.critical_flag else "no"})</span>'
-        judge = esc(event.judge) + (' <span class="note">(cached)</span>' if event.cached else "")
+        judge = esc(event.judge) + (' <span class="note">(cached verdict)</span>' if event.cached else "")
+        if any(call.cached for call in event.calls):
+            judge += ' <span class="note">(judge call from the model cache)</span>'
         rows.append([esc(event.rubric_id), esc(event.rubric), esc(event.weight), critical,
                      badge(event.status.replace("_", " "), event.status), judge,
                      esc(event.explanation) + judge_details(event)])

@@ -21,6 +21,7 @@ from vtb_agents.report.compare import Comparison, run_row, settings_text
 from vtb_agents.report.images import ReportImages
 from vtb_agents.report.markup import esc, interval, num, page, pct, table
 from vtb_agents.report.plots import apr_by_category_svg, image_ops_svg
+from vtb_agents.report.regions_html import region_table
 from vtb_agents.report.task_page import TaskPage, write_task_pages
 from vtb_agents.report.task_table import task_table, write_search_index
 from vtb_agents.report.usage import settings_rows, usage_section
@@ -113,7 +114,7 @@ def run_section(data: RunData) -> str:
     return "".join(parts)
 
 
-def _blocks(title: str, blocks: dict[str, GroupScore], epochs: int) -> str:
+def score_table(title: str, blocks: dict[str, GroupScore], epochs: int) -> str:
     """A table of groups' APR and ARS with their 95% intervals (and pass@k, pass^k with epochs)."""
     passes = ["pass@k", "pass^k"] if epochs > 1 else []
     rows = ([esc(name), esc(b.n), esc(b.graded), pct(b.apr), interval(b.apr_ci95), pct(b.ars), interval(b.ars_ci95),
@@ -121,17 +122,23 @@ def _blocks(title: str, blocks: dict[str, GroupScore], epochs: int) -> str:
     return table([title, "n", "graded", "APR", "APR 95% CI", "ARS", "ARS 95% CI", *passes], rows)
 
 
+def overall_score(summary: RunSummary) -> dict[str, GroupScore]:
+    """The run's own APR and ARS with their intervals, as the one row ``overall`` of :func:`score_table`."""
+    return {"overall": GroupScore(n=summary.tasks, graded=summary.graded, apr=summary.apr, ars=summary.ars,
+                                  **summary.model_dump(include=set(Uncertainty.model_fields)))}
+
+
 def scores(data: RunData) -> str:
     """The paper-style row, APR/ARS breakdowns and the APR-by-category plot."""
     s = data.summary
-    overall = {"overall": GroupScore(n=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars,
-                                     **s.model_dump(include=set(Uncertainty.model_fields)))}
+    overall = overall_score(s)
     paper = Comparison([run_row(data, data.path.resolve().name)]).to_html(compact=True)
     plot = apr_by_category_svg(s)
     return ('<h2 id="scores">Scores</h2>' + paper + '<div class="grid">'
-            + _blocks("", overall, s.epochs) + _blocks("category", s.by_category, s.epochs)
-            + _blocks("domain", s.by_domain, s.epochs) + _blocks("turn case", s.by_turncase, s.epochs)
-            + "</div>" + (f'<div class="plot">{plot}</div>' if plot else ""))
+            + score_table("", overall, s.epochs) + score_table("category", s.by_category, s.epochs)
+            + score_table("domain", s.by_domain, s.epochs) + score_table("turn case", s.by_turncase, s.epochs)
+            + "</div>" + (f'<div class="plot">{plot}</div>' if plot else "")
+            + f'<h3 id="regions">Where it looked</h3>{region_table(s.region_iou)}')
 
 
 def tool_use(summary: RunSummary) -> str:
@@ -152,11 +159,17 @@ def tool_use(summary: RunSummary) -> str:
 
 
 def judge_section(summary: RunSummary) -> str:
-    """How the rubrics were decided."""
-    j = summary.judge
-    rows = [("judge", j.model), ("LLM judge calls", j.calls), ("deterministic checks", j.checks),
-            ("unjudged rubrics", j.unjudged), ("judge errors", j.errors), ("cache hits", j.cache_hits)]
-    return f'<h2 id="judge">Judge</h2>{_kv(rows)}'
+    """How the rubrics were decided, and what the caches answered: verdicts taken from the verdict cache
+    (``judge.cache_hits``), and model and judge calls answered by the model cache (``usage``)."""
+    j, usage = summary.judge, summary.usage
+    rows = [("judge", j.model), ("LLM judge verdicts (a judge model asked)", j.calls),
+            ("deterministic checks", j.checks), ("unjudged rubrics", j.unjudged), ("judge errors", j.errors),
+            ("verdict cache hits (verdicts reused, no judge call)", j.cache_hits)]
+    caches = [("model calls", usage.model.calls), ("of them answered by the model cache", usage.model_from_cache.calls),
+              ("judge calls", usage.judge.calls), ("of them answered by the model cache", usage.judge_from_cache.calls),
+              ("model cache hits in all (model and judge)", usage.cache_hits)]
+    return (f'<h2 id="judge">Judge</h2><div class="grid">{_kv(rows, "Verdicts")}'
+            f'{_kv(caches, "Calls and the model cache (--model-cache)")}</div>')
 
 
 def task_pages(data: RunData) -> list[TaskPage]:

@@ -18,10 +18,12 @@ from typing import Sequence
 from urllib.parse import quote
 
 from rich import box
-from rich.table import Table
+from rich.console import Group
+from rich.text import Text
 
 from vtb_agents.analysis.paired import PairedComparison
 from vtb_agents.report.markup import esc, table
+from vtb_agents.report.terminal import Col, Fitted, Sheet
 from vtb_agents.report.usage import usd
 from vtb_agents.rundir.layout import task_page_file
 from vtb_agents.terminal import safe, safe_text
@@ -54,11 +56,14 @@ def cells(pair: PairedComparison) -> list[str]:
     """One pair as plain-text cells, in the order of :data:`HEADERS`."""
     return [f"{pair.b} vs {pair.a}", str(pair.tasks), str(len(pair.flips_to_pass)), str(len(pair.flips_to_fail)),
             p_value(pair.mcnemar_p), signed_pct(pair.delta_apr), interval(pair.delta_apr_ci),
-            signed_pct(pair.delta_ars), interval(pair.delta_ars_ci), signed_usd(pair.delta_cost)]
+            signed_pct(pair.delta_ars), interval(pair.delta_ars_ci), signed_usd(pair.delta_cost),
+            str(pair.looked_turns), signed_pct(pair.delta_share_looked), interval(pair.delta_share_looked_ci)]
 
 
 HEADERS = ["B vs A", "paired tasks", "flips to pass", "flips to fail", "McNemar p", "ΔAPR (pts)", "95% CI",
-           "ΔARS (pts)", "95% CI", "Δcost (USD)"]
+           "ΔARS (pts)", "95% CI", "Δcost (USD)", "turns measured in both", "Δ share looked (pts)", "95% CI"]
+SHOWN = 20
+"""Task ids listed in the terminal per kind of change (flips, pass counts), then a count of the rest."""
 
 
 def left_out(pair: PairedComparison) -> list[str]:
@@ -69,21 +74,49 @@ def left_out(pair: PairedComparison) -> list[str]:
             for what, ids in parts if ids]
 
 
-def paired_rich(pairs: Sequence[PairedComparison]) -> Table:
-    """The pairs for the terminal (fits 80 columns): B, A and the paired tasks in the first cell, flips,
-    McNemar p, differences in percentage points with their intervals below them, cost difference."""
-    out = Table(title="Paired comparison: B minus A over the tasks graded in both\n(flips + to pass, − to fail)",
+def paired_rich(pairs: Sequence[PairedComparison]) -> Group:
+    """The pairs for the terminal (fitted to its width): B, A and the paired tasks in the first cell,
+    flips, McNemar p, differences in percentage points with their intervals below them, cost difference;
+    then the difference in the share of turns that looked at the right place."""
+    out = Sheet([Col(HEADERS[0], figure=False, min_width=10),
+                 *(Col(h) for h in ("flips\n+ / −", "McNemar\np", "ΔAPR (pts)\n95% CI", "ΔARS (pts)\n95% CI",
+                                     "Δcost\n(USD)"))],
+                title="Paired comparison: B minus A over the tasks graded in both\n(flips + to pass, − to fail)",
                 box=box.SIMPLE_HEAD)
-    out.add_column(HEADERS[0], ratio=1, min_width=10, overflow="fold")
-    for header in ("flips\n+ / −", "McNemar\np", "ΔAPR (pts)\n95% CI", "ΔARS (pts)\n95% CI",
-                   "Δcost\n(USD)"):
-        out.add_column(header, justify="right", no_wrap=True)
     for pair in pairs:
         c = cells(pair)
         label = safe_text(pair.b, style="bold")
         label.append(safe(f"\nvs {pair.a}\n{pair.tasks} paired task(s)"), style="dim")
         out.add_row(label, f"{c[2]} / {c[3]}", c[4], f"{c[5]}\n{c[6]}", f"{c[7]}\n{c[8]}", c[9])
-    return out
+    looked = Sheet([Col(HEADERS[0], figure=False, min_width=10), Col("turns measured\nin both"),
+                    Col("Δ share looked (pts)\n95% CI")],
+                   title="Paired: where it looked (share of turns with best crop IoU ≥ 0.5, B minus A)",
+                   box=box.SIMPLE_HEAD)
+    for pair in pairs:
+        c = cells(pair)
+        looked.add_row(safe_text(f"{pair.b} vs {pair.a}"), c[10], f"{c[11]}\n{c[12]}")
+    return Group(Fitted(out), Fitted(looked))
+
+
+def id_list(ids: Sequence[str], shown: int = SHOWN) -> str:
+    """The first ``shown`` of ``ids``, then how many more."""
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more if ids else "none"
+
+
+def tasks_rich(pairs: Sequence[PairedComparison]) -> list[Text]:
+    """Per pair, the tasks that moved: the flips each way and, with epochs, the tasks whose number of
+    passing epochs changed (the first :data:`SHOWN` of each, then a count)."""
+    lines: list[Text] = []
+    for pair in pairs:
+        lines.append(safe_text(f"{pair.b} vs {pair.a}: tasks that moved", style="bold"))
+        lines.append(Text(f"  flips to pass ({len(pair.flips_to_pass)}): {id_list(pair.flips_to_pass)}"))
+        lines.append(Text(f"  flips to fail ({len(pair.flips_to_fail)}): {id_list(pair.flips_to_fail)}"))
+        if pair.pass_counts_changed:
+            changes = [f"{c.task_id} {c.passes_a}/{c.epochs_a}→{c.passes_b}/{c.epochs_b}"
+                       for c in pair.pass_counts_changed]
+            lines.append(Text(f"  passing epochs changed ({len(changes)}): {id_list(changes)}"))
+    return lines
 
 
 def page_href(page: Path, out_dir: Path) -> str:
@@ -111,8 +144,9 @@ def _run_links(label: str, pages: list[tuple[int, Path]], out_dir: Path, side: s
 
 
 def _flip_list(pair: PairedComparison, ids: list[str], kind: str, dirs: tuple[Path, Path], out_dir: Path,
-               unlinked: set[str]) -> str:
-    """The flips ``ids`` as a list linked to both runs' pages; runs lacking a page are added to ``unlinked``."""
+               unlinked: set[str], notes: dict[str, str] | None = None) -> str:
+    """The tasks ``ids`` (flips, or changed pass counts with ``notes`` by id) as a list linked to both
+    runs' pages; runs lacking a page are added to ``unlinked``."""
     if not ids:
         return '<p class="note">none</p>'
     items = []
@@ -122,7 +156,8 @@ def _flip_list(pair: PairedComparison, ids: list[str], kind: str, dirs: tuple[Pa
             pages = task_pages(run_dir, task_id)
             unlinked.update([label] if not pages else [])
             links.append(_run_links(label, pages, out_dir, side))
-        items.append(f'<li class="flip {kind}" data-task="{esc(task_id)}"><code>{esc(task_id)}</code> · '
+        note = f" ({esc(notes[task_id])})" if notes and task_id in notes else ""
+        items.append(f'<li class="flip {kind}" data-task="{esc(task_id)}"><code>{esc(task_id)}</code>{note} · '
                      f"{' · '.join(links)}</li>")
     return f'<ul class="flips {kind}">{"".join(items)}</ul>'
 
@@ -144,12 +179,18 @@ def paired_html(pairs: Sequence[PairedComparison], run_dirs: dict[str, Path], ou
         notes = "".join(f"<li>{esc(text)}</li>" for text in left_out(pair))
         flips = [_flip_list(pair, pair.flips_to_pass, "to-pass", dirs, out_dir, unlinked),
                  _flip_list(pair, pair.flips_to_fail, "to-fail", dirs, out_dir, unlinked)]
+        changed = ""
+        if pair.pass_counts_changed:
+            counts = {c.task_id: f"{c.passes_a}/{c.epochs_a} → {c.passes_b}/{c.epochs_b}"
+                      for c in pair.pass_counts_changed}
+            changed = (f"<h4>Passing epochs changed ({len(counts)})</h4>"
+                       + _flip_list(pair, list(counts), "count-changed", dirs, out_dir, unlinked, counts))
         parts.append(f'<section class="pair"><h3>{esc(pair.b)} vs {esc(pair.a)}</h3>'
                      + (f'<ul class="left-out">{notes}</ul>' if notes else "")
                      + f"<h4>Flips to pass ({len(pair.flips_to_pass)}): failed in {esc(pair.a)}, passed in "
                      f"{esc(pair.b)}</h4>{flips[0]}"
                      + f"<h4>Flips to fail ({len(pair.flips_to_fail)}): passed in {esc(pair.a)}, failed in "
-                     f"{esc(pair.b)}</h4>{flips[1]}</section>")
+                     f"{esc(pair.b)}</h4>{flips[1]}{changed}</section>")
     if unlinked:
         parts.append(f'<p class="note">No task pages linked for {esc(", ".join(sorted(unlinked)))}: '
                      "<code>vtb report RUN</code> writes them (RUN/tasks/).</p>")

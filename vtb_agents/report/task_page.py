@@ -90,6 +90,8 @@ class TaskPage:
             parts.append('<p class="note">The task is not in the task source: prompts, golden answers and the '
                          "task's own images are not shown.</p>")
         transcript = find_transcript(images.run_dir, result.task_id, self.epoch)
+        if transcript is not None:
+            parts.append(f'<p class="cache-counts">{esc(transcript.cache_counts().text())}</p>')
         parts.append(transcript_section(result, task, images, transcript=transcript))
         return page(f"{result.task_id}: {label}", "".join(parts), script="task.js")
 

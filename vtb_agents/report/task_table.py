@@ -16,16 +16,30 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from vtb_agents.analysis.regions import LOOKED_IOU
 from vtb_agents.report.images import FILES_DIR
 from vtb_agents.report.markup import badge, esc, num
 from vtb_agents.report.task_page import TaskPage, result_label
 from vtb_agents.report.usage import usd
+from vtb_agents.results import TaskResult
 
 SEARCH_FILE = f"{FILES_DIR}/search.js"
 """The text search index of a report (relative to the run directory): ``window.vtbSearchIndex = {stem: text}``."""
 RESULTS = ("pass", "fail", "ungraded")
+LOOKED = ("looked", "did not look", "not located", "not measured")
+"""Values of the "where it looked" filter (:func:`looked`)."""
+
+
+def looked(result: TaskResult) -> tuple[str, float | None]:
+    """Whether a task looked at the right place, and its crop IoU: the mean ``best_crop_iou`` of its
+    measured turns; "looked" when every measured turn has IoU >= 0.5, "did not look" when one has less,
+    else "not located" when a turn's images could not be located, else "not measured"."""
+    measured = [t.best_crop_iou for t in result.episode.turns if t.best_crop_iou is not None]
+    if measured:
+        return ("looked" if min(measured) >= LOOKED_IOU else "did not look"), round(sum(measured) / len(measured), 4)
+    return ("not located" if any(t.unlocated for t in result.episode.turns) else "not measured"), None
 COLUMNS = (("task", "text"), ("category", "text"), ("domain", "text"), ("result", "text"), ("outcome", "text"),
-           ("score", "num"), ("turns", "num"), ("tool calls", "num"), ("cost", "num"))
+           ("score", "num"), ("turns", "num"), ("tool calls", "num"), ("crop IoU", "num"), ("cost", "num"))
 """Header and sort kind of each column."""
 EPOCH_COLUMN = (("epoch", "num"),)
 """The column after the task's of a run with several epochs."""
@@ -39,14 +53,18 @@ def _row(task_page: TaskPage, epochs: bool) -> str:
     ended = result.ended
     calls = len(result.episode.tool_calls)
     score, cost = result.grade.score, task_page.cost
+    where, iou = looked(result)
     cells = [f'<td><a href="{esc(task_page.href)}">{esc(result.task_id)}</a></td>',
              *([f'<td class="n">{task_page.epoch}</td>'] if epochs else []),
              f"<td>{esc(result.category)}</td>", f"<td>{esc(result.domain)}</td>",
              f"<td>{badge(label, kind)}</td>", f"<td>{esc(ended.replace('_', ' '))}</td>",
              f'<td class="n" data-v="{"" if score is None else score}">{esc(num(score))}</td>',
              f'<td class="n">{len(result.episode.turns)}</td>', f'<td class="n">{calls}</td>',
+             f'<td class="n" data-v="{"" if iou is None else iou}" title="{esc(where)}">'
+             f'{esc(where if iou is None else num(iou))}</td>',
              f'<td class="n" data-v="{"" if cost is None else cost}">{esc(usd(cost))}</td>']
     return (f'<tr data-category="{esc(result.category)}" data-outcome="{esc(ended)}" data-result="{label}" '
+            f'data-looked="{esc(where)}" '
             f'data-stem="{esc(task_page.stem)}">{"".join(cells)}</tr>')
 
 
@@ -63,6 +81,7 @@ def task_table(pages: list[TaskPage], *, epochs: bool = False) -> str:
     outcomes = sorted({p.result.ended for p in pages})
     filters = (f'<div class="filters">{_select("category", "category", categories)}'
                f'{_select("outcome", "outcome", outcomes)}{_select("result", "result", RESULTS)}'
+               f'{_select("looked", "where it looked", LOOKED)}'
                '<label>search <input id="q" type="search" placeholder="task id, prompt or answer text" size="32">'
                '</label><span id="shown" class="note"></span></div>')
     head = "".join(f'<th data-sort="{kind}"{NUMERIC if kind == "num" else ""}>{esc(name)}</th>'

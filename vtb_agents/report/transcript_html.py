@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from vtb_agents.report.events_html import ModelCalls, call_box, event_html, figures, judge_table
 from vtb_agents.report.images import ReportImages
 from vtb_agents.report.markup import badge, esc, table
+from vtb_agents.report.regions_html import regions_html
 from vtb_agents.results import RubricVerdict, TaskResult, ToolCallRecord, TurnRecord
 from vtb_agents.tasks.model import Rubric, Task, TaskImage
 from vtb_agents.transcript import JudgeEvent, Transcript
@@ -92,6 +93,8 @@ def turn_html(index: int, task: Task | None, record: TurnRecord | None, verdicts
     golden = esc(spec.golden_answer) if spec is not None else '<span class="note">task not available</span>'
     parts.append(f'<div class="two"><div><h4>Answer</h4><div class="text answer">{answer}</div></div>'
                  f'<div><h4>Golden answer</h4><div class="text golden">{golden}</div></div></div>')
+    if record is not None:
+        parts.append(regions_html(record, task, images, base=base))
     if events is not None and events.judges:
         parts.append("<h4>Rubric verdicts on this answer</h4>"
                      + judge_table(events.judges, {v.rubric_id: v for v in verdicts}))

@@ -129,6 +129,7 @@ class RegionScore(BaseModel):
     share_iou_ge_0_5: float | None = None
     pass_rate_when_looked: float | None = None
     pass_rate_when_not: float | None = None
+    not_located: int = 0
 
 
 class RegionIoU(RegionScore):
@@ -161,13 +162,16 @@ class EpisodeCounts(BaseModel):
 
 class RunUsage(BaseModel):
     """Tokens of the model and of the judge over a run, how many results had no usage, and how many
-    calls the model cache answered (``cache_hits``; their tokens are counted as originally reported)."""
+    calls the model cache answered (``cache_hits``; their tokens are counted as originally reported),
+    of the model's and the judge's apart (``model_from_cache``, ``judge_from_cache``)."""
 
     model_config = ConfigDict(extra="allow")
     model: TokenUsage = Field(default_factory=TokenUsage)
     judge: TokenUsage = Field(default_factory=TokenUsage)
     tasks_without_usage: int = 0
     cache_hits: int = 0
+    model_from_cache: TokenUsage = Field(default_factory=TokenUsage)
+    judge_from_cache: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class RunCost(BaseModel):

@@ -21,7 +21,7 @@ from vtb_agents.analysis.metrics import summarize
 from vtb_agents.analysis.regions import score_regions
 from vtb_agents.episodes.driver import episode_thread_id, run_episode
 from vtb_agents.episodes.recorder import TranscriptRecorder
-from vtb_agents.episodes.regions import has_reference_code
+from vtb_agents.episodes.regions import has_reference_code, locate_untracked
 from vtb_agents.judges.bounded import judge_time_limit
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges import judge_record
@@ -148,6 +148,8 @@ def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: 
     except SandboxError as exc:
         _log.warning("task %s: the reference trajectory's crops were not measured: %s", task.id, exc)
         return
+    if resources.artifacts is not None:
+        locate_untracked(task, episode, resources.artifacts)
     score_regions(episode, reference)
 
 
