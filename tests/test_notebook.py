@@ -1,4 +1,5 @@
-"""`evaluate()` in a notebook (docs/tutorials/evaluate-your-agent.md): a real Jupyter kernel (nbclient, ipykernel) runs a
+"""`evaluate()` in a notebook (docs/tutorials/evaluate-your-agent.md): a real Jupyter kernel (nbclient,
+ipykernel) runs a
 notebook that evaluates two sample tasks; the cell's output is the HTML repr (score table with intervals,
 region figures, a link to report.html), the text repr fits one screen, the run goes under ./runs/ with a
 timestamped name that is printed, and an error names evaluate()'s keyword, not the CLI flag."""

@@ -134,7 +134,9 @@ def test_vtb_transcript_of_an_answer_with_osc_and_csi_sequences_prints_none_raw(
     assert "\\x1b]8;;https://evil.example/\\x07click me" in shown.stdout
     assert "\\x9b31mred" in shown.stdout and "\\u202eevil" in shown.stdout
     assert "[link=https://evil.example]x[/link]" in shown.stdout
-    assert "\\x1b]0;tool title\\x07\\x1b[2Jcleared" in shown.stdout
+    plain = SGR.sub("", shown.stdout)  # a terminal's code is highlighted, token by token
+    assert "\\x1b]0;tool title\\x07\\x1b[2Jcleared" in plain  # the code, as the model wrote it
+    assert "\\u001b]0;tool title\\u0007\\u001b[2Jcleared" in plain  # its output, as the tool returned it
 
 
 def test_vtb_transcript_json_escapes_every_control_and_keeps_the_text(hostile_run):

@@ -1,5 +1,6 @@
 """Terminal output fits the terminal: every figure of the tables printed whole at 80 and 120 columns
-(docs/concepts/epochs.md, docs/reference/transcripts.md), through the real `vtb` CLI in a subprocess with COLUMNS set."""
+(docs/concepts/epochs.md, docs/reference/transcripts.md), through the real `vtb` CLI in a subprocess
+with COLUMNS set."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ from typing import Any, Sequence
 
 from rich import box
 from rich.console import Group, RenderableType
-from rich.text import Text
 
 from vtb_agents.analysis.paired import PairedComparison, RunResults, compare_pairs
 from vtb_agents.analysis.pareto import CostPoint
