@@ -46,11 +46,9 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(DOCS_OUT)
 
-# Two pytest workers (pytest-xdist), one test file each at a time: most of the suite waits on subprocesses,
-# servers and sandboxes, so two workers fit two cores; PYTEST_WORKERS=0 runs in one process.
-# `make test` lists its 20 slowest tests at the end; `make test-fast` leaves out the tests marked browser, cluster or
-# slow (pyproject.toml) for a quick check while working (under 2 minutes), never instead of `make test`.
-PYTEST_WORKERS ?= 2
+# Three pytest workers (pytest-xdist), one test file each at a time: most of the suite waits on subprocesses,
+# servers, sandboxes and time limits, so three workers keep two cores busy; PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 3
 PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 test: $(STAMP)
 	$(PYTEST) --durations=20

@@ -63,6 +63,7 @@ def vision_descriptions(requests: list[dict]) -> list[str]:
             if tool["function"]["name"] == "python_image_processing"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("respond", [persistent, compliant])
 def test_a_round_cap_of_one_ends_an_agent_turn_as_it_ends_a_builtin_one(respond, tmp_path):
     tasks = ["pr-sports-boxscore"]  # two turns: the cap is counted per turn
@@ -106,6 +107,7 @@ def slow_tool(body: dict) -> dict | str:
                                            "arguments": {"code": "import time\ntime.sleep(10)\nprint(1)"}}]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("respond", [slow_answer, slow_tool])
 def test_an_agent_episode_past_the_task_timeout_ends_as_a_builtin_one(respond, tmp_path):
     limits = ("--max-tool-rounds", "1", "--task-timeout", "5")  # time enough to start and make the first call

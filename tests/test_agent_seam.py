@@ -46,6 +46,7 @@ def vision_followups(requests: list[dict]) -> list[list[dict]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["agent:examples.create_agent_example:build", "openai:vision-test"])
 def test_the_transformed_image_follows_every_vision_call(model, tmp_path):
     with OpenAIServer(VisionModel()) as server:
@@ -70,6 +71,7 @@ def test_the_transformed_image_follows_every_vision_call(model, tmp_path):
     assert run["strategy"] == "react" and run["model"] == model
 
 
+@pytest.mark.slow
 def test_the_prompt_level_reaches_a_user_agent(tmp_path):
     with OpenAIServer(VisionModel()) as server:
         done = run_cli(tmp_path / "run", server, "--model", "agent:examples.create_agent_example:build",

@@ -28,6 +28,7 @@ def two_turns(body: dict) -> dict | str:
                                            "arguments": {"code": TURN_CODE[min(earlier, 1)]}}]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["agent:examples.create_agent_example:build", "openai:vision-test"])
 def test_turn_two_code_sees_the_variables_of_turn_one(model: str, tmp_path: Path) -> None:
     with OpenAIServer(two_turns) as server:

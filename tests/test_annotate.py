@@ -62,6 +62,7 @@ def key(task_id: str, rubric_id: str) -> str:
     return json.dumps([task_id, 1, rubric_id], separators=(",", ":"))
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_labels_made_in_a_real_browser_reach_alignment(run_dir, tmp_path):
     labels = tmp_path / "labels.jsonl"

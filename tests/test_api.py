@@ -37,6 +37,7 @@ API_PAGE = "docs/tutorials/evaluate-your-agent.md"  # the tutorial's python bloc
 CONFIG_PAGE = "docs/reference/configuration.md"
 
 
+@pytest.mark.slow
 def test_evaluate_runs_the_sample_suite_offline(tmp_path):
     summary = vtb_agents.evaluate("react", tasks="sample", model="replay", judge="rule", out=tmp_path / "run",
                                   concurrency=2)
@@ -70,6 +71,7 @@ def test_evaluate_takes_an_agent_factory_and_options(tmp_path):
         vtb_agents.evaluate("react", out=tmp_path / "other", max_rounds=3)
 
 
+@pytest.mark.slow
 def test_the_docs_python_api_example_runs(tmp_path, monkeypatch, capsys):
     code = page_blocks(API_PAGE, "python")[0].code
     monkeypatch.chdir(tmp_path)
@@ -128,6 +130,7 @@ def sample_tasks():
     return [t for t in vtb_agents.load_tasks("sample") if t.id in SAMPLE_IDS]
 
 
+@pytest.mark.slow
 def test_chat_model_objects_give_the_spec_runs_summary(spec_run, tmp_path):
     with OpenAIServer(vision_and_judge(VisionModel())) as server:
         summary = vtb_agents.evaluate("react", tasks=sample_tasks(), model=chat(server), judge=chat(server),
@@ -144,6 +147,7 @@ def test_chat_model_objects_give_the_spec_runs_summary(spec_run, tmp_path):
     assert run["config"]["model"] == run["config"]["judge"] == "object:ChatOpenAI(model=gpt-4o)"
 
 
+@pytest.mark.slow
 def test_aevaluate_inside_a_running_loop_gives_the_same_summary(spec_run, tmp_path):
     with OpenAIServer(vision_and_judge(VisionModel())) as server, \
             OpenAIServer(vision_and_judge(VisionModel())) as other:
@@ -293,6 +297,7 @@ def test_objects_cannot_reach_remote_workers(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_the_docs_notebook_cell_runs_as_written(tmp_path, monkeypatch, capsys):
     """The tutorial's notebook cell, top-level ``await`` and all, as IPython runs a cell."""
     cell = page_blocks(API_PAGE, "python")[1].code

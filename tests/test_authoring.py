@@ -129,6 +129,7 @@ def scripted_model(plan: dict[str, str]):
     return respond
 
 
+@pytest.mark.slow
 def test_difficulty_filter_keeps_tasks_failed_by_at_least_two_of_three_runs(tmp_path):
     for name, plan in PLANS.items():
         with OpenAIServer(scripted_model(plan)) as server:

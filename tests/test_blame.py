@@ -52,6 +52,7 @@ ANTHROPIC_CONTEXT_ERROR = {"type": "error", "error": {
     # before the retries are used up; LATE's request had its full request time and no answer
     (["--task-timeout", "6", "--request-timeout", "1"], "provider_error"),
 ], ids=["task-limit-shorter", "request-limit-shorter"])
+@pytest.mark.slow
 def test_a_provider_that_never_answers_is_the_providers_failure_whatever_the_order_of_timeouts(
         tmp_path, timeouts, late):
     """HANG never gets an answer; LATE gets one (a tool call), then its next request hangs.
@@ -108,6 +109,7 @@ def test_a_provider_that_never_answers_is_the_providers_failure_whatever_the_ord
                                    {"answered": 1, "task_timeout": 1})
 
 
+@pytest.mark.slow
 def test_context_window_rejections_are_graded_model_outcomes(tmp_path):
     root = tasks_with_keywords(tmp_path / "tasks", ["FINE", "VLLM"])
     write_task(root, "t-openai", category="Progressive Visual Reasoning", turns=[
@@ -153,6 +155,7 @@ def test_context_window_rejections_are_graded_model_outcomes(tmp_path):
     assert "context_exceeded 2" in report
 
 
+@pytest.mark.slow
 def test_anthropic_prompt_too_long_is_a_graded_model_outcome(tmp_path):
     root = tasks_with_keywords(tmp_path / "tasks", ["LONG"])
 

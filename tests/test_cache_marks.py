@@ -11,6 +11,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from openai_server import OpenAIServer
 from scripted_vision import VisionModel
 
@@ -48,6 +50,7 @@ def kv_rows(page: str, caption: str) -> list[tuple[str, str]]:
     return [(html.unescape(k), html.unescape(v)) for k, v in rows]
 
 
+@pytest.mark.slow
 def test_a_cache_only_replay_marks_every_call_cached_and_the_report_counts_equal_the_summary(tmp_path):
     cache = tmp_path / "cache.sqlite"
     for number, task_id in enumerate(IDS):  # one rubric with a check, one for the LLM judge

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import typer.main
 
 from vtb_agents.cli import app
@@ -51,6 +53,7 @@ def test_tools_and_vision_tool_default_on_and_turn_off_with_the_old_spellings() 
     assert off["tools"] is False and off["vision_tool"] is False and off["resume"] is True
 
 
+@pytest.mark.slow
 def test_no_tools_and_no_vision_tool_reach_the_recorded_run(tmp_path: Path) -> None:
     out = tmp_path / "ablated"
     done = vtb("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--limit", "1",

@@ -87,6 +87,7 @@ def test_help_lists_every_command_without_heavy_imports(tmp_path: Path) -> None:
     assert "vtb_agents.cli.run" in modules  # the commands were mounted, not skipped
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line", [line for line in COMMANDS if line], ids=" ".join)
 def test_every_command_help_imports_nothing_heavy(tmp_path: Path, line: tuple[str, ...]) -> None:
     done, modules = vtb_modules(tmp_path, *line, "--help")

@@ -60,6 +60,7 @@ def runs(tmp_path_factory) -> tuple[Path, Path]:
     return root / "replay", root / "model"
 
 
+@pytest.mark.slow
 def test_the_terminal_lists_flips_and_changed_pass_counts(runs):
     done = vtb("compare", *map(str, runs))
     assert done.returncode == 0, done.stderr

@@ -19,6 +19,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 PROJECT = Path(__file__).resolve().parents[1]
 PACKAGE = PROJECT / "vtb_agents"
 
@@ -103,6 +105,7 @@ def test_the_checker_sees_guarded_and_unguarded_imports():
                              ("d", "lazy", 13)]
 
 
+@pytest.mark.slow
 def test_every_module_of_the_package_imports():
     code = ("import pkgutil, importlib, vtb_agents\n"
             "names = [m.name for m in pkgutil.walk_packages(vtb_agents.__path__, 'vtb_agents.')\n"

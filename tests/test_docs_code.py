@@ -82,6 +82,7 @@ def bash_pages() -> list[str]:
     return sorted({b.page for b in all_blocks() if b.mark is None and b.lang == "bash"})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", bash_pages())
 def test_bash_blocks_run_as_written(page, tmp_path):
     """A page's runnable bash blocks run in order in one fresh folder, each with ``set -euo pipefail``, with the

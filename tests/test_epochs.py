@@ -213,6 +213,7 @@ def test_a_regrade_takes_each_epochs_own_cached_verdicts(two_epochs, judged_task
     assert (summary["apr"], summary["apr_ci95"], summary["pass_hat_k"]) == (0.5, [0.030678, 0.969322], 0.333333)
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
 def test_the_report_shows_the_intervals_and_an_error_bar_in_chromium(two_epochs):
@@ -281,6 +282,7 @@ def build(tools):
 '''
 
 
+@pytest.mark.slow
 def test_a_kill_mid_epoch_and_resume_run_every_task_and_epoch_once(tmp_path):
     root = tmp_path / "tasks"
     for i in range(4):

@@ -99,6 +99,7 @@ def check_run(out: Path, server: OpenAIServer, *, tool: str, judge_name: str, ma
     return summary
 
 
+@pytest.mark.slow
 def test_judge_tool_and_sandbox_each_one_file_named_module_attr(tmp_path: Path) -> None:
     package = tmp_path / "lib" / "myext"
     package.mkdir(parents=True)
@@ -122,6 +123,7 @@ def test_judge_tool_and_sandbox_each_one_file_named_module_attr(tmp_path: Path) 
     assert marker.read_text().splitlines() == ["opened"] * 3  # the check's sandbox only: nothing left to run
 
 
+@pytest.mark.slow
 def test_bad_extension_specs_are_refused_naming_them(tmp_path: Path) -> None:
     lib = tmp_path / "lib"
     (lib / "myext").mkdir(parents=True)
@@ -163,6 +165,7 @@ hasty = "vtbext_installed.strategy:HASTY"
 '''
 
 
+@pytest.mark.slow
 def test_an_installed_package_is_listed_and_usable(tmp_path: Path) -> None:
     source = tmp_path / "src"
     package = source / "vtbext_installed"

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import checkout_env, write_task
 from openai_server import OpenAIServer
 from scripted_vision import VisionModel
@@ -54,6 +56,7 @@ def verdict_rows(page: str) -> list[tuple[str, str]]:
     return re.findall(r'<tr class="(met|not_met|unjudged|error)">(.*?)</tr>', page, re.DOTALL)
 
 
+@pytest.mark.slow
 def test_vtb_grade_with_another_judge_rewrites_the_report_and_every_task_page(tmp_path: Path) -> None:
     root, run = tmp_path / "tasks", tmp_path / "run"
     for task_id in TASK_IDS:
@@ -102,6 +105,7 @@ class HeldAgent:
         return self.vision(body)
 
 
+@pytest.mark.slow
 def test_an_interrupted_resume_rewrites_the_report_the_run_has(tmp_path: Path) -> None:
     """Ctrl-C during a resume that added results: the run's existing report shows them (not the old ones)."""
     root, run = tmp_path / "tasks", tmp_path / "run"

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.sandbox import open_sandbox
 from vtb_agents.tools.python_tools import bind_code_tools
@@ -43,6 +45,7 @@ print(json.dumps({"status": message.status, "content": json.loads(message.conten
 """
 
 
+@pytest.mark.slow
 def test_three_13000_pixel_pngs_are_refused_and_host_memory_stays_bounded(tmp_path):
     """The host process (tool, artifact store) runs in its own process so its peak RSS is its own."""
     done = subprocess.run([sys.executable, "-c", HOST, str(tmp_path / "artifacts"), BOMBS], capture_output=True,

@@ -117,6 +117,7 @@ def assert_fixed_run_equals_a_clean_one(tmp_path: Path, root: Path, run: Path, *
     assert summary_of(clean)["complete"] is True and summary_of(clean)["apr"] == 1.0
 
 
+@pytest.mark.slow
 def test_a_judge_that_raises_is_a_judge_error_until_fixed_and_retried(tmp_path: Path) -> None:
     root = setup(tmp_path, "raise")
     run = tmp_path / "run"
@@ -129,6 +130,7 @@ def test_a_judge_that_raises_is_a_judge_error_until_fixed_and_retried(tmp_path: 
     assert_fixed_run_equals_a_clean_one(tmp_path, root, run)
 
 
+@pytest.mark.slow
 def test_a_judge_that_sleeps_an_hour_is_cut_at_the_task_timeout(tmp_path: Path) -> None:
     root = setup(tmp_path, "sleep")
     run = tmp_path / "run"
@@ -141,6 +143,7 @@ def test_a_judge_that_sleeps_an_hour_is_cut_at_the_task_timeout(tmp_path: Path) 
     assert_fixed_run_equals_a_clean_one(tmp_path, root, run, "--task-timeout", "15", "--concurrency", "2")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
 def test_a_second_signal_ends_a_run_whose_judge_hangs_at_once(tmp_path: Path, second: signal.Signals) -> None:
     root = setup(tmp_path, "sleep-b")  # t-a is judged and written, t-b's judge never answers
@@ -219,6 +222,7 @@ def test_a_judge_call_keeps_to_the_grading_window(tmp_path: Path) -> None:
     assert "gave no verdict within its time limit" in next(v for v in grade.verdicts if v.judge == "odd").justification
 
 
+@pytest.mark.slow
 def test_a_judge_call_given_up_on_never_stores_a_verdict_later(tmp_path: Path) -> None:
     from vtb_agents.judges.cache import CachedJudge, JudgeCache
 

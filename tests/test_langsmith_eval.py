@@ -78,6 +78,7 @@ def check_experiment(server: LangSmithStandIn, experiment: dict, tasks: list, gr
         assert len([r for r in in_trace if r["run_type"] == "llm"]) == 2  # tool call, answer
 
 
+@pytest.mark.slow
 def test_evaluate_with_langsmith_posts_rubric_feedback_as_vtb_run_grades(tasks_and_grades, tmp_path):
     tasks, config, grades = tasks_and_grades
     with LangSmithStandIn() as server:

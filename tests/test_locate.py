@@ -56,6 +56,7 @@ def turns(tmp_path_factory):
     return found
 
 
+@pytest.mark.slow
 def test_the_same_box_cut_with_pillow_numpy_and_opencv_gets_the_same_iou(turns):
     expected = box_iou(BOX, REFERENCE)
     assert expected == pytest.approx(1 / 7)
@@ -76,6 +77,7 @@ def test_an_image_that_is_no_crop_of_the_task_says_not_located(turns):
     assert evaluation.region_iou.turns == 0 and evaluation.region_iou.not_located == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [1, 2, 0.5])
 def test_a_crop_is_located_at_its_pixels_at_any_zoom(scale):
     data = TASK.images[0].read_bytes()

@@ -75,6 +75,7 @@ def comparable(run_dir: Path) -> dict[str, dict]:
     return lines
 
 
+@pytest.mark.slow
 def test_a_run_replays_from_its_cache_offline_with_the_same_results(tmp_path, monkeypatch):
     cache = tmp_path / "model_cache.sqlite"
     config = RunConfig(model="openai:vision-test", tasks="sample", model_cache=str(cache))
@@ -104,6 +105,7 @@ def test_a_run_replays_from_its_cache_offline_with_the_same_results(tmp_path, mo
     assert recorded["outcomes"] and recorded["graded"] == len(tasks)
 
 
+@pytest.mark.slow
 def test_a_changed_request_stops_a_cache_only_run_naming_task_turn_and_step(tmp_path):
     cache, out = tmp_path / "cache.sqlite", tmp_path / "run"
     ids = ["rs-finance-invoice", "te-generalist-map"]
@@ -148,6 +150,7 @@ def test_a_cache_only_run_needs_a_recorded_cache(tmp_path):
                             model_cache_only=True)
 
 
+@pytest.mark.slow
 def test_your_own_agent_is_replayed_from_the_cache(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))  # examples/ is importable as in the docs' command
     monkeypatch.setenv("VTB_EXAMPLE_MODEL", "openai:vision-test")
@@ -166,6 +169,7 @@ def test_your_own_agent_is_replayed_from_the_cache(tmp_path, monkeypatch):
     assert answers_and_verdicts(tmp_path / "replayed") == answers_and_verdicts(tmp_path / "recorded")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("streaming", [False, True])
 def test_the_python_api_records_and_replays_a_chat_model_object(tmp_path, streaming):
     cache, task = str(tmp_path / "cache.sqlite"), sample("te-generalist-map")

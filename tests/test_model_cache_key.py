@@ -211,6 +211,7 @@ def test_every_chatanthropic_parameter_that_changes_the_request_changes_the_key(
     assert changed["betas"] == {"header anthropic-beta"}
 
 
+@pytest.mark.slow
 def test_the_models_own_stop_sequence_stays_in_the_key_when_the_call_gives_none():
     """The bug of issue #31: LangChain's ``stop=None`` of the call overwrote the model's ``stop``."""
     def key(**settings: Any) -> str:
@@ -231,6 +232,7 @@ def vtb(*args: str, base_url: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("changed", [None, '{"stop": ["END"]}', '{"temperature": 0.5}'],
                          ids=["unchanged", "stop", "temperature"])
+@pytest.mark.slow
 def test_a_cache_only_replay_with_a_stop_sequence_added_misses_as_another_temperature_does(tmp_path, changed):
     cache = tmp_path / "model_cache.sqlite"
     common = ["--tasks", "sample", "--task-id", "rs-finance-invoice", "--model", "openai:vision-test",

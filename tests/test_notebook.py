@@ -44,6 +44,7 @@ def outputs(cell) -> list[dict]:
     return [dict(output) for output in cell.outputs]
 
 
+@pytest.mark.slow
 def test_a_notebook_displays_the_html_repr_of_an_evaluation(executed):
     notebook, cwd = executed
     shown = outputs(notebook.cells[1])

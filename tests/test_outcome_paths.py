@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import PROJECT, checkout_env, write_task
 
 INCOMPLETE = 3  # docs/concepts/outcomes.md: `vtb run` exits 3 while infrastructure failures leave tasks ungraded
@@ -85,6 +87,7 @@ class GoesDown(LocalSandbox):
 """
 
 
+@pytest.mark.slow
 def test_a_sandbox_that_cannot_start_during_a_task_is_a_sandbox_error_until_retried(tmp_path):
     root = two_tasks(tmp_path)
     run = tmp_path / "run"
@@ -105,6 +108,7 @@ def test_a_sandbox_that_cannot_start_during_a_task_is_a_sandbox_error_until_retr
     assert (summary_of(run)["complete"], summary_of(run)["apr"]) == (True, 1.0)
 
 
+@pytest.mark.slow
 def test_a_locked_checkpoint_database_is_a_storage_error_until_retried(tmp_path):
     root = two_tasks(tmp_path)
     run = tmp_path / "run"
@@ -180,6 +184,7 @@ def build(tools):
 FIXED_AGENT = BROKEN_AGENT.replace('state["answer_key"]', '"The number is 42."')
 
 
+@pytest.mark.slow
 def test_a_bug_in_the_harness_is_a_harness_error_until_fixed_and_retried(tmp_path):
     root = two_tasks(tmp_path)
     agent = tmp_path / "broken_agent.py"

@@ -72,6 +72,7 @@ def results_of(run: Path) -> dict[str, dict[str, Any]]:
     return {r["task_id"]: r for r in lines}  # later lines supersede earlier ones
 
 
+@pytest.mark.slow
 def test_timeout_round_cap_and_answers_are_all_in_the_denominator(tmp_path):
     root = tasks_with_keywords(tmp_path / "tasks", ["ANSWER-A", "ANSWER-B", "ROUNDCAP"])
     write_task(root, "t-timeout", category="Progressive Visual Reasoning", turns=[
@@ -110,6 +111,7 @@ def test_timeout_round_cap_and_answers_are_all_in_the_denominator(tmp_path):
     assert summary["ars"] == pytest.approx((1 + 1 + results["t-roundcap"]["grade"]["score"] + 0.5) / 4)
 
 
+@pytest.mark.slow
 def test_provider_outage_leaves_the_run_incomplete_until_retried(tmp_path):
     root = tasks_with_keywords(tmp_path / "tasks", ["ONE", "TWO"])
     state = {"healthy": False}
@@ -150,6 +152,7 @@ def test_provider_outage_leaves_the_run_incomplete_until_retried(tmp_path):
     assert "INCOMPLETE" not in report
 
 
+@pytest.mark.slow
 def test_requests_are_bounded_and_malformed_responses_retried(tmp_path):
     """--task-timeout 30 --request-timeout 10 over a server that hangs some requests and garbles
     others: hung requests are cut off and retried, garbage and empty choices are retried; a task
@@ -194,6 +197,7 @@ def test_requests_are_bounded_and_malformed_responses_retried(tmp_path):
     assert summary["ungraded"] == 1 and summary["apr"] == pytest.approx(4 / 4)
 
 
+@pytest.mark.slow
 def test_grade_re_asks_failed_judge_calls(tmp_path):
     root = tasks_with_keywords(tmp_path / "tasks", ["JUDGED"])
     no_check = copy.deepcopy(RUBRICS)

@@ -160,6 +160,7 @@ def _paired_cost(run: tuple[Path, Scripted], paired: list[str]) -> float:
     return calls * (plan["prompt_tokens"] * GPT4O["input"] + 5 * GPT4O["output"]) / 1e6
 
 
+@pytest.mark.slow
 def test_real_runs_give_the_known_flips_and_exact_p(runs):
     comparison = compare_runs([runs["A"][0], runs["B"][0], runs["C"][0]])
     pairs = {(p.a, p.b): p for p in comparison.paired}
@@ -233,6 +234,7 @@ class FirstCallWrong:
         return WRONG if task_id in self.always or (task_id in self.once and first) else golden
 
 
+@pytest.mark.slow
 def test_runs_with_two_epochs_pool_each_task_before_pairing(tmp_path):
     tasks = {t.id: t for t in load_tasks("sample") if t.id in SINGLE[:4]}
     prompts = {turn.prompt: (t.id, turn.golden_answer) for t in tasks.values() for turn in t.turns}
@@ -262,6 +264,7 @@ def test_runs_with_two_epochs_pool_each_task_before_pairing(tmp_path):
     assert all((tmp_path / href).is_file() for _, href, _ in links)
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
 def test_compare_page_links_flips_to_both_task_pages_and_marks_the_pareto_front(runs, tmp_path):

@@ -163,6 +163,7 @@ def assert_refused(done: subprocess.CompletedProcess[str], out: Path, *expected:
     return errors[0]
 
 
+@pytest.mark.slow
 def test_a_sandbox_whose_pil_plugins_cannot_be_imported_stops_the_run_and_doctor_names_it(lib, tmp_path):
     out = tmp_path / "run"
     done = vtb("run", "--tasks", "sample", "--limit", "2", "--sandbox", "pf.plugins:NoPngSandbox", "--out", str(out),
@@ -225,6 +226,7 @@ BROKEN = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_a_broken_plugin_refuses_the_run_in_one_line_before_anything_is_written(case, lib, tmp_path):
     flags, expected = BROKEN[case]
@@ -233,6 +235,7 @@ def test_a_broken_plugin_refuses_the_run_in_one_line_before_anything_is_written(
     assert_refused(done, out, *expected)
 
 
+@pytest.mark.slow
 def test_doctor_shows_the_isolation_and_the_versions_inside_the_sandbox(lib):
     done = vtb("doctor", lib=lib)
     assert done.returncode == 0, done.stderr
@@ -258,6 +261,7 @@ def test_doctor_names_every_failed_part_and_still_checks_the_sandbox(lib):
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_sandbox_that_cannot_be_built_during_a_task_is_a_sandbox_error(lib, tmp_path):
     out, marker = tmp_path / "run", tmp_path / "built"
     done = vtb("run", "--tasks", "sample", "--task-id", "rs-finance-invoice", "--sandbox", "pf.plugins:BuildsOnce",

@@ -59,6 +59,7 @@ def test_presets_resolve_merge_extra_settings_and_reject_bad_entries():
     ("gpt-5-think", {"model": "gpt-5", "reasoning_effort": "high", "temperature": 1}, ()),
     ("gpt-4o", {"model": "gpt-4o", "temperature": 0}, ("reasoning_effort",)),
 ])
+@pytest.mark.slow
 def test_a_preset_run_sends_its_settings_and_records_them(preset, expected, absent, task_root, tmp_path):
     with OpenAIServer(lambda body: "The number is 42.") as server:
         done = vtb("run", "--tasks", str(task_root), "--model", preset, "--model-kwargs", '{"max_tokens": 321}',
@@ -98,6 +99,7 @@ def anthropic_server(answer: str) -> LocalServer:
     return server
 
 
+@pytest.mark.slow
 def test_a_claude_preset_sends_its_thinking_budget_on_the_anthropic_wire(task_root, tmp_path):
     pytest.importorskip("langchain_anthropic")
     with anthropic_server("The number is 42.") as server:

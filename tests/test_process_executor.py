@@ -82,6 +82,7 @@ def test_the_default_number_of_workers_follows_the_concurrency_up_to_the_cores()
     assert shares(5, 2) == [3, 2] and shares(32, 2) == [16, 16] and shares(3, 3) == [1, 1, 1]
 
 
+@pytest.mark.slow
 def test_processes_give_the_summary_and_answers_of_the_thread_executor_on_the_sample_suite(tmp_path: Path) -> None:
     sample = load_tasks("sample")
     config = RunConfig(model="replay", judge="rule")
@@ -95,6 +96,7 @@ def test_processes_give_the_summary_and_answers_of_the_thread_executor_on_the_sa
         "checkpoints-0.sqlite", "checkpoints-1.sqlite"]
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_loses_only_its_running_tasks_which_resume_runs(agent: str, tmp_path: Path) -> None:
     tasks = load_tasks(write_tasks(tmp_path / "tasks", {"t2": "KILL"}))
     config, out = RunConfig(model=agent), tmp_path / "run"
@@ -188,6 +190,7 @@ def start_run(tasks: Path, tmp_path: Path, **popen: object) -> tuple[subprocess.
     return process, command, env, out
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_parent_leaves_no_worker_and_resume_runs_each_task_once(tmp_path: Path) -> None:
     process, command, env, out = start_run(write_tasks(tmp_path / "tasks"), tmp_path, stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL)
@@ -208,6 +211,7 @@ def test_sigkill_of_the_parent_leaves_no_worker_and_resume_runs_each_task_once(t
     assert len((out / "results.jsonl").read_text().splitlines()) == 8
 
 
+@pytest.mark.slow
 def test_sigterm_stops_cleanly_with_the_workers(tmp_path: Path) -> None:
     process, command, env, out = start_run(write_tasks(tmp_path / "tasks"), tmp_path, stdout=subprocess.PIPE,
                                            stderr=subprocess.PIPE)

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.cluster
 WORKER_LINE = re.compile(r"Ray worker (\d+) \(node ([0-9a-f]+)\): (\d+) task")
 
 
+@pytest.mark.slow
 def test_vtb_run_on_a_two_node_cluster_gives_the_results_of_a_local_run(tmp_path):
     tasks = [t for t in load_tasks("sample") if has_reference_code(t)][:4]
     env = checkout_env(**CLUSTER_ENV, COLUMNS="400")  # COLUMNS: one log record per line

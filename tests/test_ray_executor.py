@@ -77,6 +77,7 @@ def pid_agent(agent_dir: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return "agent:pid_agent:build"
 
 
+@pytest.mark.slow
 def test_ray_run_matches_a_local_run_and_workers_write_artifacts(tasks, tmp_path):
     config = RunConfig(model="replay")
     remote = run_suite(tasks, config, tmp_path / "ray", executor=RayExecutor(concurrency=3, workers=2))
@@ -96,6 +97,7 @@ def test_ray_run_matches_a_local_run_and_workers_write_artifacts(tasks, tmp_path
         assert on_ray.of_kind("model") and on_ray.of_kind("tool")
 
 
+@pytest.mark.slow
 def test_stop_then_resume_on_ray_workers(tasks, pid_agent, tmp_path):
     config, out = RunConfig(model=pid_agent), tmp_path / "run"
     stop = threading.Event()
@@ -140,6 +142,7 @@ def _fill_cache(path: str, worker: int, n: int) -> int:
         return judge.cache._db.one("PRAGMA busy_timeout")[0]  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_workers_share_the_judge_cache_without_lock_errors(tmp_path):
     path = tmp_path / "judge_cache.sqlite"
     timeouts = ray.get([_fill_cache.remote(str(path), w, 300) for w in range(2)])

@@ -70,6 +70,7 @@ def summary_of(run: Path) -> dict:
     return json.loads((run / "summary.json").read_text())["region_iou"]
 
 
+@pytest.mark.slow
 def test_a_numpy_slice_crop_gets_its_real_iou(runs):
     results = {r.task_id: r for r in ResultsStore(runs["numpy"][0]).load()[0]}
     for task_id, box in BOXES.items():
@@ -112,6 +113,7 @@ def test_vtb_transcript_shows_each_turns_iou(runs):
         assert f"where it looked (best crop IoU; >= 0.5 looked): turn 1 {iou:.2f}" in shown.stdout
 
 
+@pytest.mark.slow
 def test_vtb_compare_shows_the_share_looked_and_its_paired_difference(runs, tmp_path):
     done = vtb("compare", str(runs["replay"][0]), str(runs["numpy"][0]), "--out", str(tmp_path / "compare.html"))
     assert done.returncode == 0, done.stderr
@@ -134,6 +136,7 @@ def test_vtb_compare_shows_the_share_looked_and_its_paired_difference(runs, tmp_
 playwright_api = pytest.importorskip("playwright.sync_api")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
 def test_each_task_page_draws_the_reference_and_model_boxes_where_they_are(runs):
     run = runs["numpy"][0]

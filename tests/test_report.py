@@ -209,6 +209,7 @@ def _magenta_pixels(png: Path) -> int:
     return int(((pixels[..., 0] > 200) & (pixels[..., 1] < 70) & (pixels[..., 2] > 200)).sum())
 
 
+@pytest.mark.slow
 @pytest.mark.browser
 def test_task_page_renders_with_its_images_in_chromium(run_dir, report, tmp_path):
     if find_chromium() is None:

@@ -66,6 +66,7 @@ def browser():
     assert requested and all(url.startswith("file://") for url in requested)  # offline: nothing else fetched
 
 
+@pytest.mark.slow
 @browser_only
 def test_report_opens_on_the_task_table_and_filters_and_searches(run_dir, browser):
     page = browser.new_page()
@@ -110,6 +111,7 @@ def test_report_opens_on_the_task_table_and_filters_and_searches(run_dir, browse
     assert visible_ids(page)[0] == "t-fail" and visible_ids(page)[-1] == "t-ungraded"
 
 
+@pytest.mark.slow
 @browser_only
 def test_a_rows_link_opens_its_task_page_with_every_image_and_the_failed_call(run_dir, browser):
     page = browser.new_page()
@@ -139,6 +141,7 @@ def test_a_rows_link_opens_its_task_page_with_every_image_and_the_failed_call(ru
     assert page.url == (run_dir / "report.html").as_uri()
 
 
+@pytest.mark.slow
 @browser_only
 def test_every_task_page_loads_every_image(run_dir, browser):
     page = browser.new_page()

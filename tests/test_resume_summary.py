@@ -81,6 +81,7 @@ def stored_verdicts(cache: Path) -> int:
         return int(db.execute("SELECT count(*) FROM verdicts").fetchone()[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model_cache", [False, True], ids=["verdict-cache", "and-model-cache"])
 def test_sigkill_while_judging_then_resume_writes_the_uninterrupted_runs_summary(tmp_path, model_cache):
     root = tmp_path / "tasks"

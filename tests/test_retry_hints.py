@@ -57,6 +57,7 @@ class Scripted:
         return 500 if self.model_down else ANSWER
 
 
+@pytest.mark.slow
 def test_grade_without_judge_keeps_the_llm_judge_and_its_retry_hint_works(tmp_path):
     root = tmp_path / "tasks"
     write_task(root, "t-a")  # r1 has a check, r2 goes to the judge
@@ -99,6 +100,7 @@ def test_grade_without_judge_keeps_the_llm_judge_and_its_retry_hint_works(tmp_pa
     assert json.loads((run / "run.json").read_text())["config"]["judge"] == "openai:judge-2"
 
 
+@pytest.mark.slow
 def test_run_and_grade_print_the_same_working_retry_command(tmp_path):
     root = tmp_path / "tasks"
     for task_id in ("t-a", "t-b", "t-c"):
@@ -126,6 +128,7 @@ def test_run_and_grade_print_the_same_working_retry_command(tmp_path):
     assert summary["complete"] is True and summary["tasks"] == 2 and summary["apr"] == 1.0
 
 
+@pytest.mark.slow
 def test_an_all_failing_ablation_exits_incomplete_and_its_hint_retries_it(tmp_path):
     root = tmp_path / "tasks"
     write_task(root, "t-a", turns=[{"prompt": "What number is printed?", "images": [0], "golden_answer": ANSWER,
@@ -166,6 +169,7 @@ def test_an_all_failing_ablation_exits_incomplete_and_its_hint_retries_it(tmp_pa
         assert not any(word in system.lower() for word in ("tool", "python", "calculator", "crop")), system
 
 
+@pytest.mark.slow
 def test_ablation_without_failures_exits_zero_with_a_shared_verdict_cache(task_root, tmp_path):
     cache = tmp_path / "verdicts.sqlite"
     with OpenAIServer(Scripted()) as server:

@@ -69,6 +69,7 @@ def lines_of(out: Path) -> list[dict]:
 
 # ----------------------------------------------------------------------------- one writer
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_at_once_naming_the_holder(tasks_root, tmp_path):
     out = tmp_path / "run"
     assert vtb_in(tmp_path, *agent_run(tasks_root, out, "--limit", "2")).returncode == 0
@@ -88,6 +89,7 @@ def test_a_second_writer_is_refused_at_once_naming_the_holder(tasks_root, tmp_pa
     assert [r["task_id"] for r in lines_of(out)] == ["t0", "t1"]
 
 
+@pytest.mark.slow
 def test_two_concurrent_resumes_never_duplicate_results(tasks_root, tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": f"{Path(__file__).resolve().parents[1]}{os.pathsep}{tmp_path}"}
@@ -172,6 +174,7 @@ def test_a_failed_append_is_cut_back_to_the_last_whole_line(small_disk, tasks_ro
     assert len(store.load()[0]) == written
 
 
+@pytest.mark.slow
 def test_a_run_on_a_full_disk_stops_with_one_line_and_resumes_to_the_same_summary(small_disk, tasks_root, tmp_path):
     reference = vtb_in(tmp_path, *agent_run(tasks_root, tmp_path / "reference"))
     assert reference.returncode == 0, reference.stderr
@@ -233,6 +236,7 @@ def read_only_view(tmp_path: Path):
         subprocess.run(["umount", "-l", str(ro)], check=True)
 
 
+@pytest.mark.slow
 def test_a_read_only_run_directory_gives_one_line_errors(read_only_view, tasks_root, tmp_path):
     rw, ro = read_only_view
     assert vtb_in(tmp_path, *agent_run(tasks_root, rw / "run", "--limit", "1")).returncode == 0

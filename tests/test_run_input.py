@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from PIL import Image
 
 from conftest import write_task
@@ -65,6 +67,7 @@ def test_run_refuses_an_image_bomb_and_a_bidi_id_before_any_request(tmp_path):
     assert "t-ok" not in stderr
 
 
+@pytest.mark.slow
 def test_skip_invalid_runs_the_rest_lists_the_skipped_and_resume_continues(tmp_path):
     source, out = bad_suite(tmp_path / "tasks"), tmp_path / "run"
     with OpenAIServer(answer) as server:
@@ -119,6 +122,7 @@ def finish(folder: Path, status: str) -> None:
     (folder / "task.json").write_text(json.dumps(data))
 
 
+@pytest.mark.slow
 def test_untouched_scaffold_refuses_the_run_and_status_picks_reviewed_tasks(tmp_path):
     image = tmp_path / "corner.png"
     Image.new("RGB", (64, 48), "white").save(image)
@@ -184,6 +188,7 @@ def shown_images(body: dict[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
+@pytest.mark.slow
 def test_zoom_views_keep_one_name_per_image_across_turns(tmp_path):
     two_turn_task(tmp_path / "tasks")
     with OpenAIServer(zoom_model) as server:
@@ -207,6 +212,7 @@ def vtb_at(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subproce
                           cwd=cwd, timeout=240)
 
 
+@pytest.mark.slow
 def test_tasks_filter_takes_one_source_however_it_is_spelled(tmp_path):
     for task_id in ("t-a", "t-b"):
         write_task(tmp_path / "ho_tasks", task_id)
@@ -229,6 +235,7 @@ def test_tasks_filter_takes_one_source_however_it_is_spelled(tmp_path):
     assert "the runs used different task sources (ho_tasks, other): give --tasks" in " ".join(mixed.stderr.split())
 
 
+@pytest.mark.slow
 def test_compare_warns_when_runs_cover_different_task_sets(tmp_path):
     for task_id in ("t-a", "t-b", "t-c"):
         write_task(tmp_path / "tasks", task_id)

@@ -80,6 +80,7 @@ def test_concurrency_is_bounded_and_every_task_is_written_once(many_tasks, slow_
     assert summary["apr"] == 1.0 and summary["complete"] is True
 
 
+@pytest.mark.slow
 def test_stop_finishes_running_tasks_and_resume_completes_the_run(many_tasks, slow_agent, tmp_path):
     tasks, config = load_tasks(many_tasks), RunConfig(model="agent:slow_agent:build")
     stop = threading.Event()
@@ -108,6 +109,7 @@ def start_cli_run(tasks_root: Path, tmp_path: Path, *, after_lines: int, **popen
     return process, command, env, out
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_loses_and_duplicates_nothing(many_tasks, tmp_path):
     process, command, env, out = start_cli_run(many_tasks, tmp_path, after_lines=2, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL)
@@ -143,6 +145,7 @@ def test_task_timeout_stops_at_the_next_model_call(task_root, artifacts):
                     artifacts=artifacts, model_name="slow", settings=EpisodeSettings(task_timeout_s=0.25))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failures, status, calls", [(2, 429, 3), (1, 503, 2), (1, 400, 1)])
 def test_model_calls_retry_rate_limits_and_server_errors_only(failures, status, calls, artifacts):
     replies = iter([status] * failures + ["fine"])
@@ -160,6 +163,7 @@ def test_model_calls_retry_rate_limits_and_server_errors_only(failures, status, 
     assert len(server.requests) == calls
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(many_tasks, tmp_path):
     process, command, env, out = start_cli_run(many_tasks, tmp_path, after_lines=1, stdout=subprocess.PIPE,
                                                stderr=subprocess.PIPE, text=True)

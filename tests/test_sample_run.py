@@ -33,6 +33,7 @@ def replay_run(sample, tmp_path_factory):
     return out, run_suite(sample, RunConfig(model="replay"), out)
 
 
+@pytest.mark.slow
 def test_replay_passes_every_sample_task(replay_run, sample):
     out, summary = replay_run
     results, _ = ResultsStore(out).load()
@@ -118,6 +119,7 @@ def scripted_run(sample, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_vtb_run_drives_every_category_graph_with_a_scripted_model(scripted_run, sample):
     results = {r.task_id: r for r in ResultsStore(scripted_run).load()[0]}
     assert set(results) == {t.id for t in sample}

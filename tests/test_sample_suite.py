@@ -137,6 +137,7 @@ def _sample_ids() -> list[str]:
 
 # --- structure ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_suite_is_shipped_and_matches_the_builders(tasks: list[Task], built: dict[str, SampleTask]) -> None:
     assert SAMPLE_DIR.resolve() == DEFAULT_OUT  # the generator rewrites the copy the `sample` source loads
     assert len(tasks) >= 16
@@ -318,6 +319,7 @@ def test_interpreter_steps_run(tasks: list[Task], task_id: str, tmp_path: Path) 
             (task_id, number, done.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task_id", _sample_ids())
 def test_vision_steps_run(tasks: list[Task], task_id: str, tmp_path: Path) -> None:
     task = next(t for t in tasks if t.id == task_id)
@@ -383,6 +385,7 @@ def _files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow
 def test_generation_is_deterministic(regenerated: tuple[Path, Path]) -> None:
     first, second = regenerated
     assert _files(first) == _files(second)
@@ -409,6 +412,7 @@ def test_generate_refuses_to_wipe_a_foreign_directory(tmp_path: Path) -> None:
     assert (tmp_path / "notes.txt").read_text() == "keep me"
 
 
+@pytest.mark.slow
 def test_generator_manages_its_cassette_and_readme(regenerated: tuple[Path, Path]) -> None:
     """The generated folder holds the cassette and README; regenerating over it keeps them (same bytes)."""
     _, second = regenerated

@@ -168,6 +168,7 @@ def test_vtb_sandbox_exec_of_forging_code_is_a_failed_call(tmp_path: Path) -> No
     assert "control channel" in payload["error"]
 
 
+@pytest.mark.slow
 def test_a_task_whose_code_forges_the_channel_is_graded(tmp_path: Path) -> None:
     """End to end (`vtb run`, replay agent, real graph and sandbox): the forging call fails, the
     episode goes on, the task is answered and graded."""

@@ -225,6 +225,7 @@ def test_network_is_unreachable(sb: LocalSandbox) -> None:
     assert_alive(sb)
 
 
+@pytest.mark.slow
 def test_infinite_loop_times_out(sb: LocalSandbox) -> None:
     result = sb.run("while True:\n    pass", timeout=1)
     assert not result.ok and result.state_lost
@@ -232,6 +233,7 @@ def test_infinite_loop_times_out(sb: LocalSandbox) -> None:
     assert_alive(sb)
 
 
+@pytest.mark.slow
 def test_memory_bomb_is_stopped(sb: LocalSandbox) -> None:
     result = sb.run("hog = bytearray(8 << 30)")
     assert not result.ok and result.error is not None and result.error.startswith("MemoryError")
@@ -241,6 +243,7 @@ def test_memory_bomb_is_stopped(sb: LocalSandbox) -> None:
     assert_alive(sb)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["fork", "spawn"])
 def test_fork_flood_is_capped(level: str, how: str, tmp_path: Path) -> None:
     limits = Limits(processes=64)
@@ -278,6 +281,7 @@ def _memory_cgroup_or_skip() -> None:
         pytest.skip(f"no memory cgroup for sandboxes on this machine: {exc}")
 
 
+@pytest.mark.slow
 def test_memory_spread_over_many_processes_is_capped_together(level: str, tmp_path: Path) -> None:
     """Each process stays under RLIMIT_AS; only the sandbox's cgroup sees what they hold together."""
     _memory_cgroup_or_skip()
@@ -418,6 +422,7 @@ def test_disk_fill_is_stopped(sb: LocalSandbox) -> None:
     assert_alive(sb)
 
 
+@pytest.mark.slow
 def test_many_files_under_the_file_cap_cannot_fill_the_disk(level: str, tmp_path: Path) -> None:
     """The working-directory quota stops what the per-file rlimit cannot: many medium files."""
     quota = 200 << 20

@@ -64,6 +64,7 @@ MOMENTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("way", "when"), list(MOMENTS), ids=[f"{w}-{m}" for w, m in MOMENTS])
 def test_a_killed_run_leaves_no_sandbox_process(way: str, when: str, tmp_path: Path) -> None:
     env = way_or_skip(way)
@@ -103,6 +104,7 @@ def running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_closing_ends_a_fork_server_that_does_not_end_by_itself(tmp_path: Path) -> None:
     """A zygote that does not exit when its socket closes (stopped here; slow on a loaded machine)
     is killed, and when ``close`` returns, none of its processes, nor any task's, is left."""
@@ -141,6 +143,7 @@ sandbox.run("open('running', 'w').close()\\nimport time\\ntime.sleep(600)", time
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("way", [FORKED, DIRECT])
 def test_a_process_forked_from_the_host_keeps_no_sandbox_alive(way: str, tmp_path: Path) -> None:
     """The host's forked child holds copies of every pipe end: the sandbox still ends with the

@@ -104,6 +104,7 @@ def png() -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("way", WAYS)
 def test_lazily_imported_modules_of_a_venv_load_wherever_it_lives(venv_python: Path, way: str, tmp_path: Path) -> None:
     level, fork_server = WAYS[way]
@@ -143,6 +144,7 @@ def run_sample_suite(python: str, out: Path) -> dict[str, Any]:
     return summary
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_bundled_suite_from_a_venv_under_tmp_scores_as_from_anywhere(tmp_path: Path) -> None:
     """Through the real CLI: ``vtb`` run by a venv in /tmp holding this interpreter's packages

@@ -96,6 +96,7 @@ def assert_answered(run: Path, done: subprocess.CompletedProcess[str], task_ids:
         assert result["outcome"] == "answered" and result["grade"]["passed"] is True, result
 
 
+@pytest.mark.slow
 def test_litter_is_graded_as_answered_and_the_next_run_is_unaffected(tmp_path: Path, tmpdir_of_runs: Path) -> None:
     tasks, tmpdir = tmp_path / "tasks", tmpdir_of_runs
     write_task(tasks, "t-litter", turns=[{"prompt": "LITTER: what number is printed?", "images": [0],
@@ -130,6 +131,7 @@ with open_sandbox("local") as sandbox:
 """
 
 
+@pytest.mark.slow
 def test_a_killed_runs_litter_is_swept_without_failing_the_next_run(tmp_path: Path, tmpdir_of_runs: Path) -> None:
     tasks, tmpdir = tmp_path / "tasks", tmpdir_of_runs
     host = subprocess.Popen([sys.executable, "-c", HOST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -165,6 +167,7 @@ WITHOUT_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search",
 
 @pytest.mark.skipif(shutil.which("setpriv") is None or os.geteuid() != 0,
                     reason="needs root and setpriv to run the host without CAP_DAC_OVERRIDE")
+@pytest.mark.slow
 def test_a_folder_the_host_cannot_read_is_a_failed_tool_result(tmp_path: Path, tmpdir_of_runs: Path) -> None:
     """A host user without CAP_DAC_OVERRIDE (any user but root) cannot list a chmod-000 folder: the
     call's result says so, the task goes on to its answer, and teardown restores the permission

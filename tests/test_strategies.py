@@ -62,6 +62,7 @@ def sample():
     return load_tasks("sample")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(BUILTIN))
 def test_every_strategy_runs_the_bundled_suite_without_episode_errors(name, sample, tmp_path, monkeypatch):
     from vtb_agents.runner import resources

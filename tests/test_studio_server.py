@@ -114,6 +114,7 @@ def last_ai_text(state: dict[str, Any]) -> str:
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
 
 
+@pytest.mark.slow
 def test_all_seven_graphs_are_served_with_json_schemas(client: Any) -> None:
     assert set(GRAPHS) == {*CATEGORIES, "grading", "task"}
     for graph_id in GRAPHS:
@@ -125,6 +126,7 @@ def test_all_seven_graphs_are_served_with_json_schemas(client: Any) -> None:
         assert schemas["input_schema"]["properties"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("graph_id", [c for c in CATEGORIES if c != "follow_up"])
 def test_category_graph_answers_a_chat_message_with_an_image(client: Any, model_server: OpenAIServer,
                                                              graph_id: str) -> None:
@@ -143,6 +145,7 @@ def test_category_graph_answers_a_chat_message_with_an_image(client: Any, model_
     assert seen == [(400, 300), (300, 200)]  # the user's image, then the crop the tool saved
 
 
+@pytest.mark.slow
 def test_a_thread_keeps_its_turns_and_streams_the_category_graph_steps(client: Any, model_server: OpenAIServer) -> None:
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "temporal", input={"messages": [user_message("What number is it?")]})
@@ -161,6 +164,7 @@ def test_a_thread_keeps_its_turns_and_streams_the_category_graph_steps(client: A
     assert last_ai_text(state) == "Final answer: 42."
 
 
+@pytest.mark.slow
 def test_follow_up_graph_pauses_on_a_question_and_resumes_with_plain_text(client: Any,
                                                                           model_server: OpenAIServer) -> None:
     thread = client.threads.create()["thread_id"]
@@ -176,6 +180,7 @@ def test_follow_up_graph_pauses_on_a_question_and_resumes_with_plain_text(client
     assert client.threads.get_state(thread)["interrupts"] == []
 
 
+@pytest.mark.slow
 def test_grading_graph_returns_verdicts_and_score(client: Any) -> None:
     task = load_tasks("sample", task_id="fu-medical-labs")[0]
     data = task.model_dump(mode="json")
@@ -202,6 +207,7 @@ def inline_follow_up_task() -> dict[str, Any]:
                                           "check": {"type": "number", "value": 42}}}}]}
 
 
+@pytest.mark.slow
 def test_task_graph_runs_a_follow_up_task_through_its_question_to_verdicts(client: Any,
                                                                            model_server: OpenAIServer) -> None:
     thread = client.threads.create()["thread_id"]
@@ -223,6 +229,7 @@ def test_task_graph_runs_a_follow_up_task_through_its_question_to_verdicts(clien
     assert grade["score"] == 1.0 and grade["passed"] is True
 
 
+@pytest.mark.slow
 def test_task_graph_runs_a_suite_task_by_id_with_a_json_context(client: Any) -> None:
     """The docs' worked example (docs/how-to/langsmith-and-studio.md): the replay model on a sample follow-up task."""
     thread = client.threads.create()["thread_id"]
@@ -242,6 +249,7 @@ def test_task_graph_runs_a_suite_task_by_id_with_a_json_context(client: Any) -> 
     assert [v["rubric_id"] for v in state["grade"]["verdicts"]] == [r.id for _, r in task.rubrics]
 
 
+@pytest.mark.slow
 def test_bad_inputs_fail_the_run_with_a_clear_error(client: Any) -> None:
     chat = {"messages": [user_message("What number is it?")]}
     for graph_id, payload, context, expected in [
@@ -267,6 +275,7 @@ def stream_task(client: Any, thread: str, **run: Any) -> list[Any]:
     return list(client.runs.stream(thread, "task", stream_mode=["messages", "updates"], stream_subgraphs=True, **run))
 
 
+@pytest.mark.slow
 def test_task_graph_streams_the_model_and_tool_messages_of_its_episode(client: Any) -> None:
     """Studio shows the episode's model tokens and tool results while the task graph's driver runs them."""
     thread = client.threads.create()["thread_id"]
@@ -288,6 +297,7 @@ def test_task_graph_streams_the_model_and_tool_messages_of_its_episode(client: A
     assert any(p.event.startswith("updates|grading:") for p in parts)  # the grading graph's steps, as a subgraph
 
 
+@pytest.mark.slow
 def test_task_graph_streams_the_category_graph_updates_of_its_episode(client: Any) -> None:
     """The category graph is a subgraph of the task graph's run: Studio shows its model and tool steps."""
     thread = client.threads.create()["thread_id"]

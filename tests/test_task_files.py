@@ -81,6 +81,7 @@ def test_import_of_a_task_naming_a_file_outside_its_folder_writes_nothing(crafte
     ("link.png", "symlink"),
     ("sub/image.png", "symlink"),
 ])
+@pytest.mark.slow
 def test_validate_and_run_refuse_files_outside_the_folder(crafted, tmp_path, name, reason):
     folder = crafted / "evil"
     outside = tmp_path / "elsewhere"

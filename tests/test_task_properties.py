@@ -13,6 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
@@ -148,6 +150,7 @@ def load_everything(spec: Path | str) -> list[Task | TaskLoadError]:
     return items
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(st.lists(MUTATION, min_size=1, max_size=3))
 def test_mutated_task_folders_load_or_fail_with_a_task_error(mutations):

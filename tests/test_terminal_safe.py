@@ -121,6 +121,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return root, root / "run"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("colour", [False, True], ids=["piped", "terminal"])
 def test_vtb_transcript_of_an_answer_with_osc_and_csi_sequences_prints_none_raw(hostile_run, colour):
     root, run = hostile_run

@@ -75,6 +75,7 @@ def assert_whole(text: str, wanted: list[str], width: int) -> None:
         assert any(figure in line for line in lines), f"{figure!r} not printed whole at {width} columns:\n{text}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["demo", "epochs"])
 def test_vtb_run_prints_every_figure_whole_at_80_columns(runs, which):
     run_dir, stdout = runs[which]
@@ -103,6 +104,7 @@ def test_an_epochs_table_with_wide_intervals_keeps_them_whole(runs):
         assert_whole(text, figures(summary) + ["24.5–100.0", "0.0–100.0", "a_category_with_a_long_name"], width)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_vtb_compare_prints_every_figure_whole(runs, width):
     done = vtb("compare", str(runs["demo"][0]), str(runs["epochs"][0]), columns=width)

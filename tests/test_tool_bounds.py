@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import checkout_env
 from openai_server import OpenAIServer
 
@@ -66,6 +68,7 @@ def tool_messages(server: OpenAIServer) -> list[dict[str, Any]]:
     return [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
 
 
+@pytest.mark.slow
 def test_a_plugin_tools_output_is_capped_and_a_stalled_call_is_an_error_the_model_reads(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with OpenAIServer(calls("flood", "stall")) as server:
@@ -85,6 +88,7 @@ def test_a_plugin_tools_output_is_capped_and_a_stalled_call_is_an_error_the_mode
     assert transcript_bytes < 20_000_000, transcript_bytes  # the run directory holds no 60 MB output
 
 
+@pytest.mark.slow
 def test_a_stalled_plugin_tool_ends_with_the_task_timeout(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with OpenAIServer(calls("stall")) as server:

@@ -87,6 +87,7 @@ def test_the_six_tools_are_all_covered():
     assert sorted(t.name for t in GRAPH_TOOLS) == sorted(TOOL_NAMES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(TOOL_NAMES))
 def test_graph_tools_answer_random_arguments_with_a_tool_message(name, sandbox, store):
     tool = next(t for t in bind_episode_tools(GRAPH_TOOLS, sandbox, store, 5.0) if t.name == name)

@@ -82,6 +82,7 @@ def browser():
         chromium.close()
 
 
+@pytest.mark.slow
 def test_a_task_page_shows_the_whole_transcript(run, tasks, browser):
     strategy, out, failing = run
     page = browser.new_page()
@@ -134,6 +135,7 @@ def test_a_task_page_shows_the_whole_transcript(run, tasks, browser):
     assert failed.locator("b").count() == 0  # the model's text is escaped
 
 
+@pytest.mark.slow
 def test_report_html_filters_and_searches(run, tasks, browser):
     _, out, _ = run
     page = browser.new_page()
@@ -150,6 +152,7 @@ def test_report_html_filters_and_searches(run, tasks, browser):
     assert "class=\"model-call" not in report and PLAN not in report  # nothing of the transcripts in report.html
 
 
+@pytest.mark.slow
 def test_the_annotate_page_shows_the_strategy_steps_and_tool_calls(run, tasks, browser, tmp_path):
     strategy, out, failing = run
     server = make_server(AnnotationSession.open(out, tmp_path / "labels.jsonl", tasks=tasks))
@@ -196,6 +199,7 @@ def test_the_preparer_makes_the_transcripts_thumbnails_during_a_run(run, tasks, 
     assert len(wanted) > len(tasks) and wanted <= made
 
 
+@pytest.mark.slow
 def test_reasoning_and_a_failed_model_call_are_shown(run, tasks, browser, tmp_path):
     """A reply's reasoning text is shown with the reply; a model call that failed is highlighted in red
     with its error (the transcript of a real run, given a reasoning text and a failed last call)."""

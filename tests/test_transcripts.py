@@ -96,6 +96,7 @@ def strategy_run(request, sample, tmp_path_factory):
     return request.param, out, summary, requests
 
 
+@pytest.mark.slow
 def test_model_events_are_the_requests_the_server_received(strategy_run, sample):
     strategy, out, summary, requests = strategy_run
     by_task = {t.turns[0].prompt: t.id for t in sample}
@@ -176,6 +177,7 @@ def test_regrade_replaces_the_verdicts_with_cached_ones_and_keeps_the_episode(st
 SLOW_TASKS = 6
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_keeps_each_transcript_whole_and_once(tmp_path):
     root = tmp_path / "tasks"
     for i in range(SLOW_TASKS):

@@ -7,6 +7,8 @@ import itertools
 import json
 import threading
 
+import pytest
+
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
@@ -49,6 +51,7 @@ class UsageServer:
         return {"calls": len(rows), "calls_without_usage": 0, "cache_write_tokens": 0, **sums}
 
 
+@pytest.mark.slow
 def test_run_usage_equals_what_the_server_reported_and_costs_follow_the_presets(tmp_path):
     root = tmp_path / "tasks"
     for task_id in ("a", "b", "c"):  # distinct prompts, so that no judge verdict comes from the cache
@@ -82,6 +85,7 @@ def test_run_usage_equals_what_the_server_reported_and_costs_follow_the_presets(
     assert "Tokens and cost" in (tmp_path / "run" / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_a_model_without_prices_or_usage_has_unknown_cost_not_zero(tmp_path):
     root = tmp_path / "tasks"
     write_task(root, "a")
