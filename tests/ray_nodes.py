@@ -32,11 +32,19 @@ RAY = str(Path(sys.executable).with_name("ray"))
 """The ``ray`` command of this interpreter's environment (its workers import the same packages)."""
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port that is free on 127.0.0.1 now."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A TCP port that is free on 127.0.0.1 now and that no earlier call returned: the kernel may give
+    the same free port to two probes in a row, and Ray refuses a node whose components share one."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def node_ports() -> list[str]:
