@@ -25,7 +25,13 @@ from vtb_agents.runner.executors import LocalExecutor
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
 
-pytestmark = pytest.mark.cluster
+pytestmark = [
+    pytest.mark.cluster,
+    # `ray start` launches its components through a shell with unquoted paths: a Ray installed under a
+    # path with a space cannot start a node at all (upstream limitation, docs/how-to/ray-cluster.md).
+    pytest.mark.skipif(any(c.isspace() for c in sys.executable),
+                       reason="Ray cannot start a node from a path with a space (its launch commands are unquoted)"),
+]
 
 WORKER_LINE = re.compile(r"Ray worker (\d+) \(node ([0-9a-f]+)\): (\d+) task")
 
