@@ -4,7 +4,8 @@ It plays a scripted model: ``respond(request_json) -> reply`` where a reply is a
 a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}], "usage": {...}}`` (``usage`` in the API's
 form replaces the default 10/5 tokens), an int HTTP status to fail with,
 or ``("raw", text)`` to send a malformed body (``("raw", text, status)``: with that HTTP status,
-say a provider's own error body). Every request body is kept in ``requests``.
+say a provider's own error body; ``("raw", text, status, headers)``: with these response headers too;
+a dict reply's ``headers`` are sent with it). Every request body is kept in ``requests``.
 Streaming (``"stream": true``) is answered with server-sent events, as the real API does. Like the
 real API it speaks HTTP/1.1 with keep-alive (a streamed answer closes its connection);
 ``connections`` counts the client connections it accepted.
@@ -78,7 +79,8 @@ class OpenAIServer:
                     self._send(reply, {"error": {"message": f"scripted failure {reply}", "type": "server_error"}})
                     return
                 if isinstance(reply, tuple) and reply[0] == "raw":
-                    self._send_text(reply[2] if len(reply) > 2 else 200, reply[1])
+                    self._send_text(reply[2] if len(reply) > 2 else 200, reply[1],
+                                    headers=reply[3] if len(reply) > 3 else None)
                     return
                 reply = {"content": reply} if isinstance(reply, str) else reply
                 message = _message(reply)
@@ -91,7 +93,7 @@ class OpenAIServer:
                     "model": body.get("model", "scripted"),
                     "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
                     "usage": reply.get("usage") or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                })
+                }, reply.get("headers"))
 
             def _stream(self, body: dict[str, Any], message: dict[str, Any], finish: str) -> None:
                 self.send_response(200)
@@ -117,12 +119,15 @@ class OpenAIServer:
                 chunk({}, finish)
                 self.wfile.write(b"data: [DONE]\n\n")
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                self._send_text(status, json.dumps(payload), "application/json")
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                self._send_text(status, json.dumps(payload), "application/json", headers)
 
-            def _send_text(self, status: int, text: str, content_type: str = "application/json") -> None:
+            def _send_text(self, status: int, text: str, content_type: str = "application/json",
+                           headers: dict[str, str] | None = None) -> None:
                 data = text.encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -37,7 +37,7 @@ CriticalRule = Literal["weight", "flag", "either"]
 
 RUN_FILE = "run.json"
 """The file of a run directory that records its ``RunConfig`` (under ``config``)."""
-PACING_KEYS = frozenset({"requests_per_second", "request_timeout_s", "model_cache", "model_cache_only"})
+PACING_KEYS = frozenset({"requests_per_second", "max_connections", "request_timeout_s", "model_cache", "model_cache_only"})
 """Settings that change how a run goes (how fast, whether answers come from the model cache), not its
 results: a resume may change them (e.g. drop ``model_cache_only`` to fill in what the cache missed)."""
 
@@ -106,8 +106,12 @@ class RunConfig(BaseModel):
     tools_mode: Optional[ToolsMode] = Field(default=None, description=(
         "Network tools: live, record or replay (default: replay for 'sample', else live)."))
     tools_cache: Optional[str] = Field(default=None, description="Record/replay cassette of the network tools.")
-    requests_per_second: Optional[float] = Field(default=None, gt=0,
-                                                 description="At most this many model requests per second.")
+    requests_per_second: Optional[float] = Field(default=None, gt=0, description=(
+        "A cap: at most this many requests per second to each account and model (agent, judge and simulated "
+        "user together); without it the pace follows the provider's rate-limit headers."))
+    max_connections: Optional[int] = Field(default=None, ge=1, description=(
+        "A cap: at most this many requests in flight to each account and model; without it the number adapts "
+        "to the provider's answers (docs/how-to/cost-and-rate-limits.md)."))
     request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, description=(
         "Seconds a model or judge HTTP request may take (never past the task's --task-timeout)."))
     model_cache: Optional[str] = Field(default=None, description=(

@@ -38,6 +38,7 @@ CONFIG_FLAGS: dict[str, str] = {
     "critical_rule": "--critical-rule", "resumer": "--resumer", "user_model": "--user-model",
     "native_tool_images": "--native-tool-images", "max_image_side": "--max-image-side", "sandbox": "--sandbox",
     "sandbox_strict": "--sandbox-strict", "sandbox_network": "--sandbox-network", "requests_per_second": "--rps",
+    "max_connections": "--max-connections",
     "task_timeout_s": "--task-timeout", "request_timeout_s": "--request-timeout", "tools_mode": "--tools-mode",
     "tools_cache": "--tools-cache", "extra_tools": "--tool", "epochs": "--epochs", "model_cache": "--model-cache",
     "model_cache_only": "--model-cache-only",

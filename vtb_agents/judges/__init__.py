@@ -11,9 +11,11 @@ from vtb_agents.extensions import build_extension, is_extension, load_extension
 from vtb_agents.judges.base import Judgement, RubricJudge, RuleJudge, judge_problem
 from vtb_agents.judges.grade import rubric_verdict, score_verdicts
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
+from vtb_agents.models.limiter import Budgets
 
 
-def load_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> RubricJudge:
+def load_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+               limiters: Budgets | None = None) -> RubricJudge:
     """The judge for ``spec``: ``rule`` (deterministic checks only), ``provider:model`` (LLM judge),
     or your own judge object (the contract of :class:`RubricJudge`) as ``package.module:attr`` or
     an installed judge's name (entry point group ``vtb_agents.judges``).
@@ -24,7 +26,8 @@ def load_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) 
     the paper's judge is ``o4-mini``) works as a spec. LLM judges go
     through ``init_chat_model`` (:func:`~vtb_agents.models.spec.chat_model`: temperature
     0, or 1 for reasoning models such as the paper's o4-mini judge), so OPENAI_BASE_URL works for
-    OpenAI-compatible servers; each request times out after ``request_timeout_s``.
+    OpenAI-compatible servers; each request times out after ``request_timeout_s`` and is paced by
+    ``limiters``, the run's (shared with the model's calls to the same account and model).
     """
     if spec == "rule":
         return RuleJudge()
@@ -39,7 +42,7 @@ def load_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) 
                          "or a preset (see `vtb models`)")
     from vtb_agents.judges.llm import LLMJudge
 
-    return LLMJudge(chat_model(spec, request_timeout_s=request_timeout_s), name=spec)
+    return LLMJudge(chat_model(spec, request_timeout_s=request_timeout_s, limiters=limiters), name=spec)
 
 
 def names_extension(spec: str) -> bool:

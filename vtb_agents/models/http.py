@@ -19,12 +19,15 @@ import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from vtb_agents.defaults import DEFAULT_REQUEST_TIMEOUT_S as DEFAULT_REQUEST_TIMEOUT_S  # re-exported
 from vtb_agents.timebox import deadline, until
+
+if TYPE_CHECKING:
+    from vtb_agents.models.limiter import Budgets
 
 _MIN_TIMEOUT_S = 0.01
 _TIMEOUT_KEYS = ("connect", "read", "write", "pool")
@@ -130,15 +133,26 @@ POOL_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 (20 kept alive) would close and reopen connections (a TLS handshake each) past 20 concurrent tasks."""
 
 
-def client_options(provider: str, request_timeout_s: float) -> dict[str, Any]:
+PACED_PROVIDERS = frozenset({"openai"})
+"""Providers whose client goes through our transport, so that the run's limiters pace it
+(:mod:`vtb_agents.models.paced`); others keep langchain-core's ``InMemoryRateLimiter`` at ``--rps``."""
+
+
+def client_options(provider: str, request_timeout_s: float, budgets: Budgets | None = None,
+                   model: str = "") -> dict[str, Any]:
     """Keyword arguments for ``init_chat_model``: the timeout and no SDK retries (OpenAI, Azure OpenAI,
-    Anthropic), and for OpenAI(-compatible) servers a client over :class:`BoundedTransport`."""
+    Anthropic), and for OpenAI(-compatible) servers a client over :class:`BoundedTransport`, paced by
+    ``budgets`` (the run's limiters) as the budget of ``model``."""
     if request_timeout_s <= 0:
         raise ValueError(f"a request timeout must be positive, not {request_timeout_s}")
     if provider not in _TIMEOUT_PROVIDERS:
         return {}  # other integrations name these settings differently: their own defaults apply
     options: dict[str, Any] = {"timeout": request_timeout_s, "max_retries": 0}
     if provider == "openai":
-        options["http_client"] = httpx.Client(transport=BoundedTransport(httpx.HTTPTransport(limits=POOL_LIMITS)),
-                                              timeout=httpx.Timeout(request_timeout_s))
+        transport: httpx.BaseTransport = BoundedTransport(httpx.HTTPTransport(limits=POOL_LIMITS))
+        if budgets is not None:
+            from vtb_agents.models.paced import PacedTransport
+
+            transport = PacedTransport(transport, budgets, provider, model)
+        options["http_client"] = httpx.Client(transport=transport, timeout=httpx.Timeout(request_timeout_s))
     return options

@@ -11,7 +11,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.rate_limiters import InMemoryRateLimiter
 
 from vtb_agents.defaults import OBJECT_PREFIX, REPLAY, AgentSpec
-from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S, client_options
+from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S, PACED_PROVIDERS, client_options
+from vtb_agents.models.limiter import Budgets, Caps, Limiters
 from vtb_agents.models.presets import find_preset
 from vtb_agents.models.replay import ReplayChatModel
 from vtb_agents.tasks.model import Task
@@ -90,20 +91,27 @@ def model_record(spec: str, extra: dict[str, Any] | None = None) -> dict[str, An
 
 def chat_model(spec: str, requests_per_second: float | None = None,
                request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
-               extra: dict[str, Any] | None = None) -> BaseChatModel:
+               extra: dict[str, Any] | None = None, limiters: Budgets | None = None) -> BaseChatModel:
     """The chat model of a preset or ``provider:model`` spec, through ``init_chat_model``.
 
     OPENAI_BASE_URL / OPENAI_API_KEY work as in langchain-openai, so any OpenAI-compatible server
-    (vLLM, Ollama, LM Studio) is a model. ``requests_per_second`` paces all of the model's calls
-    with langchain-core's ``InMemoryRateLimiter``. Every request times out after ``request_timeout_s``
+    (vLLM, Ollama, LM Studio) is a model. An OpenAI(-compatible) model is paced by ``limiters``, the
+    run's (:mod:`vtb_agents.models.limiter`: one budget per account and model, shared with every
+    client of the run that spends it), or limiters of its own capped at ``requests_per_second``;
+    other providers' calls are paced at ``requests_per_second`` by langchain-core's
+    ``InMemoryRateLimiter``. Every request times out after ``request_timeout_s``
     or at the task's time limit, whichever comes first (:mod:`vtb_agents.models.http`). ``extra``
     settings (``--model-kwargs``) go to the chat model, over the preset's.
     """
     choice = resolve_model(spec, extra)
     from langchain.chat_models import init_chat_model
 
-    provider = choice.spec.partition(":")[0]
-    options: dict[str, Any] = {**client_options(provider, request_timeout_s), **choice.settings}
+    provider, _, name = choice.spec.partition(":")
+    if provider in PACED_PROVIDERS:
+        budgets = limiters or Limiters(Caps(requests_per_second=requests_per_second))
+        options: dict[str, Any] = {**client_options(provider, request_timeout_s, budgets, name), **choice.settings}
+        return init_chat_model(choice.spec, **options)
+    options = {**client_options(provider, request_timeout_s), **choice.settings}
     if requests_per_second:
         options["rate_limiter"] = InMemoryRateLimiter(requests_per_second=requests_per_second,
                                                       check_every_n_seconds=0.05,
@@ -113,16 +121,18 @@ def chat_model(spec: str, requests_per_second: float | None = None,
 
 def model_factory(spec: str, requests_per_second: float | None = None,
                   request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
-                  extra: dict[str, Any] | None = None, model: BaseChatModel | None = None) -> ModelFactory:
+                  extra: dict[str, Any] | None = None, model: BaseChatModel | None = None,
+                  limiters: Budgets | None = None) -> ModelFactory:
     """A function giving the chat model for each task: a replay agent per task, or one shared
     :func:`chat_model` (built once, so its rate limiter is shared by every task of the process);
-    ``model``, a chat model object from Python, is used as it is (its own timeouts and limits)."""
+    ``model``, a chat model object from Python, is used as it is (its own timeouts and limits);
+    ``limiters``: the run's (:func:`chat_model`)."""
     if model is not None:
         given = model
         return lambda task: given
     if spec == REPLAY:
         return lambda task: ReplayChatModel(task=task)
-    model = chat_model(spec, requests_per_second, request_timeout_s, extra=extra)
+    model = chat_model(spec, requests_per_second, request_timeout_s, extra=extra, limiters=limiters)
     return lambda task: model
 
 

@@ -150,6 +150,20 @@ class JudgeCounts(BaseModel):
     cache_hits: int = 0
 
 
+class RateLimitCounts(BaseModel):
+    """How the run's limiters paced its requests (:meth:`vtb_agents.models.limiter.Limiters.summary`): requests
+    sent, 429s answered (``rejected_429``) and waited out and sent again (``absorbed_429``, never an outcome),
+    seconds requests spent waiting for their budget (``wait_s``), in all and per account budget (``keys``).
+    Counts of the ``vtb run`` that wrote the summary (a resumed run counts its own requests)."""
+
+    model_config = ConfigDict(extra="allow")
+    requests: int = 0
+    rejected_429: int = 0
+    absorbed_429: int = 0
+    wait_s: float = 0.0
+    keys: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
 class EpisodeCounts(BaseModel):
     """How many episodes errored or stopped early, and turns stopped at the tool-round cap."""
 
@@ -206,6 +220,7 @@ class RunSummary(Uncertainty):
     tool_metrics: ToolMetrics = Field(default_factory=ToolMetrics)
     region_iou: RegionIoU = Field(default_factory=RegionIoU)
     judge: JudgeCounts = Field(default_factory=JudgeCounts)
+    rate_limits: RateLimitCounts = Field(default_factory=RateLimitCounts)
     critical_disagreements: int = 0
     episodes: EpisodeCounts = Field(default_factory=EpisodeCounts)
     usage: RunUsage = Field(default_factory=RunUsage)

@@ -25,6 +25,7 @@ from vtb_agents.tasks.model import Task
 
 if TYPE_CHECKING:
     from vtb_agents.config import RunConfig
+    from vtb_agents.models.limiter import Limiters
 
 
 
@@ -44,12 +45,13 @@ Sink = Callable[[TaskResult], None]
 class RunJob:
     """What running a run's tasks takes: ``work`` runs one task in this process (with the resources
     it opened); workers in other processes rebuild it from ``config``, the run directory ``out`` and
-    the verdict cache ``judge_cache``."""
+    the verdict cache ``judge_cache``, and pace their requests by the run's ``limiters``, served to them."""
 
     work: Work
     config: RunConfig
     out: Path
     judge_cache: Path
+    limiters: Limiters | None = None
 
 
 class Executor(Protocol):

@@ -32,6 +32,7 @@ from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import RubricJudge, load_judge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.models.cache import ModelCache
+from vtb_agents.models.limiter import Budgets, Caps, Limiters
 from vtb_agents.models.spec import ModelFactory, chat_model, model_factory, refuse_object_name
 from vtb_agents.config import RunConfig
 from vtb_agents.rundir.read import record_if_any
@@ -184,10 +185,17 @@ class RunParts:
     resumer: Resumer | None = None
 
 
-def resolve_parts(config: RunConfig, objects: RunObjects = NO_OBJECTS) -> RunParts:
+def run_limiters(config: RunConfig) -> Limiters:
+    """A run's limiters (one per account and model), capped by ``--rps`` and ``--max-connections``."""
+    return Limiters(Caps(requests_per_second=config.requests_per_second, max_connections=config.max_connections))
+
+
+def resolve_parts(config: RunConfig, objects: RunObjects = NO_OBJECTS, limiters: Budgets | None = None) -> RunParts:
     """The run's parts: ``objects`` from Python, else what the config's specs (strategy, model, judge,
     resumer, user model, tools, sandbox) name, each loaded and built once. A spec that cannot be
-    loaded or built raises ValueError naming it and the cause; no file is touched."""
+    loaded or built raises ValueError naming it and the cause; no file is touched. Model, judge and
+    simulated user are paced by ``limiters`` (the run's; default: new ones, :func:`run_limiters`)."""
+    limiters = limiters or run_limiters(config)
     if AgentSpec.parse(config.model) is not None and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
                          f"it cannot be combined with --strategy {config.strategy}")
@@ -197,11 +205,12 @@ def resolve_parts(config: RunConfig, objects: RunObjects = NO_OBJECTS) -> RunPar
         probe_in_background()
     strategy = objects.strategy or load_strategy(config.strategy_spec)
     models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s,
-                            extra=config.model_kwargs, model=objects.model) if strategy.needs_model else None)
-    user_model = (chat_model(config.user_model, request_timeout_s=config.request_timeout_s)
+                            extra=config.model_kwargs, model=objects.model, limiters=limiters)
+              if strategy.needs_model else None)
+    user_model = (chat_model(config.user_model, request_timeout_s=config.request_timeout_s, limiters=limiters)
                   if config.user_model else None)
     resumer = load_resumer(config.resumer, user_model)
-    judge = objects.judge or load_judge(config.judge, config.request_timeout_s)
+    judge = objects.judge or load_judge(config.judge, config.request_timeout_s, limiters)
     tools = [*select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool,
                            network=network_settings(config)), *added_tools(config, objects)]
     open_box = sandbox_opener(config)
@@ -233,9 +242,10 @@ def open_parts(parts: RunParts, config: RunConfig, *, artifacts: Path | None = N
 
 def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
                    judge_cache: Path | None = None, objects: RunObjects = NO_OBJECTS,
-                   run_dir: Path | None = None) -> AbstractContextManager[RunResources]:
+                   run_dir: Path | None = None, limiters: Budgets | None = None) -> AbstractContextManager[RunResources]:
     """The run's resources, as a context manager that closes them: :func:`resolve_parts` now (a bad
     spec raises ValueError before any file is touched), :func:`open_parts` when the block is entered.
-    ``objects`` from Python stand in for the specs of ``config`` that name them."""
-    return open_parts(resolve_parts(config, objects), config, artifacts=artifacts, checkpoints=checkpoints,
+    ``objects`` from Python stand in for the specs of ``config`` that name them; ``limiters`` pace
+    the model and judge calls (a worker's: its run's, served by the parent)."""
+    return open_parts(resolve_parts(config, objects, limiters), config, artifacts=artifacts, checkpoints=checkpoints,
                       judge_cache=judge_cache, run_dir=run_dir)

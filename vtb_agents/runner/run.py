@@ -42,7 +42,8 @@ from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob, TaskEpoch
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.preflight import check_parts, require
-from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunResources, open_parts, resolve_parts
+from vtb_agents.runner.resources import (NO_OBJECTS, RunObjects, RunResources, open_parts, resolve_parts,
+                                         run_limiters)
 from vtb_agents.runner.saving import ResultSaver, storage_cause
 from vtb_agents.sandbox.base import Sandbox, SandboxError
 from vtb_agents.tasks.model import Task
@@ -201,7 +202,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         raise RunError("objects from Python (a model, judge, strategy, agent or tools) cannot reach remote workers: "
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
     cache = judge_cache or out / JUDGE_CACHE_FILE
-    parts = resolve_parts(config, objects)  # bad specs fail here, before any file
+    limiters = run_limiters(config)  # one budget per account and model, for every client and worker of the run
+    parts = resolve_parts(config, objects, limiters)  # bad specs fail here, before any file
     if not checked:
         require(check_parts(parts, config))  # and parts that break their contract or cannot run code
     opening = open_parts(parts, config, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
@@ -227,7 +229,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
                 todo = [TaskEpoch(t, epoch) for epoch in range(1, config.epochs + 1) for t in tasks
                         if (t.id, epoch) not in finished]
                 job = RunJob(sink.guard(lambda item: run_task(item.task, config, resources, epoch=item.epoch)),
-                             config, out, cache)
+                             config, out, cache, limiters)
                 executor.run(todo, job, sink, stop)  # workers in other processes open their own resources
         except ModelCacheMiss as miss:  # results written so far stay; a resume continues
             raise RunError(f"{miss}; the run stopped with {sink.saved} new result(s) saved in {out}; resume without "
@@ -244,7 +246,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         kept = [r for r in results if r.task_id in wanted and r.epoch <= config.epochs]
         summary = summarize(kept, judge_name=config.judge, expected=len(wanted), epochs=config.epochs,
                             extra={"model": config.model, "strategy": config.strategy_spec,
-                                   "critical_rule": config.critical_rule})
+                                   "critical_rule": config.critical_rule, "rate_limits": limiters.summary()})
         write_summary(out, summary)
     if tracing is not None:
         tracing.flush()

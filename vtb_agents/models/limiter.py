@@ -1,0 +1,338 @@
+"""Pacing from the provider's own answers: one limiter per account budget, shared by every call that spends it.
+
+A run makes one :class:`Limiters` registry and hands it to every client it builds (agent, judge,
+simulated user; the process and Ray executors serve it to their workers,
+:mod:`vtb_agents.runner.shared_limiters`). A budget is a :class:`LimitKey`: provider, base URL, model
+and a hash of the API key (the key itself is never kept). Its :class:`KeyLimiter` keeps, per budget
+the answers report (requests, tokens, input and output tokens; :mod:`~vtb_agents.models.ratelimit_headers`):
+
+* a token bucket at the reported rate: ``(limit - remaining) / reset`` of each answer (the time the
+  account needs to refill what was spent), averaged, kept between the limit per minute and per second;
+  ``limit`` per minute until an answer shows the rate. The bucket never holds more than :data:`BURST_S` of the rate (providers enforce per-minute
+  limits over shorter slices), and is lowered to what the answer says remains (less what is still in
+  flight), so that other clients of the same account are accounted for;
+* a window of requests in flight, adaptive (AIMD): it starts at :data:`INITIAL_CONNECTIONS`, grows by
+  one per answer while it is what holds requests back (by ``1/window`` after the first 429), halves
+  on a 429 (at most once per :data:`DECREASE_EVERY_S`), and never falls below what the request rate
+  needs at the measured latency;
+* on a 429, the ``retry-after`` (or ``retry-after-ms``): no request of that key goes before it ends,
+  while every other key goes on.
+
+``--rps`` and ``--max-connections`` (:class:`Caps`) cap the rate and the window of every key. A
+request's tokens are estimated before it is sent (:mod:`vtb_agents.models.token_estimate`). Waiting
+threads sleep on a condition; nothing here does I/O. docs/how-to/cost-and-rate-limits.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vtb_agents.models.ratelimit_headers import BUDGETS, RateReport, Reading, parse_rate_headers
+from vtb_agents.models.token_estimate import TokenEstimate
+
+INITIAL_CONNECTIONS = 16
+"""Requests in flight per key before any answer has shown what the account allows."""
+BURST_S = 1.0
+"""A bucket holds at most this many seconds of its rate: no burst of a whole minute's limit at once."""
+DECREASE_EVERY_S = 1.0
+"""The window halves at most once per this many seconds: one burst of 429s is one decrease."""
+DEFAULT_WINDOW_S = 60.0
+"""The period of a limit before an answer shows its rate: OpenAI's and Anthropic's are per minute."""
+MIN_WINDOW_S = 1.0
+"""The shortest period a limit is taken to have: a measured rate is never above the limit per second."""
+FALLBACK_RETRY_S = 1.0
+"""How long a key pauses after a 429 that says neither when to retry nor a rate."""
+_SLICE_S = 0.5  # a thread waiting for a free slot in the window checks its time limit this often
+
+
+class RateLimitWait(TimeoutError):
+    """A request could not be sent before its time limit: its key's budget (or a 429's retry-after) held it."""
+
+
+@dataclass(frozen=True)
+class LimitKey:
+    """One account budget: ``provider``, ``base_url``, ``model`` and ``key_hash`` (of the API key)."""
+
+    provider: str
+    base_url: str
+    model: str
+    key_hash: str
+
+    def label(self) -> str:
+        """How the summary and logs name the budget (never the key itself)."""
+        return f"{self.provider}:{self.model} at {self.base_url} (key {self.key_hash})"
+
+
+def limit_key(provider: str, base_url: str, model: str, api_key: str | None) -> LimitKey:
+    """The :class:`LimitKey` of a client: ``api_key`` is hashed (SHA-256, 12 hex digits), never kept."""
+    digest = hashlib.sha256(api_key.encode()).hexdigest()[:12] if api_key else "none"
+    return LimitKey(provider, base_url.rstrip("/"), model, digest)
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Caps over what the answers allow, for every key: ``requests_per_second`` (``--rps``) and
+    ``max_connections`` (``--max-connections``, requests in flight)."""
+
+    requests_per_second: float | None = None
+    max_connections: int | None = None
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Leave to send one request: its key, its cost per budget, when it went and how long it waited."""
+
+    key: LimitKey
+    costs: dict[str, float]
+    sent_at: float
+    waited_s: float
+
+
+def costs_of(estimate: TokenEstimate) -> dict[str, float]:
+    """What a request spends of each budget."""
+    return {"requests": 1.0, "tokens": float(estimate.total), "input-tokens": float(estimate.input),
+            "output-tokens": float(estimate.output)}
+
+
+@dataclass
+class Bucket:
+    """One budget of a key, mirrored here: ``limit`` as reported, ``rate`` per second (measured or
+    capped), ``level`` (what may be spent now; negative after a request larger than the bucket)."""
+
+    limit: float
+    rate: float
+    level: float
+    stamp: float
+    measured: bool = False
+    pending: float = 0.0  # spent by requests still in flight
+
+    @property
+    def capacity(self) -> float:
+        """The most the bucket holds: ``limit``, but no more than :data:`BURST_S` of the rate (at least 1)."""
+        return max(1.0, min(self.limit, self.rate * BURST_S))
+
+    def refill(self, now: float) -> None:
+        """Add what the rate gave since the last refill."""
+        self.level = min(self.capacity, self.level + self.rate * max(0.0, now - self.stamp))
+        self.stamp = now
+
+    def wait_for(self, cost: float) -> float:
+        """Seconds until ``cost`` may be spent (0: now). A cost above the capacity waits for a full bucket."""
+        need = min(cost, self.capacity)
+        return 0.0 if self.level >= need else (need - self.level) / self.rate
+
+    def observe(self, reading: Reading, now: float, cap: float | None) -> None:
+        """Take an answer's ``reading``: its limit, the rate it shows, and what remains (less what is in flight)."""
+        self.refill(now)
+        self.limit = reading.limit
+        spent = reading.limit - reading.remaining
+        if reading.reset_s and spent >= (1 if not self.measured else 2):
+            # A limit refills within its period: no slower than the limit per minute, no faster than per second.
+            sample = min(max(spent / reading.reset_s, reading.limit / DEFAULT_WINDOW_S), reading.limit / MIN_WINDOW_S)
+            self.rate = sample if not self.measured else 0.8 * self.rate + 0.2 * sample
+            self.measured = True
+        elif not self.measured:
+            self.rate = reading.limit / DEFAULT_WINDOW_S
+        if cap is not None:
+            self.rate = min(self.rate, cap)
+        self.level = min(self.level, reading.remaining - self.pending)
+
+
+@dataclass
+class KeyStats:
+    """What a key's limiter did: requests sent, 429s seen and absorbed, seconds requests waited."""
+
+    requests: int = 0
+    rejected_429: int = 0
+    absorbed_429: int = 0
+    wait_s: float = 0.0
+    limits: dict[str, float] = field(default_factory=dict)
+
+
+class KeyLimiter:
+    """The pacing of one :class:`LimitKey` (see the module's docstring); thread-safe."""
+
+    def __init__(self, key: LimitKey, caps: Caps = Caps()) -> None:
+        self.key, self.caps = key, caps
+        self.buckets: dict[str, Bucket] = {}
+        self.window = float(min(INITIAL_CONNECTIONS, caps.max_connections or INITIAL_CONNECTIONS))
+        self.slow_start = True
+        self.inflight = 0
+        self.blocked_until = 0.0
+        self.latency_s: float | None = None
+        self.stats = KeyStats()
+        self._last_decrease = -math.inf
+        self._changed = threading.Condition()
+        if caps.requests_per_second:
+            now = time.monotonic()
+            rate = caps.requests_per_second
+            self.buckets["cap"] = Bucket(limit=max(1.0, rate), rate=rate, level=max(1.0, rate * BURST_S), stamp=now,
+                                         measured=True)
+
+    def _wait(self, costs: Mapping[str, float], now: float) -> float:
+        """Seconds until a request of ``costs`` may go (0: now; inf: when one in flight ends)."""
+        wait = max(0.0, self.blocked_until - now)
+        for name, bucket in self.buckets.items():
+            bucket.refill(now)
+            wait = max(wait, bucket.wait_for(costs.get(name, 1.0)))
+        if self.inflight >= self._allowed_inflight():
+            return math.inf
+        return wait
+
+    def _allowed_inflight(self) -> int:
+        """The window, at least what the measured request rate needs at the measured latency, within the cap."""
+        floor = 1.0
+        requests = self.buckets.get("requests")
+        if requests is not None and requests.measured and self.latency_s is not None:
+            floor = max(floor, requests.rate * self.latency_s)
+        allowed = max(self.window, floor)
+        if self.caps.max_connections:
+            allowed = min(allowed, self.caps.max_connections)
+        return max(1, int(allowed))
+
+    def acquire(self, estimate: TokenEstimate, timeout_s: float | None = None) -> Grant:
+        """Wait until a request of ``estimate`` may go and count it sent; :class:`RateLimitWait` if that is
+        later than ``timeout_s`` from now (None: no limit)."""
+        costs = costs_of(estimate)
+        start = time.monotonic()
+        expires = math.inf if timeout_s is None else start + timeout_s
+        with self._changed:
+            while True:
+                now = time.monotonic()
+                wait = self._wait(costs, now)
+                if wait <= 0:
+                    break
+                if wait != math.inf and now + wait > expires or now >= expires:
+                    self.stats.wait_s += now - start
+                    raise RateLimitWait(f"{self.key.label()}: the rate limit holds requests for {wait:.1f} s more, "
+                                        f"past the time left ({max(0.0, expires - now):.1f} s)")
+                self._changed.wait(min(wait, _SLICE_S, max(0.0, expires - now)))
+            for name, bucket in self.buckets.items():
+                cost = costs.get(name, 1.0)
+                bucket.level -= cost
+                bucket.pending += cost
+            self.inflight += 1
+            self.stats.requests += 1
+            self.stats.wait_s += now - start
+            return Grant(self.key, costs, now, now - start)
+
+    def release(self, grant: Grant, status: int | None, report: RateReport) -> None:
+        """A request of ``grant`` ended with HTTP ``status`` (None: no answer) and ``report``: learn from it,
+        and let waiting requests go."""
+        with self._changed:
+            now = time.monotonic()
+            self.inflight -= 1
+            for name, bucket in self.buckets.items():
+                bucket.pending -= grant.costs.get(name, 1.0)
+            for name, reading in report.readings.items():
+                self._observe(name, reading, now)
+            if status == 429:
+                self._rejected(report, now)
+            elif status is not None and status < 400:
+                self._accepted(now - grant.sent_at)
+            self._changed.notify_all()
+
+    def _observe(self, name: str, reading: Reading, now: float) -> None:
+        bucket = self.buckets.get(name)
+        if bucket is None:
+            rate = reading.limit / DEFAULT_WINDOW_S
+            bucket = self.buckets[name] = Bucket(limit=reading.limit, rate=rate, level=reading.remaining, stamp=now)
+        bucket.observe(reading, now, self.caps.requests_per_second if name == "requests" else None)
+        self.stats.limits[name] = reading.limit
+
+    def _accepted(self, latency_s: float) -> None:
+        self.latency_s = latency_s if self.latency_s is None else 0.9 * self.latency_s + 0.1 * latency_s
+        if self.inflight + 1 >= int(self.window):  # the window held requests back: it may grow
+            self.window += 1.0 if self.slow_start else 1.0 / self.window
+        if self.caps.max_connections:
+            self.window = min(self.window, float(self.caps.max_connections))
+
+    def _rejected(self, report: RateReport, now: float) -> None:
+        self.stats.rejected_429 += 1
+        requests = self.buckets.get("requests")
+        pause = report.retry_after_s
+        if pause is None:
+            pause = max(0.0, 1.0 - requests.level) / requests.rate if requests is not None else FALLBACK_RETRY_S
+        self.blocked_until = max(self.blocked_until, now + pause)
+        if requests is not None:
+            requests.level = min(requests.level, 0.0)
+        if now - self._last_decrease >= DECREASE_EVERY_S:
+            self.window = max(1.0, self.window / 2)
+            self.slow_start = False
+            self._last_decrease = now
+
+    def absorbed(self) -> None:
+        """Count a 429 that was waited out and sent again (never an outcome)."""
+        with self._changed:
+            self.stats.absorbed_429 += 1
+
+
+class Budgets(Protocol):
+    """What a paced transport asks of a run's limiters, here or in another process (plain values only)."""
+
+    def acquire(self, key: LimitKey, estimate: TokenEstimate, timeout_s: float | None) -> Grant:
+        """Wait for leave to send one request of ``key``."""
+        ...
+
+    def release(self, grant: Grant, status: int | None, headers: dict[str, str]) -> None:
+        """The request of ``grant`` ended: its status and rate-limit headers (``RATE_HEADERS``)."""
+        ...
+
+    def absorbed(self, key: LimitKey) -> None:
+        """A 429 of ``key`` was waited out and the request sent again."""
+        ...
+
+
+_numbers = itertools.count()
+
+
+class Limiters:
+    """A run's limiters, one per :class:`LimitKey`, made as keys are first seen (a :class:`Budgets`)."""
+
+    def __init__(self, caps: Caps = Caps()) -> None:
+        self.caps = caps
+        self.id = f"{time.time_ns():x}-{next(_numbers)}"
+        self._keys: dict[LimitKey, KeyLimiter] = {}
+        self._lock = threading.Lock()
+
+    def limiter(self, key: LimitKey) -> KeyLimiter:
+        """The limiter of ``key`` (made on first use)."""
+        with self._lock:
+            if key not in self._keys:
+                self._keys[key] = KeyLimiter(key, self.caps)
+            return self._keys[key]
+
+    def acquire(self, key: LimitKey, estimate: TokenEstimate, timeout_s: float | None) -> Grant:
+        """Wait for leave to send one request of ``key`` (:meth:`KeyLimiter.acquire`)."""
+        return self.limiter(key).acquire(estimate, timeout_s)
+
+    def release(self, grant: Grant, status: int | None, headers: dict[str, str]) -> None:
+        """The request of ``grant`` ended with ``status`` and ``headers`` (:meth:`KeyLimiter.release`)."""
+        self.limiter(grant.key).release(grant, status, parse_rate_headers(headers))
+
+    def absorbed(self, key: LimitKey) -> None:
+        """A 429 of ``key`` was waited out and the request sent again."""
+        self.limiter(key).absorbed()
+
+    def summary(self) -> dict[str, Any]:
+        """What ``summary.json`` records under ``rate_limits``: requests sent, 429s seen (``rejected_429``)
+        and absorbed (``absorbed_429``), seconds requests spent waiting (``wait_s``), in all and per key."""
+        with self._lock:
+            keys = {key.label(): limiter.stats for key, limiter in self._keys.items()}
+        per_key = {label: {"requests": s.requests, "rejected_429": s.rejected_429, "absorbed_429": s.absorbed_429,
+                           "wait_s": round(s.wait_s, 3), "limits": dict(s.limits)} for label, s in keys.items()}
+        return {"requests": sum(s.requests for s in keys.values()),
+                "rejected_429": sum(s.rejected_429 for s in keys.values()),
+                "absorbed_429": sum(s.absorbed_429 for s in keys.values()),
+                "wait_s": round(sum(s.wait_s for s in keys.values()), 3), "keys": per_key}
+
+
+__all__ = ["BUDGETS", "Budgets", "Caps", "Grant", "KeyLimiter", "LimitKey", "Limiters", "RateLimitWait",
+           "limit_key"]

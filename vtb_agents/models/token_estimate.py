@@ -1,0 +1,87 @@
+"""A request's tokens, estimated before it is sent, for limits counted in tokens (docs/how-to/cost-and-rate-limits.md).
+
+Text: the request body's characters other than images, divided by 4 (OpenAI's rule of thumb for
+English; the JSON around the text makes it an overestimate, the safe side for a limit). Images: each
+base64 image's pixel size (read from its first bytes) by the provider's own formula:
+
+* OpenAI (``detail: high``, the default for large images): fit in 2048 x 2048, shorter side down to 768,
+  then 85 tokens plus 170 per 512-pixel tile.
+* Anthropic: fit the longer side in 1568 pixels, then ``width * height / 750``.
+
+An image whose size cannot be read counts :data:`UNKNOWN_IMAGE_TOKENS`. The output side is the
+request's ``max_tokens`` (or ``max_completion_tokens``), which OpenAI and Anthropic both count against
+the limit when the request starts; without it, nothing. Regular expressions over the raw body: a
+request carries megabytes of base64 that a full JSON parse per request would spend the GIL on.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import math
+import re
+from dataclasses import dataclass
+
+from PIL import Image, UnidentifiedImageError
+
+CHARS_PER_TOKEN = 4
+UNKNOWN_IMAGE_TOKENS = 1600
+"""An image whose size cannot be read: about the most either provider counts for one image."""
+
+_BLOB = re.compile(rb"[A-Za-z0-9+/]{512,}={0,2}")
+_MAX_TOKENS = re.compile(rb'"max_(?:completion_)?tokens"\s*:\s*(\d+)')
+_HEADER_CHARS = 87384  # base64 of the first 64 KiB: where a PNG's or JPEG's size is (after any EXIF)
+
+
+@dataclass(frozen=True)
+class TokenEstimate:
+    """A request's estimated tokens: ``input`` (text and images) and ``output`` (at most ``max_tokens``)."""
+
+    input: int
+    output: int = 0
+
+    @property
+    def total(self) -> int:
+        """Input and output: what a limit on all tokens counts."""
+        return self.input + self.output
+
+
+def openai_image_tokens(width: int, height: int) -> int:
+    """OpenAI's tokens for an image of ``width`` x ``height`` at high detail."""
+    scale = min(1.0, 2048 / max(width, height))
+    width, height = width * scale, height * scale
+    scale = min(1.0, 768 / min(width, height))
+    width, height = width * scale, height * scale
+    return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
+
+
+def anthropic_image_tokens(width: int, height: int) -> int:
+    """Anthropic's tokens for an image of ``width`` x ``height`` (downscaled to 1568 on its longer side)."""
+    scale = min(1.0, 1568 / max(width, height))
+    return math.ceil(width * scale * height * scale / 750)
+
+
+def image_size(blob: bytes) -> tuple[int, int] | None:
+    """The pixel size of the base64 image ``blob`` from its first bytes; None if it is no image PIL reads."""
+    prefix = blob[:_HEADER_CHARS]
+    prefix = prefix[:len(prefix) - len(prefix) % 4]
+    try:
+        with Image.open(io.BytesIO(base64.b64decode(prefix))) as image:
+            return image.size
+    except (binascii.Error, UnidentifiedImageError, OSError, SyntaxError, ValueError):
+        return None
+
+
+def estimate_tokens(body: bytes, provider: str) -> TokenEstimate:
+    """The estimated tokens of the request ``body`` (JSON as sent) to ``provider`` (see the module's rules)."""
+    image_tokens = anthropic_image_tokens if provider == "anthropic" else openai_image_tokens
+    blob_chars = 0
+    images = 0
+    for match in _BLOB.finditer(body):
+        blob_chars += match.end() - match.start()
+        size = image_size(match.group())
+        images += image_tokens(*size) if size and min(size) > 0 else UNKNOWN_IMAGE_TOKENS
+    found = _MAX_TOKENS.search(body)
+    return TokenEstimate(math.ceil((len(body) - blob_chars) / CHARS_PER_TOKEN) + images,
+                         int(found.group(1)) if found else 0)
