@@ -9,8 +9,8 @@ the answers report (requests, tokens, input and output tokens; :mod:`~vtb_agents
 * a token bucket at the reported rate: ``(limit - remaining) / reset`` of each answer (the time the
   account needs to refill what was spent), averaged, kept between the limit per minute and per second;
   ``limit`` per minute until an answer shows the rate. The bucket never holds more than :data:`BURST_S` of the rate (providers enforce per-minute
-  limits over shorter slices), and is lowered to what the answer says remains (less what is still in
-  flight), so that other clients of the same account are accounted for;
+  limits over shorter slices), and is lowered to what the answer says remains, so that other clients
+  of the same account are accounted for;
 * a window of requests in flight, adaptive (AIMD): it starts at :data:`INITIAL_CONNECTIONS`, grows by
   one per answer while it is what holds requests back (by ``1/window`` after the first 429), halves
   on a 429 (at most once per :data:`DECREASE_EVERY_S`), and never falls below what the request rate
@@ -111,7 +111,6 @@ class Bucket:
     level: float
     stamp: float
     measured: bool = False
-    pending: float = 0.0  # spent by requests still in flight
 
     @property
     def capacity(self) -> float:
@@ -129,7 +128,10 @@ class Bucket:
         return 0.0 if self.level >= need else (need - self.level) / self.rate
 
     def observe(self, reading: Reading, now: float, cap: float | None) -> None:
-        """Take an answer's ``reading``: its limit, the rate it shows, and what remains (less what is in flight)."""
+        """Take an answer's ``reading``: its limit, the rate it shows, and what remains (the bucket is never
+        fuller than the account's: other clients of the account spend it too). Requests still in flight are
+        not taken off: most were counted by the server already, and taking them off again starved the
+        bucket for seconds after a burst of answers."""
         self.refill(now)
         self.limit = reading.limit
         spent = reading.limit - reading.remaining
@@ -142,7 +144,7 @@ class Bucket:
             self.rate = reading.limit / DEFAULT_WINDOW_S
         if cap is not None:
             self.rate = min(self.rate, cap)
-        self.level = min(self.level, reading.remaining - self.pending)
+        self.level = min(self.level, reading.remaining)
 
 
 @dataclass
@@ -215,9 +217,7 @@ class KeyLimiter:
                                         f"past the time left ({max(0.0, expires - now):.1f} s)")
                 self._changed.wait(min(wait, _SLICE_S, max(0.0, expires - now)))
             for name, bucket in self.buckets.items():
-                cost = costs.get(name, 1.0)
-                bucket.level -= cost
-                bucket.pending += cost
+                bucket.level -= costs.get(name, 1.0)
             self.inflight += 1
             self.stats.requests += 1
             self.stats.wait_s += now - start
@@ -229,8 +229,6 @@ class KeyLimiter:
         with self._changed:
             now = time.monotonic()
             self.inflight -= 1
-            for name, bucket in self.buckets.items():
-                bucket.pending -= grant.costs.get(name, 1.0)
             for name, reading in report.readings.items():
                 self._observe(name, reading, now)
             if status == 429:

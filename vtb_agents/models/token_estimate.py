@@ -6,7 +6,8 @@ base64 image's pixel size (read from its first bytes) by the provider's own form
 
 * OpenAI (``detail: high``, the default for large images): fit in 2048 x 2048, shorter side down to 768,
   then 85 tokens plus 170 per 512-pixel tile.
-* Anthropic: fit the longer side in 1568 pixels, then ``width * height / 750``.
+* Anthropic: fit the longer side in 1568 pixels and the area in 1092 x 1092 (the
+  largest square Anthropic's table sends unresized), then ``width * height / 750``.
 
 An image whose size cannot be read counts :data:`UNKNOWN_IMAGE_TOKENS`. The output side is the
 request's ``max_tokens`` (or ``max_completion_tokens``), which OpenAI and Anthropic both count against
@@ -57,8 +58,9 @@ def openai_image_tokens(width: int, height: int) -> int:
 
 
 def anthropic_image_tokens(width: int, height: int) -> int:
-    """Anthropic's tokens for an image of ``width`` x ``height`` (downscaled to 1568 on its longer side)."""
-    scale = min(1.0, 1568 / max(width, height))
+    """Anthropic's tokens for an image of ``width`` x ``height`` (downscaled to 1568 on its longer side
+    and to 1092 x 1092 pixels' area, the largest square of Anthropic's table)."""
+    scale = min(1.0, 1568 / max(width, height), math.sqrt(1092 * 1092 / (width * height)))
     return math.ceil(width * scale * height * scale / 750)
 
 

@@ -12,7 +12,9 @@ its own sandboxes). Workers are forked by multiprocessing's ``forkserver``: a fr
 started once per process, that has no threads (so no fork of a process that has them) and has
 loaded the worker's libraries (:data:`WORKER_MODULE`, ~1-2 s of CPU) once for all workers, whose
 pages it shares with them. A worker runs with the environment this process has as the run begins
-(sent with the job: what the thread executor's tasks would see) and its ``sys.path``. The driver
+(sent with the job: what the thread executor's tasks would see) and its ``sys.path``. Workers pace
+their requests by the run's limiters, which this process serves them (``runner/shared_limiters.py``):
+K workers spend one account budget, not K. The driver
 loop of ``runner/dispatch.py`` hands tasks to free slots and sends each result line back to this
 process, whose ``sink`` alone writes ``results.jsonl``, in finish order. A Python script that runs
 a process executor needs the ``if __name__ == "__main__":`` guard that multiprocessing asks for (a
@@ -43,6 +45,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterable
+from contextlib import ExitStack
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -54,6 +57,7 @@ from vtb_agents.rundir.errors import RunError
 
 if TYPE_CHECKING:  # the runner loads in run(), the worker's libraries in serve(): see the module's docstring
     from vtb_agents.runner.dispatch import Finished
+    from vtb_agents.runner.shared_limiters import LimiterServer
     from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
 
 WORKER_MODULE = "vtb_agents.runner.worker"
@@ -117,15 +121,17 @@ class ProcessExecutor:
         error (a task that raised, a worker that died) is raised once every running task has finished.
         """
         from vtb_agents.runner.dispatch import drive
+        from vtb_agents.runner.shared_limiters import LimiterServer
 
         pending = list(tasks)
         early = self._early.pop() if self._early else None
         count = min(self.count, len(pending))
-        with early or WorkerProcesses(count).start() as workers:
+        with early or WorkerProcesses(count).start() as workers, ExitStack() as serving:
             if not pending:  # nothing left (a resumed, finished run)
                 workers.clean = True
                 return
-            workers.begin(job, shares(self.concurrency, count), self.start_timeout_s)
+            served = serving.enter_context(LimiterServer(job.limiters)) if job.limiters is not None else None
+            workers.begin(job, shares(self.concurrency, count), self.start_timeout_s, served)
             slots = [i for i, share in enumerate(workers.shares) for _ in range(share)]
             errors = drive(pending, slots, workers, sink, stop, self.poll_s)
             workers.clean = True
@@ -205,9 +211,10 @@ class WorkerProcesses:
                 process.kill()
                 process.join()
 
-    def begin(self, job: RunJob, threads: list[int], timeout: float) -> None:
+    def begin(self, job: RunJob, threads: list[int], timeout: float, limiters: LimiterServer | None = None) -> None:
         """Hand ``job`` to the first ``len(threads)`` workers, each to run up to its number of tasks
-        at once (the others end), and return once they are up; a RunError names the first that is not."""
+        at once (the others end), with the address of the run's ``limiters`` (served here), and return
+        once they are up; a RunError names the first that is not."""
         self._started()
         self.shares = threads
         for index, connection in enumerate(self.connections):
@@ -217,7 +224,8 @@ class WorkerProcesses:
                 continue
             try:
                 connection.send(("job", dict(os.environ), job.config, str(job.out.resolve()),
-                                 str(job.judge_cache.resolve()), threads[index]))
+                                 str(job.judge_cache.resolve()), threads[index],
+                                 (limiters.address, limiters.authkey) if limiters is not None else None))
             except OSError:  # the worker died while loading: reported below, with how it ended
                 continue
         waiting = set(range(len(threads)))
@@ -326,15 +334,16 @@ def serve(connection: Connection, index: int) -> None:
     sent, in threads, and send back its result line; end when the parent closes the connection."""
     die_with_parent(f"vtb-worker-{index}")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
+    from vtb_agents.runner.shared_limiters import RemoteBudgets
     from vtb_agents.runner.worker import TaskWorker, failure_record  # preloaded by the fork server
 
     try:
-        _, environment, config, out, judge_cache, threads = connection.recv()
+        _, environment, config, out, judge_cache, threads, limiters = connection.recv()
     except EOFError:  # not needed after all
         return
     os.environ.clear()  # the parent's as the run begins (the fork server's dates from its start)
     os.environ.update(environment)
-    worker = TaskWorker(config, out, judge_cache, index)
+    worker = TaskWorker(config, out, judge_cache, index, RemoteBudgets(*limiters) if limiters else None)
     lock = threading.Lock()
 
     def send(message: tuple[Any, ...]) -> None:

@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
 from vtb_agents.config import RunConfig
+from vtb_agents.models.limiter import Budgets
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, RUN_FILE, worker_checkpoints
 from vtb_agents.runner.executors import TaskEpoch
@@ -41,10 +42,12 @@ class TaskWorker:
     """Worker ``index`` of a run: resources built once, then one episode at a time (from any thread).
 
     Start-up failures are kept (not raised) so that ``ready`` can report them to the driver.
+    ``limiters``: the run's, served by the driver (None: the worker's own, for its calls alone).
     """
 
-    def __init__(self, config: RunConfig, out: str, judge_cache: str, index: int) -> None:
-        self.config, self.index = config, index
+    def __init__(self, config: RunConfig, out: str, judge_cache: str, index: int,
+                 limiters: Budgets | None = None) -> None:
+        self.config, self.index, self.limiters = config, index, limiters
         self.resources: RunResources | None = None
         self.error: str | None = None
         self._open = ExitStack()
@@ -59,7 +62,7 @@ class TaskWorker:
                            "must be on storage every worker process shares")
         check_writable(out / ARTIFACTS_DIR)
         return open_resources(self.config, artifacts=out / ARTIFACTS_DIR, judge_cache=judge_cache,
-                              checkpoints=out / worker_checkpoints(self.index), run_dir=out)
+                              checkpoints=out / worker_checkpoints(self.index), run_dir=out, limiters=self.limiters)
 
     def ready(self) -> tuple[int, str | None]:
         """(process id, start-up error or None)."""

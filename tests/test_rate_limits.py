@@ -1,0 +1,225 @@
+"""Pacing from the provider's own answers (issue #33, item 1): header parsing with the values the
+providers document, the limiter's rules, and whole `vtb run`s against a local server that enforces a
+request limit (``bench/rate_limited_server.py``) with no ``--rps``: every episode graded, the limit
+used to at least 0.85 over the model span, 429s at most a quarter of the accepted requests, with
+the thread executor and with two worker processes sharing one budget."""
+
+from __future__ import annotations
+
+import base64
+import io
+import itertools
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PROJECT, checkout_env
+from langchain_core.messages import HumanMessage
+from PIL import Image
+
+sys.path.insert(0, str(PROJECT / "bench"))
+
+from rate_limited_server import RateLimitedServer  # noqa: E402  (bench/: the rate-limited chat-completions server)
+
+from vtb_agents.models.limiter import Caps, KeyLimiter, Limiters, RateLimitWait, limit_key  # noqa: E402
+from vtb_agents.models.ratelimit_headers import parse_duration, parse_rate_headers, retry_after  # noqa: E402
+from vtb_agents.models.spec import chat_model  # noqa: E402
+from vtb_agents.models.token_estimate import (TokenEstimate, anthropic_image_tokens, estimate_tokens,  # noqa: E402
+                                              openai_image_tokens)
+
+# ---------------------------------------------------------------- headers, as the providers document them
+
+OPENAI_DOCS = {  # platform.openai.com/docs/guides/rate-limits, "Rate limits in headers"
+    "x-ratelimit-limit-requests": "60", "x-ratelimit-limit-tokens": "150000",
+    "x-ratelimit-remaining-requests": "59", "x-ratelimit-remaining-tokens": "149984",
+    "x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "6m0s",
+}
+ANTHROPIC_DOCS = {  # docs.anthropic.com/en/api/rate-limits, "Response headers" (RFC 3339 resets)
+    "anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49",
+    "anthropic-ratelimit-requests-reset": "2024-09-24T19:40:12Z",
+    "anthropic-ratelimit-input-tokens-limit": "20000", "anthropic-ratelimit-input-tokens-remaining": "19000",
+    "anthropic-ratelimit-input-tokens-reset": "2024-09-24T19:40:03Z",
+    "anthropic-ratelimit-output-tokens-limit": "4000", "anthropic-ratelimit-output-tokens-remaining": "3900",
+    "anthropic-ratelimit-output-tokens-reset": "2024-09-24T19:40:01.500Z",
+    "anthropic-ratelimit-tokens-limit": "24000", "anthropic-ratelimit-tokens-remaining": "22900",
+    "anthropic-ratelimit-tokens-reset": "2024-09-24T19:40:03Z",
+    "retry-after": "30",
+}
+AT = 1727206800.0  # 2024-09-24T19:40:00Z
+
+
+def test_openai_headers_from_the_docs() -> None:
+    report = parse_rate_headers(OPENAI_DOCS)
+    assert (report.readings["requests"].limit, report.readings["requests"].remaining) == (60, 59)
+    assert report.readings["requests"].reset_s == 1.0 and report.readings["tokens"].reset_s == 360.0
+    assert report.readings["tokens"].remaining == 149984 and report.retry_after_s is None
+    assert [parse_duration(text) for text in ("20ms", "1s", "6m0s", "1h2m3.5s", "0.5s", "17.24s")] == \
+        [0.02, 1.0, 360.0, 3723.5, 0.5, 17.24]
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration("soon")
+
+
+def test_anthropic_headers_from_the_docs() -> None:
+    report = parse_rate_headers(ANTHROPIC_DOCS, now=AT)
+    assert set(report.readings) == {"requests", "tokens", "input-tokens", "output-tokens"}
+    assert report.readings["requests"].reset_s == 12.0 and report.readings["output-tokens"].reset_s == 1.5
+    assert (report.readings["input-tokens"].limit, report.readings["input-tokens"].remaining) == (20000, 19000)
+    assert report.retry_after_s == 30.0
+
+
+def test_retry_after_forms_and_unreadable_values() -> None:
+    assert retry_after({"retry-after-ms": "250", "retry-after": "1"}) == 0.25  # the finer one wins
+    assert retry_after({"retry-after": "20"}) == 20.0
+    assert retry_after({"retry-after": "Tue, 24 Sep 2024 19:41:30 GMT"}, now=AT) == 90.0
+    assert retry_after({}) is None and retry_after({"retry-after": "later"}) is None
+    report = parse_rate_headers({"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "x",
+                                 "x-ratelimit-reset-requests": "1s"})
+    assert report.readings == {}  # an unreadable budget is left out, not a crash
+
+
+# ---------------------------------------------------------------- the limiter's rules
+
+def test_the_key_is_hashed_and_keys_differ_by_account_and_model() -> None:
+    key = limit_key("openai", "https://api.openai.com/v1/", "gpt-4o", "sk-secret")
+    assert "sk-secret" not in repr(key) and key.base_url == "https://api.openai.com/v1"
+    assert key == limit_key("openai", "https://api.openai.com/v1", "gpt-4o", "sk-secret")
+    assert key != limit_key("openai", "https://api.openai.com/v1", "gpt-4o", "sk-other")
+    assert key != limit_key("openai", "https://api.openai.com/v1", "o4-mini", "sk-secret")
+
+
+def test_a_long_retry_after_holds_its_key_only() -> None:
+    limiters = Limiters()
+    slow, other = (limit_key("openai", "http://a/v1", model, "k") for model in ("m1", "m2"))
+    grant = limiters.acquire(slow, TokenEstimate(10), None)
+    limiters.release(grant, 429, {"retry-after": "90"})
+    with pytest.raises(RateLimitWait, match="90"):
+        limiters.acquire(slow, TokenEstimate(10), 5.0)  # the wait is known: refused at once, not after 5 s
+    started = time.monotonic()
+    limiters.release(limiters.acquire(other, TokenEstimate(10), 5.0), 200, {})
+    assert time.monotonic() - started < 2  # the other key went at once
+    assert limiters.summary()["rejected_429"] == 1
+
+
+def test_the_rate_is_learned_from_the_answers_and_the_bucket_follows_what_remains() -> None:
+    limiter = KeyLimiter(limit_key("openai", "http://a/v1", "m", "k"))
+    grant = limiter.acquire(TokenEstimate(1), None)
+    limiter.release(grant, 200, parse_rate_headers({"x-ratelimit-limit-requests": "600",
+                                                    "x-ratelimit-remaining-requests": "0",
+                                                    "x-ratelimit-reset-requests": "1m0s"}))
+    assert limiter.buckets["requests"].rate == pytest.approx(10.0)  # 600 spent, refilled in a minute
+    with pytest.raises(RateLimitWait):  # nothing remains: the next request waits ~0.1 s, more than 0.01 s
+        limiter.acquire(TokenEstimate(1), 0.01)
+    limiter.acquire(TokenEstimate(1), 5.0)
+
+
+def test_token_limits_hold_requests_by_their_estimated_tokens() -> None:
+    limiter = KeyLimiter(limit_key("openai", "http://a/v1", "m", "k"))
+    limiter.release(limiter.acquire(TokenEstimate(1), None), 200,
+                    parse_rate_headers({"x-ratelimit-limit-tokens": "6000", "x-ratelimit-remaining-tokens": "0",
+                                        "x-ratelimit-reset-tokens": "1m0s"}))  # 100 tokens a second
+    with pytest.raises(RateLimitWait):
+        limiter.acquire(TokenEstimate(50), 0.2)  # half a second of tokens
+    limiter.acquire(TokenEstimate(10), 1.0)
+
+
+def test_caps_bound_the_rate_and_the_requests_in_flight() -> None:
+    limiter = KeyLimiter(limit_key("openai", "http://a/v1", "m", "k"), Caps(requests_per_second=2, max_connections=1))
+    limiter.acquire(TokenEstimate(1), None)
+    with pytest.raises(RateLimitWait):  # one in flight, the cap's one
+        limiter.acquire(TokenEstimate(1), 0.3)
+
+
+def _png(width: int, height: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), "white").save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_token_estimates_count_text_and_images_by_their_size() -> None:
+    assert openai_image_tokens(1024, 1024) == 765 and openai_image_tokens(2048, 4096) == 1105  # OpenAI's examples
+    assert anthropic_image_tokens(1000, 1000) == 1334 and anthropic_image_tokens(1092, 1092) == 1590 == anthropic_image_tokens(3136, 3136)  # Anthropic's table
+    image = base64.b64encode(_png(1024, 1024)).decode()
+    text = "x" * 400
+    body = json.dumps({"model": "m", "max_tokens": 300, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": text},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}}]}]}).encode()
+    estimate = estimate_tokens(body, "openai")
+    assert estimate.output == 300
+    assert 765 + 100 <= estimate.input <= 765 + 100 + 60  # the image, the text, and the JSON around them
+    assert estimate_tokens(body, "anthropic").input >= 1398 + 100
+
+
+# ---------------------------------------------------------------- through the transport, and the real CLI
+
+class Scripted:
+    """The agent answers at once (a different answer each time, so that no verdict comes from the cache);
+    the judge (asked for structured output) says met."""
+
+    def __init__(self) -> None:
+        self.replies = itertools.count()
+        self.judge_calls = 0
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        if "response_format" in body:
+            self.judge_calls += 1
+            return json.dumps({"verdict": "met", "justification": "It says so."})
+        return f"Final answer: 42 (reply {next(self.replies)})."
+
+
+def test_anthropic_style_limits_are_kept_by_threads_of_one_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    image = base64.b64encode(_png(512, 512)).decode()
+    with RateLimitedServer(Scripted(), requests_per_s=10, tokens_per_s=4000, style="anthropic") as server:
+        model = chat_model("openai:scripted", extra={"base_url": server.base_url})
+
+        def ask() -> None:
+            for _ in range(5):
+                model.invoke([HumanMessage([{"type": "text", "text": "what is it?"},
+                                            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}}])])
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        measure = server.measure()
+    assert measure.accepted == 40  # every call answered: the 429s were absorbed inside the transport
+    assert measure.rejected <= measure.accepted / 4, measure
+
+
+def vtb_run(server: RateLimitedServer, out: Path, *extra: str) -> dict[str, Any]:
+    """``vtb run`` of the bundled sample suite, agent and judge one model of the server's account, 32 at once."""
+    env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
+    done = subprocess.run([sys.executable, "-m", "vtb_agents", "run", "--tasks", "sample", "--model", "openai:scripted",
+                           "--judge", "openai:scripted", "--concurrency", "32", "--out", str(out), *extra],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return summary
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("limit", "extra"), [(8, ()), (6, ("--executor", "processes", "--workers", "2"))],
+                         ids=["threads", "processes"])
+def test_a_run_keeps_to_a_shared_request_limit_with_no_rps(tmp_path: Path, limit: float,
+                                                           extra: tuple[str, ...]) -> None:
+    scripted = Scripted()
+    with RateLimitedServer(scripted, requests_per_s=limit) as server:
+        summary = vtb_run(server, tmp_path / "run", "--epochs", "3", *extra)
+        measure = server.measure()
+    print(f"limit {limit}/s {extra}: {measure}")
+    assert summary["graded"] == summary["tasks"] == 20 and summary["complete"]
+    assert summary["infrastructure_errors"]["count"] == 0 and summary["outcomes"] == {"answered": 60}
+    assert scripted.judge_calls > 0  # the judge spent the same budget
+    assert measure.share >= 0.85, measure
+    assert measure.rejected <= measure.accepted / 4, measure
+    paced = summary["rate_limits"]
+    assert len(paced["keys"]) == 1  # agent and judge: one account, one model, one budget
+    assert paced["requests"] == measure.accepted + measure.rejected  # every request, every worker, went through it
+    assert paced["rejected_429"] == paced["absorbed_429"] == measure.rejected
+    assert paced["wait_s"] > 0
