@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 from typing import Any, Literal
 
@@ -158,7 +158,7 @@ class RateLimitedServer:
                                 f"x-ratelimit-remaining-{name}": str(remaining),
                                 f"x-ratelimit-reset-{name}": format_duration(reset)})
             else:
-                at = datetime.now(timezone.utc) + timedelta(seconds=reset)
+                at = datetime.now(UTC) + timedelta(seconds=reset)
                 budget = "requests" if name == "requests" else "input-tokens"
                 headers.update({f"anthropic-ratelimit-{budget}-limit": str(limit),
                                 f"anthropic-ratelimit-{budget}-remaining": str(remaining),

@@ -7,6 +7,7 @@ from langchain_core.rate_limiters import InMemoryRateLimiter
 
 from openai_server import OpenAIServer
 from vtb_agents.models import ReplayChatModel, model_factory
+from vtb_agents.models.paced import PacedTransport
 from vtb_agents.models.spec import temperature_for
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
@@ -25,7 +26,10 @@ def test_replay_gets_a_model_per_task_and_providers_one_shared_model(task_root, 
     factory = model_factory("openai:gpt-4o", requests_per_second=2.5)
     model = factory(task)
     assert model is factory(task) and model.temperature == 0.0 and model.model_name == "gpt-4o"
-    assert isinstance(model.rate_limiter, InMemoryRateLimiter) and model.rate_limiter.requests_per_second == 2.5
+    paced = model.http_client._transport  # the run's limiters pace an OpenAI model, --rps their cap
+    assert isinstance(paced, PacedTransport) and paced.budgets.caps.requests_per_second == 2.5
+    claude = model_factory("anthropic:claude-sonnet-4-0", requests_per_second=2.5)(task)  # not our transport:
+    assert isinstance(claude.rate_limiter, InMemoryRateLimiter) and claude.rate_limiter.requests_per_second == 2.5
     with pytest.raises(ValueError, match="'agent:module:function'"):
         model_factory("not-a-preset")
 

@@ -142,7 +142,8 @@ def _png(width: int, height: int) -> bytes:
 
 def test_token_estimates_count_text_and_images_by_their_size() -> None:
     assert openai_image_tokens(1024, 1024) == 765 and openai_image_tokens(2048, 4096) == 1105  # OpenAI's examples
-    assert anthropic_image_tokens(1000, 1000) == 1334 and anthropic_image_tokens(1092, 1092) == 1590 == anthropic_image_tokens(3136, 3136)  # Anthropic's table
+    assert anthropic_image_tokens(1000, 1000) == 1334  # Anthropic's table, and its largest unresized square:
+    assert anthropic_image_tokens(1092, 1092) == 1590 == anthropic_image_tokens(3136, 3136)
     image = base64.b64encode(_png(1024, 1024)).decode()
     text = "x" * 400
     body = json.dumps({"model": "m", "max_tokens": 300, "messages": [{"role": "user", "content": [
@@ -177,10 +178,12 @@ def test_anthropic_style_limits_are_kept_by_threads_of_one_model(monkeypatch: py
     with RateLimitedServer(Scripted(), requests_per_s=10, tokens_per_s=4000, style="anthropic") as server:
         model = chat_model("openai:scripted", extra={"base_url": server.base_url})
 
+        question = HumanMessage([{"type": "text", "text": "what is it?"},
+                                 {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}}])
+
         def ask() -> None:
             for _ in range(5):
-                model.invoke([HumanMessage([{"type": "text", "text": "what is it?"},
-                                            {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}}])])
+                model.invoke([question])
 
         threads = [threading.Thread(target=ask) for _ in range(8)]
         for thread in threads:

@@ -37,7 +37,8 @@ CriticalRule = Literal["weight", "flag", "either"]
 
 RUN_FILE = "run.json"
 """The file of a run directory that records its ``RunConfig`` (under ``config``)."""
-PACING_KEYS = frozenset({"requests_per_second", "max_connections", "request_timeout_s", "model_cache", "model_cache_only"})
+PACING_KEYS = frozenset({"requests_per_second", "max_connections", "request_timeout_s", "model_cache",
+                         "model_cache_only"})
 """Settings that change how a run goes (how fast, whether answers come from the model cache), not its
 results: a resume may change them (e.g. drop ``model_cache_only`` to fill in what the cache missed)."""
 

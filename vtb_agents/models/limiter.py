@@ -8,11 +8,12 @@ the answers report (requests, tokens, input and output tokens; :mod:`~vtb_agents
 
 * a token bucket at the reported rate: ``(limit - remaining) / reset`` of each answer (the time the
   account needs to refill what was spent), averaged, kept between the limit per minute and per second;
-  ``limit`` per minute until an answer shows the rate. The bucket never holds more than :data:`BURST_S` of the rate (providers enforce per-minute
-  limits over shorter slices), and is lowered to what the answer says remains, so that other clients
-  of the same account are accounted for;
-* a window of requests in flight, adaptive (AIMD): it starts at :data:`INITIAL_CONNECTIONS`, grows by
-  one per answer while it is what holds requests back (by ``1/window`` after the first 429), halves
+  ``limit`` per minute until an answer shows the rate. The bucket never holds more than
+  :data:`BURST_S` of the rate (providers enforce per-minute limits over shorter slices), and is
+  lowered to what the answer says remains, so that other clients of the same account are accounted for;
+* a window of requests in flight, adaptive (AIMD): open until the first 429 (a server that never
+  refuses is never held back), then half of what was in flight; it grows by ``1/window`` per answer
+  while it is what holds requests back, halves
   on a 429 (at most once per :data:`DECREASE_EVERY_S`), and never falls below what the request rate
   needs at the measured latency;
 * on a 429, the ``retry-after`` (or ``retry-after-ms``): no request of that key goes before it ends,
@@ -28,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -37,8 +39,6 @@ from typing import Any, Protocol
 from vtb_agents.models.ratelimit_headers import BUDGETS, RateReport, Reading, parse_rate_headers
 from vtb_agents.models.token_estimate import TokenEstimate
 
-INITIAL_CONNECTIONS = 16
-"""Requests in flight per key before any answer has shown what the account allows."""
 BURST_S = 1.0
 """A bucket holds at most this many seconds of its rate: no burst of a whole minute's limit at once."""
 DECREASE_EVERY_S = 1.0
@@ -164,8 +164,7 @@ class KeyLimiter:
     def __init__(self, key: LimitKey, caps: Caps = Caps()) -> None:
         self.key, self.caps = key, caps
         self.buckets: dict[str, Bucket] = {}
-        self.window = float(min(INITIAL_CONNECTIONS, caps.max_connections or INITIAL_CONNECTIONS))
-        self.slow_start = True
+        self.window: float | None = None  # open until the first 429
         self.inflight = 0
         self.blocked_until = 0.0
         self.latency_s: float | None = None
@@ -194,10 +193,10 @@ class KeyLimiter:
         requests = self.buckets.get("requests")
         if requests is not None and requests.measured and self.latency_s is not None:
             floor = max(floor, requests.rate * self.latency_s)
-        allowed = max(self.window, floor)
+        allowed = math.inf if self.window is None else max(self.window, floor)
         if self.caps.max_connections:
             allowed = min(allowed, self.caps.max_connections)
-        return max(1, int(allowed))
+        return max(1, int(allowed)) if allowed != math.inf else sys.maxsize
 
     def acquire(self, estimate: TokenEstimate, timeout_s: float | None = None) -> Grant:
         """Wait until a request of ``estimate`` may go and count it sent; :class:`RateLimitWait` if that is
@@ -205,6 +204,7 @@ class KeyLimiter:
         costs = costs_of(estimate)
         start = time.monotonic()
         expires = math.inf if timeout_s is None else start + timeout_s
+        waited = False  # a request that goes at once waited 0 s, exactly
         with self._changed:
             while True:
                 now = time.monotonic()
@@ -213,15 +213,19 @@ class KeyLimiter:
                     break
                 if wait != math.inf and now + wait > expires or now >= expires:
                     self.stats.wait_s += now - start
-                    raise RateLimitWait(f"{self.key.label()}: the rate limit holds requests for {wait:.1f} s more, "
-                                        f"past the time left ({max(0.0, expires - now):.1f} s)")
+                    held = (f"{self.inflight} requests in flight, all the window allows" if wait == math.inf
+                            else f"the rate limit holds requests for {wait:.1f} s more")
+                    raise RateLimitWait(f"{self.key.label()}: {held}, past the time left "
+                                        f"({max(0.0, expires - now):.1f} s)")
                 self._changed.wait(min(wait, _SLICE_S, max(0.0, expires - now)))
+                waited = True
             for name, bucket in self.buckets.items():
                 bucket.level -= costs.get(name, 1.0)
+            waited_s = now - start if waited else 0.0
             self.inflight += 1
             self.stats.requests += 1
-            self.stats.wait_s += now - start
-            return Grant(self.key, costs, now, now - start)
+            self.stats.wait_s += waited_s
+            return Grant(self.key, costs, now, waited_s)
 
     def release(self, grant: Grant, status: int | None, report: RateReport) -> None:
         """A request of ``grant`` ended with HTTP ``status`` (None: no answer) and ``report``: learn from it,
@@ -247,10 +251,8 @@ class KeyLimiter:
 
     def _accepted(self, latency_s: float) -> None:
         self.latency_s = latency_s if self.latency_s is None else 0.9 * self.latency_s + 0.1 * latency_s
-        if self.inflight + 1 >= int(self.window):  # the window held requests back: it may grow
-            self.window += 1.0 if self.slow_start else 1.0 / self.window
-        if self.caps.max_connections:
-            self.window = min(self.window, float(self.caps.max_connections))
+        if self.window is not None and self.inflight + 1 >= int(self.window):  # the window held requests back
+            self.window += 1.0 / self.window
 
     def _rejected(self, report: RateReport, now: float) -> None:
         self.stats.rejected_429 += 1
@@ -262,8 +264,7 @@ class KeyLimiter:
         if requests is not None:
             requests.level = min(requests.level, 0.0)
         if now - self._last_decrease >= DECREASE_EVERY_S:
-            self.window = max(1.0, self.window / 2)
-            self.slow_start = False
+            self.window = max(1.0, (self.inflight + 1 if self.window is None else self.window) / 2)
             self._last_decrease = now
 
     def absorbed(self) -> None:
@@ -289,6 +290,7 @@ class Budgets(Protocol):
 
 
 _numbers = itertools.count()
+_COUNTS = ("requests", "rejected_429", "absorbed_429", "wait_s")
 
 
 class Limiters:
@@ -319,17 +321,23 @@ class Limiters:
         """A 429 of ``key`` was waited out and the request sent again."""
         self.limiter(key).absorbed()
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, earlier: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What ``summary.json`` records under ``rate_limits``: requests sent, 429s seen (``rejected_429``)
-        and absorbed (``absorbed_429``), seconds requests spent waiting (``wait_s``), in all and per key."""
+        and absorbed (``absorbed_429``), seconds requests spent waiting (``wait_s``), in all and per key
+        (with the limits last reported); ``earlier``: the ``rate_limits`` of the summary a resumed run
+        continues, whose counts are added."""
         with self._lock:
-            keys = {key.label(): limiter.stats for key, limiter in self._keys.items()}
-        per_key = {label: {"requests": s.requests, "rejected_429": s.rejected_429, "absorbed_429": s.absorbed_429,
-                           "wait_s": round(s.wait_s, 3), "limits": dict(s.limits)} for label, s in keys.items()}
-        return {"requests": sum(s.requests for s in keys.values()),
-                "rejected_429": sum(s.rejected_429 for s in keys.values()),
-                "absorbed_429": sum(s.absorbed_429 for s in keys.values()),
-                "wait_s": round(sum(s.wait_s for s in keys.values()), 3), "keys": per_key}
+            stats = {key.label(): limiter.stats for key, limiter in self._keys.items()}
+        keys: dict[str, dict[str, Any]] = {label: dict(entry) for label, entry in (earlier or {}).get("keys", {}).items()}
+        for label, s in stats.items():
+            entry = keys.setdefault(label, {})
+            for name in _COUNTS:
+                entry[name] = entry.get(name, 0) + getattr(s, name)
+            entry["limits"] = {**entry.get("limits", {}), **s.limits}
+        for entry in keys.values():
+            entry["wait_s"] = round(entry.get("wait_s", 0.0), 3)
+        return {**{name: sum(entry.get(name, 0) for entry in keys.values()) for name in _COUNTS},
+                "wait_s": round(sum(entry["wait_s"] for entry in keys.values()), 3), "keys": keys}
 
 
 __all__ = ["BUDGETS", "Budgets", "Caps", "Grant", "KeyLimiter", "LimitKey", "Limiters", "RateLimitWait",

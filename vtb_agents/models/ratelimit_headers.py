@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from email.utils import parsedate_to_datetime
 
 BUDGETS = ("requests", "tokens", "input-tokens", "output-tokens")
@@ -73,7 +73,7 @@ def seconds_until(text: str, now: float | None = None) -> float:
     except ValueError:
         raise ValueError(f"rate-limit reset {text!r} is not an RFC 3339 time") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return max(0.0, moment.timestamp() - (time.time() if now is None else now))
 
 
@@ -100,7 +100,8 @@ def retry_after(headers: Mapping[str, str], now: float | None = None) -> float |
     return max(0.0, moment.timestamp() - (time.time() if now is None else now))
 
 
-def _reading(limit: str | None, remaining: str | None, reset: str | None, parse_reset: Callable[[str], float]) -> Reading | None:
+def _reading(limit: str | None, remaining: str | None, reset: str | None,
+             parse_reset: Callable[[str], float]) -> Reading | None:
     if limit is None or remaining is None:
         return None
     try:
@@ -121,8 +122,8 @@ def parse_rate_headers(headers: Mapping[str, str], now: float | None = None) -> 
             readings[budget] = found
     for budget in BUDGETS:
         prefix = f"anthropic-ratelimit-{budget}-"
-        found = _reading(headers.get(prefix + "limit"), headers.get(prefix + "remaining"), headers.get(prefix + "reset"),
-                         lambda text: seconds_until(text, now))
+        found = _reading(headers.get(prefix + "limit"), headers.get(prefix + "remaining"),
+                         headers.get(prefix + "reset"), lambda text: seconds_until(text, now))
         if found is not None:
             readings[budget] = found
     return RateReport(readings, retry_after(headers, now))

@@ -51,10 +51,8 @@ class TokenEstimate:
 def openai_image_tokens(width: int, height: int) -> int:
     """OpenAI's tokens for an image of ``width`` x ``height`` at high detail."""
     scale = min(1.0, 2048 / max(width, height))
-    width, height = width * scale, height * scale
-    scale = min(1.0, 768 / min(width, height))
-    width, height = width * scale, height * scale
-    return 85 + 170 * math.ceil(width / 512) * math.ceil(height / 512)
+    scale *= min(1.0, 768 / (min(width, height) * scale))
+    return 85 + 170 * math.ceil(width * scale / 512) * math.ceil(height * scale / 512)
 
 
 def anthropic_image_tokens(width: int, height: int) -> int:

@@ -242,7 +242,8 @@ def open_parts(parts: RunParts, config: RunConfig, *, artifacts: Path | None = N
 
 def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
                    judge_cache: Path | None = None, objects: RunObjects = NO_OBJECTS,
-                   run_dir: Path | None = None, limiters: Budgets | None = None) -> AbstractContextManager[RunResources]:
+                   run_dir: Path | None = None,
+                   limiters: Budgets | None = None) -> AbstractContextManager[RunResources]:
     """The run's resources, as a context manager that closes them: :func:`resolve_parts` now (a bad
     spec raises ValueError before any file is touched), :func:`open_parts` when the block is entered.
     ``objects`` from Python stand in for the specs of ``config`` that name them; ``limiters`` pace

@@ -9,6 +9,7 @@ own judge verdicts); a result line is one (task, epoch), and a resume skips the 
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -169,6 +170,20 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
     return create_run_dir(out, record, resume=resume, defaults=DEFAULTS.to_dict(), may_change=PACING_KEYS)
 
 
+def earlier_pacing(out: Path) -> dict[str, Any] | None:
+    """The ``rate_limits`` of the summary in ``out`` (a resumed run adds its counts to them); None if there
+    is none (a run killed before its first summary: its requests are not counted), or it is unreadable (logged)."""
+    path = out / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    try:
+        pacing = json.loads(path.read_text(encoding="utf-8")).get("rate_limits")
+    except (OSError, ValueError, AttributeError) as exc:
+        _log.warning("%s: the earlier rate-limit counts are not readable (%s): this run counts its own only", path, exc)
+        return None
+    return pacing if isinstance(pacing, dict) else None
+
+
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
               executor: Executor | None = None, stop: threading.Event | None = None,
@@ -246,7 +261,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         kept = [r for r in results if r.task_id in wanted and r.epoch <= config.epochs]
         summary = summarize(kept, judge_name=config.judge, expected=len(wanted), epochs=config.epochs,
                             extra={"model": config.model, "strategy": config.strategy_spec,
-                                   "critical_rule": config.critical_rule, "rate_limits": limiters.summary()})
+                                   "critical_rule": config.critical_rule,
+                                   "rate_limits": limiters.summary(earlier_pacing(out) if resume else None)})
         write_summary(out, summary)
     if tracing is not None:
         tracing.flush()
