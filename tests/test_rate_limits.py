@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import PROJECT, checkout_env
+from openai_server import OpenAIServer
 from langchain_core.messages import HumanMessage
 from PIL import Image
 
@@ -132,6 +133,42 @@ def test_caps_bound_the_rate_and_the_requests_in_flight() -> None:
     limiter.acquire(TokenEstimate(1), None)
     with pytest.raises(RateLimitWait):  # one in flight, the cap's one
         limiter.acquire(TokenEstimate(1), 0.3)
+
+
+def test_a_429_halves_the_requests_in_flight_from_what_was_in_flight() -> None:
+    limiter = KeyLimiter(limit_key("openai", "http://a/v1", "m", "k"))
+    grants = [limiter.acquire(TokenEstimate(1), 0.0) for _ in range(10)]  # open: no 429 yet
+    limiter.release(grants.pop(), 429, parse_rate_headers({"retry-after-ms": "1"}))
+    assert limiter.window == 5.0  # half of the 10 in flight
+    time.sleep(0.01)
+    for grant in grants[4:]:
+        limiter.release(grant, 200, parse_rate_headers({}))
+    limiter.acquire(TokenEstimate(1), 1.0)  # 5 in flight now, as many as the window allows
+    with pytest.raises(RateLimitWait, match="in flight"):
+        limiter.acquire(TokenEstimate(1), 0.2)
+
+
+def test_a_spent_quota_or_a_retry_after_past_the_deadline_is_handed_on_not_absorbed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from openai import RateLimitError
+
+    from vtb_agents.models.http import requests_until
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    quota = json.dumps({"error": {"message": "You exceeded your current quota", "type": "insufficient_quota",
+                                  "param": None, "code": "insufficient_quota"}})
+    replies = iter([("raw", quota, 429, {}), ("raw", "{}", 429, {"retry-after": "3"}),
+                    ("raw", "{}", 429, {"retry-after-ms": "20"}), "fine"])
+    with OpenAIServer(lambda body: next(replies)) as server:
+        model = chat_model("openai:m", extra={"base_url": server.base_url})
+        with pytest.raises(RateLimitError, match="quota"):
+            model.invoke("hi")
+        with requests_until(time.monotonic() + 1), pytest.raises(RateLimitError):
+            model.invoke("hi")  # 3 s is past the task's time limit: the 429 goes to the retries
+        started = time.monotonic()
+        assert model.invoke("hi").content == "fine"  # the key waits out its 3 s; 20 ms is absorbed likewise
+        assert time.monotonic() - started >= 1.5
+    assert len(server.requests) == 4
 
 
 def _png(width: int, height: int) -> bytes:
