@@ -244,17 +244,20 @@ def vtb_run(server: RateLimitedServer, out: Path, *extra: str) -> dict[str, Any]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("limit", "extra"), [(8, ()), (6, ("--executor", "processes", "--workers", "2"))],
-                         ids=["threads", "processes"])
-def test_a_run_keeps_to_a_shared_request_limit_with_no_rps(tmp_path: Path, limit: float,
+@pytest.mark.parametrize(("limit", "epochs", "extra"), [
+    (8, 3, ()), (6, 3, ("--executor", "processes", "--workers", "2")), (6, 2, ("--executor", "ray", "--workers", "2"))],
+    ids=["threads", "processes", "ray"])
+def test_a_run_keeps_to_a_shared_request_limit_with_no_rps(tmp_path: Path, limit: float, epochs: int,
                                                            extra: tuple[str, ...]) -> None:
+    """The limits are below what 32 tasks at once ask on this (loaded, 2-core) machine: the server's
+    limit, not the harness, must be what holds the run back for the share to measure the pacing."""
     scripted = Scripted()
     with RateLimitedServer(scripted, requests_per_s=limit) as server:
-        summary = vtb_run(server, tmp_path / "run", "--epochs", "3", *extra)
+        summary = vtb_run(server, tmp_path / "run", "--epochs", str(epochs), *extra)
         measure = server.measure()
     print(f"limit {limit}/s {extra}: {measure}")
     assert summary["graded"] == summary["tasks"] == 20 and summary["complete"]
-    assert summary["infrastructure_errors"]["count"] == 0 and summary["outcomes"] == {"answered": 60}
+    assert summary["infrastructure_errors"]["count"] == 0 and summary["outcomes"] == {"answered": 20 * epochs}
     assert scripted.judge_calls > 0  # the judge spent the same budget
     assert measure.share >= 0.85, measure
     assert measure.rejected <= measure.accepted / 4, measure

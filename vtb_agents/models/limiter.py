@@ -300,6 +300,7 @@ class Limiters:
         self.caps = caps
         self.id = f"{time.time_ns():x}-{next(_numbers)}"
         self._keys: dict[LimitKey, KeyLimiter] = {}
+        self._adopted: list[Mapping[str, Any]] = []
         self._lock = threading.Lock()
 
     def limiter(self, key: LimitKey) -> KeyLimiter:
@@ -321,19 +322,27 @@ class Limiters:
         """A 429 of ``key`` was waited out and the request sent again."""
         self.limiter(key).absorbed()
 
+    def adopt(self, summary: Mapping[str, Any]) -> None:
+        """Count in :meth:`summary` the :meth:`summary` of limiters that paced this run elsewhere (a Ray actor)."""
+        with self._lock:
+            self._adopted.append(summary)
+
     def summary(self, earlier: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What ``summary.json`` records under ``rate_limits``: requests sent, 429s seen (``rejected_429``)
         and absorbed (``absorbed_429``), seconds requests spent waiting (``wait_s``), in all and per key
         (with the limits last reported); ``earlier``: the ``rate_limits`` of the summary a resumed run
         continues, whose counts are added."""
         with self._lock:
-            stats = {key.label(): limiter.stats for key, limiter in self._keys.items()}
-        keys: dict[str, dict[str, Any]] = {label: dict(entry) for label, entry in (earlier or {}).get("keys", {}).items()}
-        for label, s in stats.items():
-            entry = keys.setdefault(label, {})
-            for name in _COUNTS:
-                entry[name] = entry.get(name, 0) + getattr(s, name)
-            entry["limits"] = {**entry.get("limits", {}), **s.limits}
+            parts = [earlier or {}, *self._adopted, {"keys": {key.label(): {
+                **{name: getattr(limiter.stats, name) for name in _COUNTS}, "limits": dict(limiter.stats.limits)}
+                for key, limiter in self._keys.items()}}]
+        keys: dict[str, dict[str, Any]] = {}
+        for part in parts:
+            for label, counts in part.get("keys", {}).items():
+                entry = keys.setdefault(label, {})
+                for name in _COUNTS:
+                    entry[name] = entry.get(name, 0) + counts.get(name, 0)
+                entry["limits"] = {**entry.get("limits", {}), **counts.get("limits", {})}
         for entry in keys.values():
             entry["wait_s"] = round(entry.get("wait_s", 0.0), 3)
         return {**{name: sum(entry.get(name, 0) for entry in keys.values()) for name in _COUNTS},

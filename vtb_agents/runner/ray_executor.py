@@ -8,7 +8,8 @@ executor): it builds its resources once, with its own checkpoint database
 ``OUT/checkpoints-{i}.sqlite`` (no two processes write one checkpoint file) and its own connection
 to the shared judge cache (SQLite WAL: one writer at a time, the others wait up to a busy timeout),
 and runs up to its share of ``concurrency`` tasks at once in threads (a threaded actor,
-``max_concurrency``), as the local executor does in one process: a task mostly waits on its model,
+``max_concurrency``), as the local executor does in one process. Their requests are paced by one
+named actor holding the run's budgets (:class:`LimitersActor`; its counts join the run's summary): a task mostly waits on its model,
 so one process per node holds many tasks, and a run starts one interpreter (importing LangChain,
 LangGraph and the rest once) per node rather than one per task slot. Actors are placed one per node
 that has CPUs (node affinity, soft: Ray places an actor elsewhere if its node is gone), round-robin
@@ -43,6 +44,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vtb_agents.models.limiter import Caps, Grant, Limiters, LimitKey
+from vtb_agents.models.token_estimate import TokenEstimate
 from vtb_agents.runner.dispatch import Finished, WorkerLost, check_sizes, drive, task_label
 from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
 from vtb_agents.runner.run import RunError
@@ -56,6 +59,64 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("the Ray executor needs Ray: pip install 'vtb-agents[ray]'") from exc
 
 _log = logging.getLogger(__name__)
+
+
+class LimitersActor:
+    """The run's budgets on Ray (a named, threaded actor: an ``acquire`` blocks its caller's thread only):
+    every worker, on any node, asks it, so K actors spend one account budget, not K."""
+
+    def __init__(self, caps: Caps) -> None:
+        self.limiters = Limiters(caps)
+
+    def acquire(self, key: LimitKey, estimate: TokenEstimate, timeout_s: float | None) -> Grant:
+        """:meth:`~vtb_agents.models.limiter.Limiters.acquire`."""
+        return self.limiters.acquire(key, estimate, timeout_s)
+
+    def release(self, grant: Grant, status: int | None, headers: dict[str, str]) -> None:
+        """:meth:`~vtb_agents.models.limiter.Limiters.release`."""
+        self.limiters.release(grant, status, headers)
+
+    def absorbed(self, key: LimitKey) -> None:
+        """:meth:`~vtb_agents.models.limiter.Limiters.absorbed`."""
+        self.limiters.absorbed(key)
+
+    def summary(self) -> dict[str, Any]:
+        """What the actor paced, for the run's summary."""
+        return self.limiters.summary()
+
+
+class RayBudgets:
+    """A worker's view of the run's :class:`LimitersActor`, found by its ``name`` (pickled as the name only)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._handle: Any = None
+
+    def __reduce__(self) -> tuple[type[RayBudgets], tuple[str]]:
+        return RayBudgets, (self.name,)
+
+    def _actor(self) -> Any:
+        if self._handle is None:
+            self._handle = ray.get_actor(self.name)
+        return self._handle
+
+    def acquire(self, key: LimitKey, estimate: TokenEstimate, timeout_s: float | None) -> Grant:
+        """Wait, in the actor, for leave to send one request of ``key``."""
+        grant: Grant = ray.get(self._actor().acquire.remote(key, estimate, timeout_s))
+        return grant
+
+    def release(self, grant: Grant, status: int | None, headers: dict[str, str]) -> None:
+        """Tell the actor the request of ``grant`` ended."""
+        ray.get(self._actor().release.remote(grant, status, headers))
+
+    def absorbed(self, key: LimitKey) -> None:
+        """Tell the actor a 429 of ``key`` was waited out."""
+        ray.get(self._actor().absorbed.remote(key))
+
+
+LIMITER_CALLS_PER_TASK = 8
+"""Calls the limiters' actor serves at once (its threads), per task the run runs at once: a task's
+requests in flight or waiting (the judge's fan out); more wait in Ray's queue."""
 
 
 class RayTaskWorker(TaskWorker):
@@ -157,8 +218,12 @@ class RayExecutor:
         nodes: list[str] = []
         workers = RayWorkers()
         up = False
+        budgets = None
         try:
-            actors, slots = self._start(job)
+            if job.limiters is not None:  # named for the workers, which find it by name
+                budgets = ray.remote(LimitersActor).options(name=f"vtb-limiters-{job.limiters.id}",
+                                                            max_concurrency=max(64, LIMITER_CALLS_PER_TASK * self.concurrency)).remote(job.limiters.caps)
+            actors, slots = self._start(job, RayBudgets(f"vtb-limiters-{job.limiters.id}") if budgets else None)
             nodes = self._check_started(actors, slots)
             up = True
             errors = drive(pending, interleaved(actors, slots), workers, sink, stop, self.poll_s)
@@ -172,13 +237,19 @@ class RayExecutor:
                     _log.info("Ray worker %d (node %s): %d task(s)", index, node, workers.ran[actor])
             for actor in actors:
                 ray.kill(actor)
+            if budgets is not None and job.limiters is not None:
+                try:
+                    job.limiters.adopt(ray.get(budgets.summary.remote(), timeout=30))
+                finally:
+                    ray.kill(budgets)
             if started:
                 ray.shutdown()
         if errors:  # every other task has finished and been written before this is raised
             raise errors[0]
 
-    def _start(self, job: RunJob) -> tuple[list[Any], list[int]]:
-        """The actors, one per task node (round-robin if ``workers`` asks for more), and their task slots."""
+    def _start(self, job: RunJob, budgets: RayBudgets | None) -> tuple[list[Any], list[int]]:
+        """The actors, one per task node (round-robin if ``workers`` asks for more), and their task slots;
+        they pace their requests by ``budgets`` (the run's limiters' actor)."""
         nodes = task_nodes()
         slots = shares(self.concurrency, min(self.concurrency, self.workers or len(nodes) or 1))
         remote = ray.remote(RayTaskWorker)
@@ -186,7 +257,7 @@ class RayExecutor:
         for index, count in enumerate(slots):
             placement = NodeAffinitySchedulingStrategy(nodes[index % len(nodes)], soft=True) if nodes else "DEFAULT"
             actors.append(remote.options(max_concurrency=count, scheduling_strategy=placement).remote(
-                job.config, str(job.out.resolve()), str(job.judge_cache.resolve()), index))
+                job.config, str(job.out.resolve()), str(job.judge_cache.resolve()), index, budgets))
         return actors, slots
 
     def _check_started(self, actors: list[Any], slots: list[int]) -> list[str]:
