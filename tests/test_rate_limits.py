@@ -245,12 +245,13 @@ def vtb_run(server: RateLimitedServer, out: Path, *extra: str) -> dict[str, Any]
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("limit", "epochs", "extra"), [
-    (8, 3, ()), (6, 3, ("--executor", "processes", "--workers", "2")), (6, 2, ("--executor", "ray", "--workers", "2"))],
+    (8, 3, ()), (5, 3, ("--executor", "processes", "--workers", "2")), (5, 2, ("--executor", "ray", "--workers", "2"))],
     ids=["threads", "processes", "ray"])
 def test_a_run_keeps_to_a_shared_request_limit_with_no_rps(tmp_path: Path, limit: float, epochs: int,
                                                            extra: tuple[str, ...]) -> None:
-    """The limits are below what 32 tasks at once ask on this (loaded, 2-core) machine: the server's
-    limit, not the harness, must be what holds the run back for the share to measure the pacing."""
+    """The limits are below what 32 tasks at once ask on a loaded 2-core machine (with no limit, about 11
+    requests/s in threads and 6.6 in two processes, BENCHMARKS.md "Rate limits"): the server's limit, not the
+    harness, must be what holds the run back for the share to measure the pacing."""
     scripted = Scripted()
     with RateLimitedServer(scripted, requests_per_s=limit) as server:
         summary = vtb_run(server, tmp_path / "run", "--epochs", str(epochs), *extra)
