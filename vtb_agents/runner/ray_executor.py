@@ -8,14 +8,15 @@ executor): it builds its resources once, with its own checkpoint database
 ``OUT/checkpoints-{i}.sqlite`` (no two processes write one checkpoint file) and its own connection
 to the shared judge cache (SQLite WAL: one writer at a time, the others wait up to a busy timeout),
 and runs up to its share of ``concurrency`` tasks at once in threads (a threaded actor,
-``max_concurrency``), as the local executor does in one process. Their requests are paced by one
-named actor holding the run's budgets (:class:`LimitersActor`; its counts join the run's summary): a task mostly waits on its model,
+``max_concurrency``), as the local executor does in one process: a task mostly waits on its model,
 so one process per node holds many tasks, and a run starts one interpreter (importing LangChain,
-LangGraph and the rest once) per node rather than one per task slot. Actors are placed one per node
-that has CPUs (node affinity, soft: Ray places an actor elsewhere if its node is gone), round-robin
-when ``workers`` asks for more. Tasks go to free slots and results come back as ``results.jsonl``
-lines through the shared driver loop (``runner/dispatch.py``), reaching ``sink`` in the caller's
-thread, in finish order; ``vtb -v`` logs where each worker runs and how many tasks it ran.
+LangGraph and the rest once) per node rather than one per task slot. Every actor paces its requests
+by one named actor holding the run's budgets (:class:`LimitersActor`; its counts join the run's
+summary). Actors are placed one per node that has CPUs (node affinity, soft: Ray places an actor
+elsewhere if its node is gone), round-robin when ``workers`` asks for more. Tasks go to free slots
+and results come back as ``results.jsonl`` lines through the shared driver loop
+(``runner/dispatch.py``), reaching ``sink`` in the caller's thread, in finish order; ``vtb -v`` logs
+where each worker runs and how many tasks it ran.
 
 What workers need:
 
@@ -218,12 +219,13 @@ class RayExecutor:
         nodes: list[str] = []
         workers = RayWorkers()
         up = False
-        budgets = None
+        budgets: Any = None
         try:
-            if job.limiters is not None:  # named for the workers, which find it by name
-                budgets = ray.remote(LimitersActor).options(name=f"vtb-limiters-{job.limiters.id}",
-                                                            max_concurrency=max(64, LIMITER_CALLS_PER_TASK * self.concurrency)).remote(job.limiters.caps)
-            actors, slots = self._start(job, RayBudgets(f"vtb-limiters-{job.limiters.id}") if budgets else None)
+            name = f"vtb-limiters-{job.limiters.id}" if job.limiters is not None else None
+            if job.limiters is not None:  # named: the workers find it by its name
+                calls = max(64, LIMITER_CALLS_PER_TASK * self.concurrency)
+                budgets = ray.remote(LimitersActor).options(name=name, max_concurrency=calls).remote(job.limiters.caps)
+            actors, slots = self._start(job, RayBudgets(name) if name else None)
             nodes = self._check_started(actors, slots)
             up = True
             errors = drive(pending, interleaved(actors, slots), workers, sink, stop, self.poll_s)
