@@ -328,10 +328,11 @@ class Limiters:
             self._adopted.append(summary)
 
     def summary(self, earlier: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """What ``summary.json`` records under ``rate_limits``: requests sent, 429s seen (``rejected_429``)
-        and absorbed (``absorbed_429``), seconds requests spent waiting (``wait_s``), in all and per key
-        (with the limits last reported); ``earlier``: the ``rate_limits`` of the summary a resumed run
-        continues, whose counts are added."""
+        """What ``summary.json`` records under ``rate_limits``: 429s seen (``rejected_429``) and absorbed
+        (``absorbed_429``) and seconds requests spent waiting (``wait_s``), in all, and per key that held a
+        request back or answered 429 (``keys``: those and its ``requests`` and the limits last reported).
+        A run that nothing held back records zeros and no key, the same however often it was resumed.
+        ``earlier``: the ``rate_limits`` of the summary a resumed run continues, whose counts are added."""
         with self._lock:
             parts = [earlier or {}, *self._adopted, {"keys": {key.label(): {
                 **{name: getattr(limiter.stats, name) for name in _COUNTS}, "limits": dict(limiter.stats.limits)}
@@ -345,8 +346,10 @@ class Limiters:
                 entry["limits"] = {**entry.get("limits", {}), **counts.get("limits", {})}
         for entry in keys.values():
             entry["wait_s"] = round(entry.get("wait_s", 0.0), 3)
-        return {**{name: sum(entry.get(name, 0) for entry in keys.values()) for name in _COUNTS},
-                "wait_s": round(sum(entry["wait_s"] for entry in keys.values()), 3), "keys": keys}
+        held = {label: entry for label, entry in keys.items() if entry["wait_s"] or entry.get("rejected_429")}
+        return {"rejected_429": sum(entry.get("rejected_429", 0) for entry in held.values()),
+                "absorbed_429": sum(entry.get("absorbed_429", 0) for entry in held.values()),
+                "wait_s": round(sum(entry["wait_s"] for entry in held.values()), 3), "keys": held}
 
 
 __all__ = ["BUDGETS", "Budgets", "Caps", "Grant", "KeyLimiter", "LimitKey", "Limiters", "RateLimitWait",

@@ -151,14 +151,14 @@ class JudgeCounts(BaseModel):
 
 
 class RateLimitCounts(BaseModel):
-    """How the run's limiters paced its requests (:meth:`vtb_agents.models.limiter.Limiters.summary`): requests
-    sent, 429s answered (``rejected_429``) and waited out and sent again (``absorbed_429``, never an outcome),
-    seconds requests spent waiting for their budget (``wait_s``), in all and per account budget (``keys``).
+    """How the run's limiters paced its requests (:meth:`vtb_agents.models.limiter.Limiters.summary`): 429s
+    answered (``rejected_429``) and waited out and sent again (``absorbed_429``, never an outcome), seconds
+    requests spent waiting for their budget (``wait_s``), in all and per account budget that held a request
+    back (``keys``).
     A resumed run adds its counts to those of the summary it continues (a run killed before writing one
     is not counted)."""
 
     model_config = ConfigDict(extra="allow")
-    requests: int = 0
     rejected_429: int = 0
     absorbed_429: int = 0
     wait_s: float = 0.0
