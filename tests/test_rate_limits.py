@@ -81,6 +81,10 @@ def test_retry_after_forms_and_unreadable_values() -> None:
     report = parse_rate_headers({"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "x",
                                  "x-ratelimit-reset-requests": "1s"})
     assert report.readings == {}  # an unreadable budget is left out, not a crash
+    limiter = KeyLimiter(limit_key("openai", "http://a/v1", "m", "k"))
+    limiter.release(limiter.acquire(TokenEstimate(1), None), 200, parse_rate_headers({
+        "x-ratelimit-limit-requests": "0", "x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "0s"}))
+    limiter.acquire(TokenEstimate(1), 0.0)  # a limit of 0 is no limit to keep
 
 
 # ---------------------------------------------------------------- the limiter's rules

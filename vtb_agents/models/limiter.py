@@ -242,6 +242,8 @@ class KeyLimiter:
             self._changed.notify_all()
 
     def _observe(self, name: str, reading: Reading, now: float) -> None:
+        if reading.limit <= 0:  # no limit to keep (a server's placeholder), and no rate to divide by
+            return
         bucket = self.buckets.get(name)
         if bucket is None:
             rate = reading.limit / DEFAULT_WINDOW_S

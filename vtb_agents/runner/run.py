@@ -196,6 +196,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     again the episodes an infrastructure failure left ungraded, and only those; their new lines
     supersede the old ones (:func:`~vtb_agents.rundir.store.latest_results`). The summary's
     ``complete`` is False while any episode is missing or ungraded by an infrastructure failure.
+    Every model, judge and simulated-user request of the run, in every worker, is paced by the run's
+    limiters (:mod:`vtb_agents.models.limiter`), whose counts the summary keeps as ``rate_limits``.
     ``objects`` from Python (a model, judge, strategy, tools) stand in for the specs of ``config``,
     which records their names.
 
