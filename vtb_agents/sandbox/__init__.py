@@ -1,8 +1,9 @@
 """Sandboxes where model-written code runs: ``open_sandbox("local")`` gives one per episode.
 
 ``base.py`` is the contract (the ``Sandbox`` protocol, ``ExecResult``, ``SandboxError``); the
-local backend (``local.py`` with its host plumbing ``host.py``, the worker, isolation, cgroup and
-seccomp modules) and the E2B backend (``e2b.py``) implement it; ``BACKENDS`` is the registry.
+local backend (``local.py`` with its host plumbing ``host.py``, its ``Limits`` (``limits.py``),
+the worker, isolation, cgroup and seccomp modules) and the E2B backend (``e2b.py``) implement it;
+``BACKENDS`` is the registry.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from vtb_agents.extensions import is_extension, load_extension
 
 from .base import OUTPUT_CAP_CHARS, ExecResult, Sandbox, SandboxError, missing_members, sandbox_settings
 from .e2b import E2BSandbox
-from .local import Limits, LocalSandbox, probe_in_background, worker_command
+from .limits import Limits
+from .local import LocalSandbox, probe_in_background, worker_command
 
 __all__ = [
     "BACKENDS",
