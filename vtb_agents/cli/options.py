@@ -2,13 +2,15 @@
 
 Every setting of a run is a field of :class:`~vtb_agents.config.RunConfig`; :data:`CONFIG_FLAGS` is
 the one table mapping each field to its ``vtb`` flag (:data:`NOT_FLAGS` lists the few no flag
-gives), and an option's help and default are its field's description and default. So a new
-setting is one field and one row: its option is made from them (:func:`setting_parameter`;
+gives), and an option's type, help and default are its field's type, description and default. So a
+new setting is one field and one row: its option is made from them (:func:`setting_parameter`;
 ``tests/test_cli_options.py`` checks table, fields and flags agree). :func:`with_run_options` adds
 every shared option to a command (its ``--help`` lists them)
 and hands the command one :class:`RunOptions`; :meth:`RunOptions.config` turns them into a
 ``RunConfig`` through :func:`vtb_agents.config.run_config`, the builder the Python API uses too.
-Declaring them imports pydantic and :mod:`vtb_agents.config`, not the runner or LangChain.
+Declaring them reads the fields as :mod:`vtb_agents.cli.run_settings` derived them from the model
+(so ``vtb --help`` imports neither pydantic nor :mod:`vtb_agents.config`); a command that runs
+builds the ``RunConfig``.
 """
 
 from __future__ import annotations
@@ -17,16 +19,16 @@ import functools
 import inspect
 import json
 from dataclasses import dataclass, fields
-from types import UnionType
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Sequence, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar
 
 import typer
 
 from vtb_agents import defaults
 from vtb_agents.cli.common import check_choice, err, fail, load_items_or_fail
-from vtb_agents.config import DEFAULTS, EpisodeSettings, RunConfig
+from vtb_agents.cli.run_settings import run_settings
 
 if TYPE_CHECKING:  # loaded when a command runs, not by `vtb --help`
+    from vtb_agents.config import RunConfig
     from vtb_agents.tasks.errors import TaskLoadError
     from vtb_agents.tasks.model import Task
 
@@ -54,13 +56,12 @@ NOT_FLAGS: dict[str, str] = {
 
 def config_default(option: str) -> Any:
     """The default of the run setting ``option`` (flat: a ``RunConfig`` or ``EpisodeSettings`` field)."""
-    return getattr(DEFAULTS.episode if option in EpisodeSettings.model_fields else DEFAULTS, option)
+    return run_settings()[option].default
 
 
 def config_help(option: str) -> str:
     """The help of the run setting ``option``: its field's description."""
-    field = EpisodeSettings.model_fields.get(option) or RunConfig.model_fields[option]
-    return field.description or ""
+    return run_settings()[option].help
 
 
 def config_option(option: str, *names: str, **extra: Any) -> Any:
@@ -142,21 +143,17 @@ class RunOptions:
 
 def setting_parameter(option: str) -> inspect.Parameter:
     """The command-line parameter of the run setting ``option``: flag, help and default from
-    :func:`config_option`, its type from the field's (a choice or JSON object is text, checked when the
-    config is built), and a lower bound where the field has one (``ge``)."""
-    field = EpisodeSettings.model_fields.get(option) or RunConfig.model_fields[option]
-    args = [arg for arg in get_args(field.annotation) if arg is not type(None)]
-    optional = get_origin(field.annotation) in (Union, UnionType) and len(args) == 1
-    core = args[0] if optional else field.annotation
-    if get_origin(core) in (Literal, dict):
-        core = str
-    if get_origin(core) is tuple:  # a repeatable flag (--tool)
+    :func:`config_option`, its type from the field's (:class:`~vtb_agents.cli.run_settings.RunSetting`:
+    a choice or JSON object is text, checked when the config is built), and a lower bound where the
+    field has one (``ge``)."""
+    setting = run_settings()[option]
+    if setting.type == "list":  # a repeatable flag (--tool)
         return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, annotation=list[str],
                                  default=typer.Option([], CONFIG_FLAGS[option], help=config_help(option)))
-    lower = [m.ge for m in field.metadata if getattr(m, "ge", None) is not None]
-    bounds = {"min": lower[0]} if lower else {}
+    core = {"str": str, "int": int, "float": float, "bool": bool}[setting.type]
+    bounds = {"min": setting.minimum} if setting.minimum is not None else {}
     return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=config_option(option, **bounds),
-                             annotation=Optional[core] if optional else core)
+                             annotation=Optional[core] if setting.optional else core)
 
 
 def _shared(

@@ -22,7 +22,6 @@ import typer
 from vtb_agents.cli.interrupt import stop_on_signals
 from vtb_agents.cli.common import check_choice, choice, cli_app, err, fail, load_or_fail, out
 from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, config_option, with_run_options
-from vtb_agents.extensions import LABELS, Kind
 from vtb_agents.terminal import safe, safe_markup, safe_text
 
 if TYPE_CHECKING:  # the runner, the judges and the results model load when a command runs
@@ -31,6 +30,7 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
     from vtb_agents.report.terminal import Fitted
 
     from vtb_agents.config import RunConfig
+    from vtb_agents.extensions import Kind
     from vtb_agents.results import TaskResult
     from vtb_agents.tasks.model import Task
 
@@ -404,7 +404,7 @@ def print_listing(kind: Kind, title: str, builtins: Sequence[tuple[str, str, str
     installed packages declare (entry point group ``vtb_agents.<kind>``)."""
     from rich.table import Table
 
-    from vtb_agents.extensions import installed
+    from vtb_agents.extensions import LABELS, installed
 
     table = Table(LABELS[kind], "what it is", "from", title=title)
     for row in builtins:
