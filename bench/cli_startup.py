@@ -84,6 +84,9 @@ def section(times: dict[str, list[float]], repeat: int) -> str:
         "built the run options from `RunConfig`'s fields; now from `vtb_agents/cli/run_settings.json`, "
         "derived from them), run by the same script with its package first on `PYTHONPATH`.", "",
         table(times), "",
+        "`vtb run --help` loads pydantic whatever the options are made from: typer (0.29) coerces a "
+        "command's parameter values with pydantic as soon as it parses them, `--help` included; the "
+        "group's help parses no command's parameters.", "",
         f"Load average when the run ended: {load} (a shared 2-core machine, loaded on purpose: compare the "
         "rows of one run, measured side by side, rather than absolute numbers).", "",
         "Reproduce: `.venv/bin/python bench/cli_startup.py --write` (`--baseline DIR` with a checkout of "
