@@ -59,7 +59,8 @@ class ClaudeStandIn:
         if after_tool:
             content, stop = [{"type": "text", "text": "Final answer: 42."}], "end_turn"
         else:
-            names = [t.strip("[]") for m in body["messages"] for t in texts(m) if re.fullmatch(r"\[image_\d+\.png\]", t)]
+            names = [t.strip("[]") for m in body["messages"] for t in texts(m)
+                     if re.fullmatch(r"\[image_\d+\.png\]", t)]
             newest = max(names, key=lambda name: int(name.split("_")[1].split(".")[0]))
             code = CROP.format(name=newest, n=n)
             content, stop = [{"type": "tool_use", "id": f"toolu_{n}", "name": "python_image_processing",
@@ -137,7 +138,8 @@ def test_cache_reads_and_writes_arrive_in_usage_and_cost_equals_a_hand_computati
     model, summary = run_claude(tmp_path, monkeypatch)
     reported = model.usages
     # Calls 1..6 report uncached input 101..106, cache reads 1000..6000, 200 writes each, 20 output each.
-    assert sum(u["input_tokens"] for u in reported) == 621 and sum(u["cache_read_input_tokens"] for u in reported) == 21_000
+    assert sum(u["input_tokens"] for u in reported) == 621
+    assert sum(u["cache_read_input_tokens"] for u in reported) == 21_000
     usage = summary["usage"]["model"]
     assert (usage["calls"], usage["cached_tokens"], usage["cache_write_tokens"]) == (6, 21_000, 1_200)
     assert (usage["input_tokens"], usage["output_tokens"]) == (621 + 21_000 + 1_200, 120)

@@ -122,18 +122,18 @@ def cache_share(usage: TokenUsage) -> float | None:
 
 def prompt_cache_summary(results: list[TaskResult], *, model: str | None, judge: str) -> dict[str, Any]:
     """``prompt_cache`` of ``summary.json``: per side (the calls made in this run, not those the model
-    cache answered) the input and cached tokens, the cached share and the USD saved; ``saving`` in all
-    (None where unknown)."""
+    cache answered) the input and cached tokens, the cached share and the USD saved; ``share`` and
+    ``saving`` of both sides together (None where unknown)."""
     sums, _ = _sums(results)
     sides: dict[str, Any] = {}
+    billed = {side: sums[side] - sums[f"{side}_from_cache"] for side in ("model", "judge")}
     for side, prices in (("model", prices_for(model) if model else None), ("judge", prices_for(judge))):
-        billed = sums[side] - sums[f"{side}_from_cache"]
-        sides[side] = {"input_tokens": billed.input_tokens, "cached_tokens": billed.cached_tokens,
-                       "cache_write_tokens": billed.cache_write_tokens, "share": cache_share(billed),
-                       "saving": cache_saving(billed, prices)}
+        sides[side] = {"input_tokens": billed[side].input_tokens, "cached_tokens": billed[side].cached_tokens,
+                       "cache_write_tokens": billed[side].cache_write_tokens, "share": cache_share(billed[side]),
+                       "saving": cache_saving(billed[side], prices)}
     savings = [sides[side]["saving"] for side in ("model", "judge")]
-    total = None if None in savings else round(sum(savings), 6)
-    return {**sides, "saving": total}
+    both = billed["model"] + billed["judge"]
+    return {**sides, "share": cache_share(both), "saving": None if None in savings else round(sum(savings), 6)}
 
 
 def task_cost(result: TaskResult, model_prices: Prices | None, judge_prices: Prices | None) -> float | None:
