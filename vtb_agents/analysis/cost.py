@@ -43,6 +43,14 @@ def _sums(results: Iterable[TaskResult]) -> tuple[dict[str, TokenUsage], int]:
     return sums, missing
 
 
+def _known_sides(results: list[TaskResult]) -> dict[str, bool]:
+    """Whether the usage of each side is fully known: every result has usage, and no episode (model)
+    or judge call (judge) failed by infrastructure (a failed request reports no usage, billed or not)."""
+    complete = all(r.usage is not None for r in results)
+    return {"model": complete and not any(is_infrastructure(r.episode.ended) for r in results),
+            "judge": complete and not any(r.ended == "judge_error" for r in results)}
+
+
 def run_usage(results: Iterable[TaskResult]) -> dict[str, Any]:
     """Tokens of the model and of the judge summed over ``results``, how many results had none, and
     how many calls the model cache answered (``cache_hits``; of the model's and the judge's calls apart:
@@ -123,17 +131,19 @@ def cache_share(usage: TokenUsage) -> float | None:
 def prompt_cache_summary(results: list[TaskResult], *, model: str | None, judge: str) -> dict[str, Any]:
     """``prompt_cache`` of ``summary.json``: per side (the calls made in this run, not those the model
     cache answered) the input and cached tokens, the cached share and the USD saved; ``share`` and
-    ``saving`` of both sides together (None where unknown)."""
+    ``saving`` of both sides together (None where unknown, as the cost is: :func:`cost_summary`)."""
     sums, _ = _sums(results)
+    known = _known_sides(results)
     sides: dict[str, Any] = {}
     billed = {side: sums[side] - sums[f"{side}_from_cache"] for side in ("model", "judge")}
     for side, prices in (("model", prices_for(model) if model else None), ("judge", prices_for(judge))):
         sides[side] = {"input_tokens": billed[side].input_tokens, "cached_tokens": billed[side].cached_tokens,
-                       "cache_write_tokens": billed[side].cache_write_tokens, "share": cache_share(billed[side]),
-                       "saving": cache_saving(billed[side], prices)}
+                       "cache_write_tokens": billed[side].cache_write_tokens,
+                       "share": cache_share(billed[side]) if known[side] else None,
+                       "saving": cache_saving(billed[side], prices) if known[side] else None}
     savings = [sides[side]["saving"] for side in ("model", "judge")]
     both = billed["model"] + billed["judge"]
-    return {**sides, "share": cache_share(both), "saving": None if None in savings else round(sum(savings), 6)}
+    return {**sides, "share": cache_share(both) if all(known.values()) else None, "saving": None if None in savings else round(sum(savings), 6)}
 
 
 def task_cost(result: TaskResult, model_prices: Prices | None, judge_prices: Prices | None) -> float | None:
@@ -149,10 +159,9 @@ def task_cost(result: TaskResult, model_prices: Prices | None, judge_prices: Pri
 
 def cost_summary(results: list[TaskResult], *, model: str | None, judge: str) -> dict[str, Any]:
     """Estimated cost of the model, the judge, the run and per passed task (None where unknown)."""
-    sums, missing = _sums(results)
-    complete = missing == 0
-    model_known = complete and not any(is_infrastructure(r.episode.ended) for r in results)
-    judge_known = complete and not any(r.ended == "judge_error" for r in results)
+    sums, _ = _sums(results)
+    known = _known_sides(results)
+    model_known, judge_known = known["model"], known["judge"]
     model_prices, judge_prices = prices_for(model) if model else None, prices_for(judge)
     billed = {side: sums[side] - sums[f"{side}_from_cache"] for side in ("model", "judge")}
     model_cost = cost_of(billed["model"], model_prices) if model_known else None
