@@ -143,7 +143,8 @@ def prompt_cache_summary(results: list[TaskResult], *, model: str | None, judge:
                        "saving": cache_saving(billed[side], prices) if known[side] else None}
     savings = [sides[side]["saving"] for side in ("model", "judge")]
     both = billed["model"] + billed["judge"]
-    return {**sides, "share": cache_share(both) if all(known.values()) else None, "saving": None if None in savings else round(sum(savings), 6)}
+    share = cache_share(both) if all(known.values()) else None
+    return {**sides, "share": share, "saving": None if None in savings else round(sum(savings), 6)}
 
 
 def task_cost(result: TaskResult, model_prices: Prices | None, judge_prices: Prices | None) -> float | None:

@@ -16,7 +16,7 @@ Reads of a cached prefix cost a tenth of the input price and writes 1.25 times i
 
 from __future__ import annotations
 
-from typing import Any, Sequence, TypeVar
+from typing import Any, Sequence, TypeVar, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
@@ -46,7 +46,7 @@ def marked(message: M) -> M:
     blocks: list[Any] = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
     last = blocks[-1]
     blocks[-1] = {**({"type": "text", "text": last} if isinstance(last, str) else last), "cache_control": CACHE_CONTROL}
-    return message.model_copy(update={"content": blocks})
+    return cast(M, message.model_copy(update={"content": blocks}))
 
 
 def mark_prefix(system: SystemMessage, messages: Sequence[AnyMessage]) -> tuple[SystemMessage, list[AnyMessage]]:

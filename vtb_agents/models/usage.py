@@ -72,14 +72,15 @@ def usage_of(message: AIMessage) -> TokenUsage | None:
     meta = message.usage_metadata
     if not meta or "input_tokens" not in meta:
         return None
-    inputs, outputs = meta.get("input_token_details") or {}, meta.get("output_token_details") or {}
+    inputs: dict[str, Any] = dict(meta.get("input_token_details") or {})  # tier keys are not in the TypedDict
+    outputs: dict[str, Any] = dict(meta.get("output_token_details") or {})
     tier = next((t for t in _TIERS if t in inputs or t in outputs), None)
     prefix = f"{tier}_" if tier else ""
     usage = TokenUsage(calls=1, input_tokens=meta.get("input_tokens", 0), output_tokens=meta.get("output_tokens", 0),
                        total_tokens=meta.get("total_tokens", 0),
-                       reasoning_tokens=outputs.get(f"{prefix}reasoning", 0) or 0,  # type: ignore[misc]
-                       cached_tokens=inputs.get(f"{prefix}cache_read", 0) or 0,  # type: ignore[misc]
-                       cache_write_tokens=inputs.get(f"{prefix}cache_creation", 0) or 0)  # type: ignore[misc]
+                       reasoning_tokens=outputs.get(f"{prefix}reasoning", 0) or 0,
+                       cached_tokens=inputs.get(f"{prefix}cache_read", 0) or 0,
+                       cache_write_tokens=inputs.get(f"{prefix}cache_creation", 0) or 0)
     return billed_at_batch(usage) if tier in BATCH_TIERS else usage
 
 

@@ -89,9 +89,10 @@ def call_model(ctx: EpisodeContext, messages: Sequence[AnyMessage], *, tools: bo
     if ctx.model is None:
         raise ValueError("this strategy needs a model: pass --model provider:model (or replay)")
     model: Any = ctx.model
-    if ctx.tools:
-        choice = {} if tools else {"tool_choice": no_tool_choice(ctx.model)}
-        model = ctx.model.bind_tools(tool_specs(ctx.tools), **choice)
+    if ctx.tools and tools:
+        model = ctx.model.bind_tools(tool_specs(ctx.tools))
+    elif ctx.tools:  # LangChain types tool_choice as a string; Anthropic's "none" is a dict
+        model = ctx.model.bind_tools(tool_specs(ctx.tools), tool_choice=cast(Any, no_tool_choice(ctx.model)))
     system, conversation = SystemMessage(ctx.system_prompt), ctx.materialize(list(messages))
     if ctx.prompt_cache and wants_breakpoints(ctx.model):
         system, conversation = mark_prefix(system, conversation)
