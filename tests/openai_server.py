@@ -1,8 +1,9 @@
 """A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions protocol.
 
 It plays a scripted model: ``respond(request_json) -> reply`` where a reply is a string (content),
-a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}], "usage": {...}}`` (``usage`` in the API's
-form replaces the default 10/5 tokens), an int HTTP status to fail with,
+a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}], "usage": {...}, "service_tier": ...}``
+(``usage`` in the API's form replaces the default 10/5 tokens; ``service_tier`` is the tier the reply
+says it was served on), an int HTTP status to fail with,
 or ``("raw", text)`` to send a malformed body (``("raw", text, status)``: with that HTTP status,
 say a provider's own error body). Every request body is kept in ``requests``.
 Streaming (``"stream": true``) is answered with server-sent events, as the real API does. Like the
@@ -91,6 +92,7 @@ class OpenAIServer:
                     "model": body.get("model", "scripted"),
                     "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
                     "usage": reply.get("usage") or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    **({"service_tier": reply["service_tier"]} if reply.get("service_tier") else {}),
                 })
 
             def _stream(self, body: dict[str, Any], message: dict[str, Any], finish: str) -> None:

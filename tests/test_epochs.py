@@ -247,8 +247,8 @@ def test_the_report_shows_the_intervals_and_an_error_bar_in_chromium(two_epochs)
 
 PAPER_KEYS = {"tasks", "graded", "ungraded", "apr", "ars", "complete", "missing", "infrastructure_errors", "outcomes",
               "by_category", "by_domain", "by_turncase", "tool_metrics", "judge", "critical_disagreements",
-              "episodes", "usage", "cost", "model", "strategy", "critical_rule", "region_iou"}
-"""The keys of ``summary.json`` before epochs."""
+              "episodes", "usage", "cost", "prompt_cache", "model", "strategy", "critical_rule", "region_iou"}
+"""The keys of ``summary.json`` before epochs (``prompt_cache`` since: docs/concepts/prompt-caching.md)."""
 NEW_KEYS = {"epochs", "apr_stderr", "apr_ci95", "ars_stderr", "ars_ci95"}
 
 

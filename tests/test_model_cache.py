@@ -36,8 +36,9 @@ from vtb_agents.tasks import load_tasks
 ROOT = Path(__file__).resolve().parents[1]
 ONE_PER_CATEGORY = ["rs-finance-invoice", "ht-finance-stockchart", "fu-medical-labs", "pr-sports-boxscore",
                     "te-generalist-map"]
-NOT_COMPARED = {"cost"}
-"""Summary fields a replay changes: what it cost (nothing). ``usage.cache_hits`` too (see below)."""
+NOT_COMPARED = {"cost", "prompt_cache"}
+"""Summary fields a replay changes: what it cost (nothing), and what the provider's prompt cache served of
+the calls it made (none). ``usage.cache_hits`` too (see below)."""
 
 
 def judge_verdict(body: dict) -> str:
@@ -97,6 +98,8 @@ def test_a_run_replays_from_its_cache_offline_with_the_same_results(tmp_path, mo
     assert replayed["usage"]["cache_hits"] == calls  # every model call answered by the cache
     assert replayed["usage"]["model"] == recorded["usage"]["model"]  # tokens as the provider reported them
     assert replayed["cost"]["model"] == replayed["cost"]["judge"] == 0.0  # a cached answer costs nothing
+    assert replayed["prompt_cache"]["model"]["input_tokens"] == 0  # no call reached a provider
+    assert recorded["prompt_cache"]["model"]["input_tokens"] == recorded["usage"]["model"]["input_tokens"]
     for summary in (recorded, replayed):
         for field in ("cache_hits", "model_from_cache", "judge_from_cache"):
             summary["usage"].pop(field)

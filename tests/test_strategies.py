@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from typer.testing import CliRunner
 
 from vtb_agents.cli import app
@@ -34,13 +34,13 @@ def text_of(message: BaseMessage) -> str:
 
 def strategy_script(messages: list[BaseMessage]) -> AIMessage:
     """Plays every strategy's model: plans, proposes regions, reviews; crops once per turn; answers."""
-    system = text_of(messages[0]) if isinstance(messages[0], SystemMessage) else ""
-    if PLAN_INSTRUCTION in system:
+    request = text_of(messages[-1]) if isinstance(messages[-1], HumanMessage) else ""  # a step's own request
+    if PLAN_INSTRUCTION in request:
         return AIMessage("1. Crop the top-left corner. 2. Read it. 3. Answer.")
-    if PROPOSE_INSTRUCTION.split("{")[0] in system:
+    if PROPOSE_INSTRUCTION.split("{")[0] in request:
         return AIMessage('{"regions": [{"source": "image_0.png", "box": [0, 0, 0.5, 0.5], "confidence": 0.4}]}')
     turn_start = max(i for i, m in enumerate(messages) if (m.id or "").startswith("turn-"))
-    if REFINE_INSTRUCTION.split("{")[0] in system:
+    if REFINE_INSTRUCTION.split("{")[0] in request:
         turn_number = int((messages[turn_start].id or "").removeprefix("turn-")) + 1
         refined = sum(1 for m in messages[turn_start:] if isinstance(m, AIMessage) and '"regions"' in m.text)
         return AIMessage(f'{{"regions": [{{"source": "zoom_t{turn_number}_0.png", "box": [0.5, 0.5, 1, 1], '
@@ -157,7 +157,7 @@ def test_the_docs_strategy_runs_as_module_function(sample, tmp_path, monkeypatch
     monkeypatch.syspath_prepend(str(tmp_path))
 
     def script(messages):
-        if "Describe what the images show" in messages[0].text:
+        if "Describe what the images show" in messages[-1].text:
             return AIMessage("A document with a table.")
         return strategy_script(messages)
 

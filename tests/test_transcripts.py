@@ -40,13 +40,18 @@ ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
 
 
 def responder(vision: VisionModel, delay_s: float = 0.0):
-    """The agent model (a plan when asked without tools, else the scripted vision model) and the judge."""
+    """The agent model (a plan when it may not call tools, else the scripted vision model) and the judge."""
     def respond(body):
         time.sleep(delay_s)
         if body["model"] == JUDGE:
             return json.dumps(VERDICT)
-        return vision(body) if body.get("tools") else PLAN
+        return vision(body) if may_call_tools(body) else PLAN
     return respond
+
+
+def may_call_tools(body: dict) -> bool:
+    """Whether the request lets the model call a tool (tools given, ``tool_choice`` not "none")."""
+    return bool(body.get("tools")) and body.get("tool_choice") != "none"
 
 
 def texts(message: dict) -> list[str]:
@@ -256,7 +261,7 @@ def test_vtb_transcript_shows_a_users_own_agent(task_root, tmp_path, monkeypatch
 
 def test_vtb_transcript_of_an_evaluate_run_shows_zoom_steps(task_root, tmp_path):
     def zoom(body):
-        if body.get("tools"):
+        if may_call_tools(body):
             return "The number is 42."
         if any("Zoomed views" in t for m in body["messages"] for t in texts(m)):
             return '{"regions": []}'

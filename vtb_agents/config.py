@@ -59,6 +59,9 @@ class EpisodeSettings(BaseModel):
         "Seconds one code call may run (and one call of a tool you add, --tool)."))
     native_tool_images: bool = Field(default=DEFAULT_NATIVE_TOOL_IMAGES,
                                      description="Put new images inside tool results (Anthropic, Responses API).")
+    prompt_cache: bool = Field(default=True, description=(
+        "Mark the stable prefix of each request for the provider's prompt cache (Anthropic cache_control "
+        "breakpoints; OpenAI caches prefixes itself)."))
     task_timeout_s: Optional[float] = Field(default=None, gt=0, description=(
         "Seconds a task's episode may take: checked at every model call, tool call and graph step (agent: runs "
         "too); stops running code."))

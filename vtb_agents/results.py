@@ -207,7 +207,9 @@ class TokenUsage(BaseModel):
     """Token counts summed over chat-model calls, as the provider reported them (LangChain's
     ``usage_metadata``). ``input_tokens`` includes ``cached_tokens`` (cache reads) and
     ``cache_write_tokens``; ``output_tokens`` includes ``reasoning_tokens``. ``calls_without_usage``
-    counts calls whose reply carried no usage: their tokens are unknown, not zero."""
+    counts calls whose reply carried no usage: their tokens are unknown, not zero. The ``batch_*``
+    counts are the part of the others billed at the batch rate (a batch API, or OpenAI's
+    ``service_tier="flex"``; docs/how-to/cost-and-rate-limits.md), included in them, so that sums stay sums."""
 
     calls: int = 0
     calls_without_usage: int = 0
@@ -217,6 +219,11 @@ class TokenUsage(BaseModel):
     reasoning_tokens: int = 0
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    batch_calls: int = 0
+    batch_input_tokens: int = 0
+    batch_cached_tokens: int = 0
+    batch_cache_write_tokens: int = 0
+    batch_output_tokens: int = 0
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(**{k: getattr(self, k) + getattr(other, k) for k in TokenUsage.model_fields})

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from statistics import fmean
 from typing import Any, Callable, Iterable
 
-from vtb_agents.analysis.cost import cost_summary, run_usage
+from vtb_agents.analysis.cost import cost_summary, prompt_cache_summary, run_usage
 from vtb_agents.analysis.image_ops import count_image_ops
 from vtb_agents.analysis.regions import region_iou
 from vtb_agents.analysis.uncertainty import apr_estimate, ars_estimate, by_task, pass_at_k
@@ -163,5 +163,6 @@ def summarize(results: list[TaskResult], *, judge_name: str, expected: int | Non
         },
         "usage": run_usage(results),
         "cost": cost_summary(results, model=(extra or {}).get("model"), judge=judge_name),
+        "prompt_cache": prompt_cache_summary(results, model=(extra or {}).get("model"), judge=judge_name),
         **(extra or {}),
     }

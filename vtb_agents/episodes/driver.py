@@ -75,6 +75,7 @@ def episode_context(model: BaseChatModel | None, tools: Sequence[BaseTool], sand
         tools=bind_episode_tools(tools, sandbox, artifacts, settings.code_timeout_s),
         max_tool_rounds=settings.max_tool_rounds, max_image_side=settings.max_image_side,
         code_timeout_s=settings.code_timeout_s, native_tool_images=settings.native_tool_images,
+        prompt_cache=settings.prompt_cache,
     )
 
 

@@ -46,17 +46,42 @@ _active: ContextVar[UsageTracker | None] = ContextVar("vtb_usage_tracker", defau
 _measuring: ContextVar[UsageTracker | None] = ContextVar("vtb_usage_measure", default=None)
 
 
+BATCH_TIERS = frozenset({"flex"})
+"""Service tiers billed at the batch rate: OpenAI bills ``service_tier="flex"`` at its Batch API rates
+(https://platform.openai.com/docs/guides/flex-processing); set it with ``--model-kwargs``."""
+_TIERS = ("flex", "priority")
+"""Service tiers LangChain's OpenAI client reports apart: their token details are keyed ``flex_cache_read``,
+``flex_reasoning`` (and the tier's own count under ``flex``) instead of ``cache_read``, ``reasoning``."""
+
+
+def billed_at_batch(usage: TokenUsage) -> TokenUsage:
+    """``usage`` with all of it billed at the batch rate (its ``batch_*`` counts equal its counts): a
+    call answered through a provider's batch API, or on a batch-priced service tier."""
+    return usage.model_copy(update={"batch_calls": usage.calls, "batch_input_tokens": usage.input_tokens,
+                                    "batch_cached_tokens": usage.cached_tokens,
+                                    "batch_cache_write_tokens": usage.cache_write_tokens,
+                                    "batch_output_tokens": usage.output_tokens})
+
+
 def usage_of(message: AIMessage) -> TokenUsage | None:
     """The usage a reply reports (None when its ``usage_metadata`` is missing, or holds no token
-    counts: LangChain adds ``total_cost: 0`` to a cached reply that had none)."""
+    counts: LangChain adds ``total_cost: 0`` to a cached reply that had none). Cache reads and writes
+    are LangChain's ``cache_read`` and ``cache_creation`` (OpenAI's ``prompt_tokens_details.cached_tokens``,
+    Anthropic's ``cache_read_input_tokens`` and ``cache_creation_input_tokens``); a reply on a service
+    tier of :data:`BATCH_TIERS` is billed at the batch rate."""
     meta = message.usage_metadata
     if not meta or "input_tokens" not in meta:
         return None
-    inputs, outputs = meta.get("input_token_details") or {}, meta.get("output_token_details") or {}
-    return TokenUsage(calls=1, input_tokens=meta.get("input_tokens", 0), output_tokens=meta.get("output_tokens", 0),
-                      total_tokens=meta.get("total_tokens", 0), reasoning_tokens=outputs.get("reasoning", 0) or 0,
-                      cached_tokens=inputs.get("cache_read", 0) or 0,
-                      cache_write_tokens=inputs.get("cache_creation", 0) or 0)
+    inputs: dict[str, Any] = dict(meta.get("input_token_details") or {})  # tier keys are not in the TypedDict
+    outputs: dict[str, Any] = dict(meta.get("output_token_details") or {})
+    tier = next((t for t in _TIERS if t in inputs or t in outputs), None)
+    prefix = f"{tier}_" if tier else ""
+    usage = TokenUsage(calls=1, input_tokens=meta.get("input_tokens", 0), output_tokens=meta.get("output_tokens", 0),
+                       total_tokens=meta.get("total_tokens", 0),
+                       reasoning_tokens=outputs.get(f"{prefix}reasoning", 0) or 0,
+                       cached_tokens=inputs.get(f"{prefix}cache_read", 0) or 0,
+                       cache_write_tokens=inputs.get(f"{prefix}cache_creation", 0) or 0)
+    return billed_at_batch(usage) if tier in BATCH_TIERS else usage
 
 
 class UsageTracker(BaseCallbackHandler):

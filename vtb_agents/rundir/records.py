@@ -186,6 +186,28 @@ class RunCost(BaseModel):
     prices: dict[str, Any] = Field(default_factory=dict)
 
 
+class PromptCacheSide(BaseModel):
+    """The provider's prompt cache on one side (model or judge) of a run, over the calls made in it:
+    input tokens, those read from the cache and written to it, the share read (0..1) and the USD it
+    saved (docs/concepts/prompt-caching.md); None where unknown."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    share: float | None = None
+    saving: float | None = None
+
+
+class PromptCache(BaseModel):
+    """``prompt_cache`` of ``summary.json``: the model's and the judge's, and of both together the share
+    of the input served from the cache and the USD saved."""
+
+    model: PromptCacheSide = Field(default_factory=PromptCacheSide)
+    judge: PromptCacheSide = Field(default_factory=PromptCacheSide)
+    share: float | None = None
+    saving: float | None = None
+
+
 class RunSummary(Uncertainty):
     """A run's ``summary.json`` as a typed object, with the run directory it came from."""
 
@@ -209,6 +231,7 @@ class RunSummary(Uncertainty):
     critical_disagreements: int = 0
     episodes: EpisodeCounts = Field(default_factory=EpisodeCounts)
     usage: RunUsage = Field(default_factory=RunUsage)
+    prompt_cache: PromptCache = Field(default_factory=PromptCache)
     cost: RunCost = Field(default_factory=RunCost)
     model: str | None = None
     strategy: str | None = None
