@@ -336,10 +336,16 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
           tasks: Optional[str] = typer.Option(None, help="Task source (default: the one the run used)."),
           judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: RUN_DIR/judge_cache.sqlite)."),
           request_timeout: float = REQUEST_TIMEOUT,
+          batch: bool = typer.Option(False, "--batch", help="Ask the verdicts the cache lacks through the judge "
+                                                            "provider's batch API (half price, up to 24 h; "
+                                                            "docs/how-to/batch-judging.md)."),
+          batch_poll: float = typer.Option(30.0, min=0.0, help="With --batch: seconds between two polls of the "
+                                                               "batches' status."),
           ) -> None:
     """Regrade a finished run without calling the agent model again (cached verdicts are re-used),
     and rewrite its report. The run keeps its judge and critical rule unless --judge / --critical-rule
-    choose others."""
+    choose others. With --batch the verdicts go through the judge provider's batch API first; a killed
+    `vtb grade --batch` run again resumes polling the batches it submitted."""
     from vtb_agents.config import CriticalRule
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.regrade import recorded_grading, regrade_run
@@ -350,7 +356,8 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     try:
         before = recorded_grading(run_dir)
         summary = regrade_run(run_dir, judge, critical_rule=rule, tasks=task_list,
-                              judge_cache=judge_cache, request_timeout_s=request_timeout)
+                              judge_cache=judge_cache, request_timeout_s=request_timeout,
+                              batch=batch_settings(batch_poll) if batch else None)
     except (RunError, TaskLoadError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     out.print(summary_table(summary))
@@ -369,6 +376,14 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     if (summary.get("infrastructure_errors") or {}).get("count"):
         exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout),
                            causes=failure_causes(run_dir))
+
+
+def batch_settings(poll_s: float) -> Any:
+    """How ``--batch`` polls: every ``poll_s`` seconds, with a progress line on stderr each time."""
+    from vtb_agents.runner.batch_grade import BatchSettings
+
+    return BatchSettings(poll_s=poll_s, on_progress=lambda line: err.print(safe(line), highlight=False,
+                                                                            markup=False, soft_wrap=True))
 
 
 def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None, judge_cache: Path | None,
