@@ -7,7 +7,8 @@ requests submitted in batches (``submitted``: one list of request bodies per bat
 
 Controls: ``release`` (a threading.Event, set by default) lets batches end; cleared, every batch stays ``in_progress``;
 ``outcome(custom_id, body) -> "succeeded" | "expired" | "errored"`` decides each batch
-request's fate (default: all succeed). ``polls`` counts status requests.
+request's fate (default: all succeed); ``live_status``, if set, is the HTTP status every live call
+fails with. ``polls`` counts status requests.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class _BatchServer:
         self.live: list[dict[str, Any]] = []
         self.submitted: list[dict[str, dict[str, Any]]] = []
         self.polls = 0
+        self.live_status: int | None = None
         self.lock = threading.Lock()
         server = self
 
@@ -107,6 +109,8 @@ class OpenAIBatchServer(_BatchServer):
             if method == "POST" and path == "/v1/chat/completions":
                 body = json.loads(raw)
                 self.live.append(body)
+                if self.live_status:
+                    return self.live_status, {"error": {"message": "scripted failure", "type": "server_error"}}
                 return 200, completion(body, {"content": self.respond(body)})
             if method == "POST" and path == "/v1/files":
                 message = BytesParser().parsebytes(f"Content-Type: {content_type}\r\n\r\n".encode() + raw)
@@ -183,6 +187,8 @@ class AnthropicBatchServer(_BatchServer):
             if method == "POST" and path == "/v1/messages":
                 body = json.loads(raw)
                 self.live.append(body)
+                if self.live_status:
+                    return self.live_status, {"type": "error", "error": {"type": "api_error", "message": "scripted"}}
                 return 200, anthropic_message(body, self.respond(body))
             if method == "POST" and path == "/v1/messages/batches":
                 requests = {item["custom_id"]: item["params"] for item in json.loads(raw)["requests"]}
