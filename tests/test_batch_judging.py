@@ -198,3 +198,57 @@ def test_a_judge_without_a_batch_api_says_so_and_grades_live(finished_run, tmp_p
     assert lines == ["judge rule has no batch API (only LLM judges of openai and anthropic have one): its verdicts "
                      "are asked live"]
     assert server.submitted == [] and summary_of(run)["judge"]["model"] == "rule"
+
+
+@pytest.mark.slow
+def test_run_with_judge_batch_grades_once_its_episodes_are_done(tmp_path):
+    root = tmp_path / "tasks"
+    for name in ("t-one", "t-two"):
+        write_task(root, name, turns=[{"prompt": f"{name}: what number is printed?", "images": [0],
+                                       "golden_answer": ANSWER, "rubrics": RUBRICS}])
+    live_run, run = tmp_path / "live", tmp_path / "run"
+    with OpenAIBatchServer(respond) as server:
+        live = vtb("run", "--tasks", str(root), "--model", "replay", "--judge", "openai:judge-1", "--out",
+                   str(live_run), server=server)
+        assert live.returncode == 0, live.stderr[-3000:]
+        assert len(server.live) == 6
+        server.live.clear()
+        server.release.clear()  # the batch stays in_progress: the run waits with its verdicts pending
+        args = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", "replay", "--judge",
+                "openai:judge-1", "--judge-batch", "--batch-poll", "0.05", "--out", str(run)]
+        process = subprocess.Popen(args, env=env_for(server), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   start_new_session=True)
+        try:
+            deadline = time.monotonic() + 240
+            while server.polls < 2 and time.monotonic() < deadline and process.poll() is None:
+                time.sleep(0.05)
+            assert server.polls >= 2, process.communicate()[1].decode()[-3000:] if process.poll() is not None else ""
+            pending = summary_of(run)
+            assert pending["judge"]["pending"] == 6 and pending["judge"]["errors"] == 0 and pending["judge"]["calls"] == 0
+            assert "verdicts pending in a batch" in (run / "report.html").read_text()
+            server.release.set()
+            _, stderr = process.communicate(timeout=240)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    assert server.live == [] and len(server.submitted) == 1 and len(server.submitted[0]) == 6
+    assert verdicts(run) == verdicts(live_run)
+    summary = summary_of(run)
+    assert summary["judge"]["pending"] == 0 and summary["judge"]["calls"] == 6 and summary["complete"] is True
+    assert summary["usage"]["judge_batch"]["calls"] == 6
+    assert summary["apr"] == summary_of(live_run)["apr"] and summary["ars"] == summary_of(live_run)["ars"]
+    assert "verdicts pending in a batch" not in (run / "report.html").read_text()
+    assert json.loads((run / "run.json").read_text())["config"]["judge_batch"] is True
+
+
+def test_run_with_judge_batch_and_the_rule_judge_says_so_and_grades_live(tmp_path):
+    root = tmp_path / "tasks"
+    write_task(root, "t-one")
+    done = subprocess.run([sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", "replay",
+                           "--judge", "rule", "--judge-batch", "--out", str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [line for line in done.stderr.splitlines() if "batch API" in line] == [
+        "judge rule has no batch API (only LLM judges of openai and anthropic have one): its verdicts are asked live"]
+    assert summary_of(tmp_path / "run")["judge"]["pending"] == 0

@@ -120,6 +120,8 @@ def run(options: RunOptions,
                        "rubric feedback in LangSmith."),
         langsmith_dataset: Optional[str] = typer.Option(
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
+        batch_poll: float = typer.Option(30.0, min=0.0, help="With --judge-batch: seconds between two polls of "
+                                                             "the batches' status."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
     from vtb_agents.rundir.errors import RunError, StoppedRun
@@ -134,6 +136,8 @@ def run(options: RunOptions,
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
+    if config.judge_batch:
+        say_if_no_batch_api(config.judge)
     executor = options.make_executor(prestart=True)  # worker processes load the libraries as the runner does
     from vtb_agents.report import preparing_report
     from vtb_agents.runner.run import run_suite
@@ -144,7 +148,8 @@ def run(options: RunOptions,
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
                                 judge_cache=judge_cache, executor=executor, stop=stop,
-                                retry_errors=options.retry_errors)
+                                retry_errors=options.retry_errors,
+                                batch=batch_settings(batch_poll, before=lambda: refresh_report(out_dir)))
         except StoppedRun as exc:
             fail(f"{exc}: {resume}")
         except (RunError, ValueError) as exc:
@@ -378,12 +383,21 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
                            causes=failure_causes(run_dir))
 
 
-def batch_settings(poll_s: float) -> Any:
-    """How ``--batch`` polls: every ``poll_s`` seconds, with a progress line on stderr each time."""
+def batch_settings(poll_s: float, before: Callable[[], object] | None = None) -> Any:
+    """How ``--batch`` / ``--judge-batch`` poll: every ``poll_s`` seconds, with a progress line on
+    stderr each time (``before``: what a run does once its episodes are done, before the batches)."""
     from vtb_agents.runner.batch_grade import BatchSettings
 
-    return BatchSettings(poll_s=poll_s, on_progress=lambda line: err.print(safe(line), highlight=False,
-                                                                            markup=False, soft_wrap=True))
+    return BatchSettings(poll_s=poll_s, before=before,
+                         on_progress=lambda line: err.print(safe(line), highlight=False, markup=False, soft_wrap=True))
+
+
+def say_if_no_batch_api(judge: str) -> None:
+    """One line on stderr when ``--judge-batch`` meets a judge without a batch API (it grades live)."""
+    from vtb_agents.judges.batch import batch_provider, no_batch_api
+
+    if batch_provider(judge) is None:
+        err.print(safe(no_batch_api(judge)), highlight=False, markup=False, soft_wrap=True)
 
 
 def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None, judge_cache: Path | None,

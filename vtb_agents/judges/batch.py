@@ -12,7 +12,9 @@ the run directory:
 * :class:`BatchApi`: one provider's batch wire format (:mod:`vtb_agents.judges.batch_openai`,
   :mod:`vtb_agents.judges.batch_anthropic`): submit, progress, results;
 * :class:`BatchLedger`: the typed record of the batches submitted for a run, which the flow writes
-  into the run directory before it polls any of them.
+  into the run directory before it polls any of them;
+* :func:`defer_verdicts`: the judge of a ``vtb run --judge-batch`` while its episodes run, which leaves
+  every verdict the cache lacks :data:`PENDING` until the run is graded in batches.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, Field
 
 from vtb_agents.config import CriticalRule
-from vtb_agents.judges.base import Judgement
-from vtb_agents.judges.cache import JudgeCache, verdict_key
+from vtb_agents.judges.base import PENDING, Judgement, RubricJudge
+from vtb_agents.judges.cache import CachedJudge, JudgeCache, verdict_key
 from vtb_agents.judges.grade import rubric_verdict
 from vtb_agents.judges.relay import Relay
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
@@ -149,6 +151,12 @@ def batch_provider(spec: str) -> str | None:
     return provider if provider in BATCH_PROVIDERS else None
 
 
+def no_batch_api(spec: str) -> str:
+    """The one line saying judge ``spec`` has no batch API, so its verdicts are asked live."""
+    return (f"judge {spec} has no batch API (only LLM judges of {' and '.join(BATCH_PROVIDERS)} have one): "
+            "its verdicts are asked live")
+
+
 def batch_api(provider: str) -> BatchApi:
     """The batch API client of ``provider`` (one of :data:`BATCH_PROVIDERS`), configured from the
     environment as the provider's SDK is (``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, API keys)."""
@@ -229,3 +237,25 @@ class BatchJudge:
                                                                     rubric=item.rubric, answer=item.answer),
                                           200, body)
         return judgement, used.total
+
+
+class _Deferred:
+    """A judge that decides nothing yet: every verdict it is asked for is :data:`PENDING` (no model is
+    asked, so none counts as a judge call)."""
+
+    calls_model = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
+        """The pending verdict."""
+        return Judgement("error", PENDING)
+
+
+def defer_verdicts(judge: RubricJudge) -> RubricJudge:
+    """``judge`` with its verdicts deferred: the verdict cache (if ``judge`` has one) still answers
+    what it holds; every other verdict is :data:`PENDING` (``vtb run --judge-batch``)."""
+    if isinstance(judge, CachedJudge):
+        return judge.around(_Deferred(judge.name))
+    return _Deferred(judge.name)

@@ -133,6 +133,11 @@ class CachedJudge:
         self.epoch, self.grading = epoch, grading
         self._paid_here = paid_here if paid_here is not None else PaidHere()
 
+    def around(self, judge: RubricJudge) -> CachedJudge:
+        """The same cache, epoch and grading pass in front of ``judge`` instead (a deferring judge:
+        :func:`~vtb_agents.judges.batch.defer_verdicts`)."""
+        return CachedJudge(judge, self.cache, self.epoch, self.grading, self._paid_here)
+
     def for_epoch(self, epoch: int) -> CachedJudge:
         """The same judge and cache, keeping the verdicts of ``epoch`` apart (see the module docstring)."""
         return CachedJudge(self.inner, self.cache, epoch, self.grading, self._paid_here)

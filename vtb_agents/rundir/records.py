@@ -148,6 +148,8 @@ class JudgeCounts(BaseModel):
     unjudged: int = 0
     errors: int = 0
     cache_hits: int = 0
+    pending: int = 0
+    """Verdicts a ``vtb run --judge-batch`` left for its batch grading (docs/how-to/batch-judging.md)."""
 
 
 class EpisodeCounts(BaseModel):

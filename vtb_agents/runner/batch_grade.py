@@ -27,7 +27,8 @@ from typing import Callable
 
 from vtb_agents.judges.base import RubricJudge
 from vtb_agents.judges.batch import (BATCH_SIZE, BatchApi, BatchJudge, BatchLedger, BatchProgress, PendingVerdict,
-                                     SubmittedBatch, batch_api, batch_provider, pending_verdicts)
+                                     SubmittedBatch, batch_api, batch_provider, no_batch_api,
+                                     pending_verdicts)
 from vtb_agents.judges.cache import CachedJudge, JudgeCache, Payer
 from vtb_agents.judges.relay import Relay
 from vtb_agents.config import CriticalRule
@@ -45,10 +46,13 @@ ProgressLine = Callable[[str], None]
 
 @dataclass(frozen=True)
 class BatchSettings:
-    """How ``vtb grade --batch`` polls: every ``poll_s`` seconds, each time telling ``on_progress``."""
+    """How ``vtb grade --batch`` polls: every ``poll_s`` seconds, each time telling ``on_progress``;
+    ``before`` is called when a ``vtb run --judge-batch`` has run its episodes and starts grading them
+    in batches (the CLI writes the report then, with the verdicts pending)."""
 
     poll_s: float = DEFAULT_POLL_S
     on_progress: ProgressLine | None = None
+    before: Callable[[], object] | None = None
 
 
 @dataclass(frozen=True)
@@ -101,8 +105,7 @@ def judge_run_in_batches(run_dir: Path, spec: str, judge: RubricJudge, results: 
     provider = batch_provider(spec)
     if provider is None or not isinstance(judge, CachedJudge):
         if settings.on_progress:
-            settings.on_progress(f"judge {spec} has no batch API (only LLM judges of "
-                                 "openai and anthropic have one): its verdicts are asked live")
+            settings.on_progress(no_batch_api(spec))
         return None
     episodes = [(tasks[result.task_id], result.episode, result.epoch) for result in results]
     return judge_in_batches(run_dir, spec, batch_api(provider), episodes, judge.cache, grading,
