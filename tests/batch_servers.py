@@ -120,7 +120,8 @@ class OpenAIBatchServer(_BatchServer):
             if method == "POST" and path == "/v1/batches":
                 request = json.loads(raw)
                 lines = [json.loads(line) for line in self.files[request["input_file_id"]].decode().splitlines()]
-                assert request["completion_window"] == "24h" and {line["url"] for line in lines} == {request["endpoint"]}
+                assert request["completion_window"] == "24h"
+                assert {line["url"] for line in lines} == {request["endpoint"]}
                 batch_id = f"batch_{len(self.batches) + 1}"
                 self.submitted.append({line["custom_id"]: line["body"] for line in lines})
                 self.batches[batch_id] = {"id": batch_id, "object": "batch", "endpoint": request["endpoint"],

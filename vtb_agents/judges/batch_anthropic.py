@@ -10,7 +10,7 @@ judge does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from vtb_agents.judges.batch import BatchError, BatchItem, BatchProgress, ItemResult
 
@@ -37,7 +37,7 @@ class AnthropicBatches:
         if wrong:
             raise BatchError(f"a message batch holds {MESSAGES_PATH} requests, not {wrong}")
         batch = self.client.messages.batches.create(
-            requests=[{"custom_id": item.custom_id, "params": item.body} for item in items])
+            requests=[{"custom_id": item.custom_id, "params": cast(Any, item.body)} for item in items])
         return str(batch.id)
 
     def progress(self, batch_id: str) -> BatchProgress:
@@ -52,9 +52,11 @@ class AnthropicBatches:
     def results(self, batch_id: str) -> dict[str, ItemResult]:
         """Each request's result from the batch's results file."""
         found: dict[str, ItemResult] = {}
+        from anthropic.types.messages import MessageBatchSucceededResult
+
         for entry in self.client.messages.batches.results(batch_id):
             result = entry.result
-            if result.type == "succeeded":
+            if isinstance(result, MessageBatchSucceededResult):
                 found[entry.custom_id] = ItemResult(status="succeeded", body=result.message.model_dump(mode="json"))
             elif result.type in ("errored", "canceled", "expired"):
                 error = getattr(result, "error", None)

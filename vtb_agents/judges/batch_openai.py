@@ -12,12 +12,15 @@ both read through ``/v1/files/{id}/content``. The official SDK (``openai``) make
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, cast
 
 from vtb_agents.judges.batch import BatchError, BatchItem, BatchProgress, ItemResult
 
 ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
-COMPLETION_WINDOW = "24h"
+COMPLETION_WINDOW: Literal["24h"] = "24h"
+Endpoint = Literal["/v1/chat/completions", "/v1/responses"]
+ENDPOINTS: tuple[Endpoint, ...] = ("/v1/chat/completions", "/v1/responses")
+"""The endpoints an LLM judge's requests go to (langchain-openai uses the Responses API for some models)."""
 
 
 class OpenAIBatches:
@@ -37,12 +40,13 @@ class OpenAIBatches:
     def submit(self, items: list[BatchItem]) -> str:
         """Upload ``items`` as a JSONL file and create a batch of it; the batch id."""
         endpoints = {item.path for item in items}
-        if len(endpoints) != 1:
-            raise BatchError(f"a batch holds requests to one endpoint, these go to {sorted(endpoints)}")
+        if len(endpoints) != 1 or not endpoints <= set(ENDPOINTS):
+            raise BatchError(f"a batch holds requests to one of {', '.join(ENDPOINTS)}, "
+                             f"these go to {sorted(endpoints)}")
         lines = "".join(json.dumps({"custom_id": item.custom_id, "method": "POST", "url": item.path,
                                     "body": item.body}) + "\n" for item in items)
         upload = self.client.files.create(file=("vtb-judge-batch.jsonl", lines.encode()), purpose="batch")
-        batch = self.client.batches.create(input_file_id=upload.id, endpoint=endpoints.pop(),
+        batch = self.client.batches.create(input_file_id=upload.id, endpoint=cast(Endpoint, endpoints.pop()),
                                            completion_window=COMPLETION_WINDOW, metadata={"created_by": "vtb-agents"})
         return str(batch.id)
 

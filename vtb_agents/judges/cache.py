@@ -97,9 +97,10 @@ class JudgeCache:
         the usage billed at batch price (anything else is ignored)."""
         if judgement.status not in ("met", "not_met"):
             return
+        billed_in_batch = [("INSERT INTO verdict_batch VALUES (?, ?)", (key, batch.model_dump_json()))
+                           ] if batch is not None and batch.calls else []
         self._db.write_all([
-            ("DELETE FROM verdict_batch WHERE key = ?", (key,)),
-            *([("INSERT INTO verdict_batch VALUES (?, ?)", (key, batch.model_dump_json()))] if batch is not None and batch.calls else []),
+            ("DELETE FROM verdict_batch WHERE key = ?", (key,)), *billed_in_batch,
             ("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)",
              (key, judge, judgement.status, judgement.justification)),
             ("INSERT OR REPLACE INTO verdict_payers VALUES (?, ?, ?, ?, ?, ?)",
@@ -161,7 +162,8 @@ class CachedJudge:
         hit = self.cache.get(key)
         if hit is not None:
             if payer is not None and hit.payer == payer and self._paid_here.claim(key):
-                add_usage(hit.usage, hit.from_cache, hit.batch)  # this pass paid for it, in an attempt that left no result
+                # this pass paid for it, in an attempt that left no result (or in a batch)
+                add_usage(hit.usage, hit.from_cache, hit.batch)
                 return hit.judgement
             return replace(hit.judgement, cached=True)
         with measure_usage() as used:  # to store with the verdict; the task's tracker counts the call too

@@ -258,8 +258,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         batch = batch or BatchSettings()
         if batch.before is not None:
             batch.before()
-        summary = regrade_run(out, tasks=list(tasks), judge_cache=judge_cache, request_timeout_s=config.request_timeout_s,
-                              batch=batch)  # the pending verdicts, in batches
+        summary = regrade_run(out, tasks=list(tasks), judge_cache=judge_cache,  # the pending verdicts, in batches
+                              request_timeout_s=config.request_timeout_s, batch=batch)
     if tracing is not None:
         tracing.flush()
     return summary
