@@ -252,3 +252,14 @@ def test_run_with_judge_batch_and_the_rule_judge_says_so_and_grades_live(tmp_pat
     assert [line for line in done.stderr.splitlines() if "batch API" in line] == [
         "judge rule has no batch API (only LLM judges of openai and anthropic have one): its verdicts are asked live"]
     assert "pending" not in summary_of(tmp_path / "run")["judge"]
+
+
+def test_a_damaged_ledger_is_refused_naming_the_file(tmp_path):
+    from vtb_agents.rundir.errors import RunError
+    from vtb_agents.runner.batch_grade import read_ledger
+
+    (tmp_path / "judge_batches.json").write_text('{"judge": "openai:j", "batches": [{"batch_id": 3}]}')
+    with pytest.raises(RunError, match=r"judge_batches.json: not a batch ledger \(batches.0.provider: Field required; "
+                                       r"4 error\(s\)\); .*removing it submits their verdicts again"):
+        read_ledger(tmp_path, "openai:j")
+    assert read_ledger(tmp_path / "none", "openai:j").batches == []

@@ -217,10 +217,16 @@ class BatchJudge:
         self.name, self.relay = spec, relay
         self._judge = LLMJudge(model, name=spec, attempts=1)
 
+    def _ask(self, item: PendingVerdict) -> Judgement:
+        """The judge's judgement of ``item`` through the relay, untraced (a captured request is no judge call)."""
+        from langsmith import tracing_context
+
+        with tracing_context(enabled=False):
+            return self._judge.judge(task=item.task, turn=item.turn, rubric=item.rubric, answer=item.answer)
+
     def request(self, item: PendingVerdict) -> BatchItem:
         """The request the live judge sends for ``item``, as a batch line."""
-        captured = self.relay.capture(lambda: self._judge.judge(task=item.task, turn=item.turn, rubric=item.rubric,
-                                                                answer=item.answer))
+        captured = self.relay.capture(lambda: self._ask(item))
         if captured is None:
             raise BatchError(f"judge {self.name!r} sent no request for task {item.task.id} turn {item.turn + 1} "
                              f"rubric {item.rubric.id}")
@@ -233,9 +239,7 @@ class BatchJudge:
             return Judgement("error", f"batch request {result.status}: {result.error}"), TokenUsage()
         body = dict(result.body)
         with measure_usage() as used:
-            judgement = self.relay.answer(lambda: self._judge.judge(task=item.task, turn=item.turn,
-                                                                    rubric=item.rubric, answer=item.answer),
-                                          200, body)
+            judgement = self.relay.answer(lambda: self._ask(item), 200, body)
         return judgement, used.total
 
 

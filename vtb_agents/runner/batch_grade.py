@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from pydantic import ValidationError
+
 from vtb_agents.judges.base import RubricJudge
 from vtb_agents.judges.batch import (BATCH_SIZE, BatchApi, BatchJudge, BatchLedger, BatchProgress, PendingVerdict,
                                      SubmittedBatch, batch_api, batch_provider, no_batch_api,
@@ -72,9 +74,11 @@ def read_ledger(run_dir: Path, judge: str) -> BatchLedger:
         return BatchLedger(judge=judge)
     try:
         return BatchLedger.model_validate_json(path.read_bytes())
-    except ValueError as exc:
-        raise RunError(f"{path}: not a batch ledger ({exc}); it names batches already submitted: "
-                       "fix or remove it (removing it submits their verdicts again)") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the file"
+        raise RunError(f"{path}: not a batch ledger ({where}: {first['msg']}; {exc.error_count()} error(s)); it names "
+                       "batches already submitted: fix or remove it (removing it submits their verdicts again)") from exc
 
 
 def write_ledger(run_dir: Path, ledger: BatchLedger) -> None:
