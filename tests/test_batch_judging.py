@@ -123,6 +123,7 @@ def test_batch_grading_equals_live_grading_with_no_live_judge_call(finished_run,
         rerun = vtb("grade", str(batch_run), "--judge", judge, "--batch", "--batch-poll", "0.05", server=again)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert again.submitted == [] and again.live == []
+    assert "the verdict cache holds every verdict the grading needs: no batch to submit" in rerun.stderr
 
 
 @pytest.mark.slow

@@ -77,8 +77,9 @@ def read_ledger(run_dir: Path, judge: str) -> BatchLedger:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the file"
-        raise RunError(f"{path}: not a batch ledger ({where}: {first['msg']}; {exc.error_count()} error(s)); it names "
-                       "batches already submitted: fix or remove it (removing it submits their verdicts again)") from exc
+        raise RunError(f"{path}: not a batch ledger ({where}: {first['msg']}; {exc.error_count()} error(s)); "
+                       "it names batches already submitted: fix or remove it (removing it submits their verdicts "
+                       "again)") from exc
 
 
 def write_ledger(run_dir: Path, ledger: BatchLedger) -> None:
@@ -128,6 +129,8 @@ def judge_in_batches(run_dir: Path, spec: str, api: BatchApi, episodes: list[tup
     by_key = {item.key: item for item in pending}
     ledger = read_ledger(run_dir, spec)
     fresh = [item for item in pending if item.key not in ledger.submitted()]
+    if not pending:
+        say("batch judging: the verdict cache holds every verdict the grading needs: no batch to submit")
     with Relay() as relay:
         judge = BatchJudge(spec, api, relay, request_timeout_s)
         for start in range(0, len(fresh), BATCH_SIZE):
