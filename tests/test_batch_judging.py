@@ -111,6 +111,7 @@ def test_batch_grading_equals_live_grading_with_no_live_judge_call(finished_run,
     assert sorted(json.dumps(b, sort_keys=True) for b in submitted.values()) == sorted(
         json.dumps(b, sort_keys=True) for b in live_requests)
     assert "batch judging: 1 of 1 batch(es) ended" in batched.stderr
+    assert "batch judging: 9 of 9 verdict(s) answered by batches; 0 left to the live judge" in batched.stderr
     assert verdicts(batch_run) == verdicts(live_run)
     assert {status for status, _ in verdicts(batch_run).values()} == {"met", "not_met"}
     batch_summary, live_summary = summary_of(batch_run), summary_of(live_run)
@@ -172,6 +173,7 @@ def test_expired_and_failed_batch_requests_are_asked_live(finished_run, tmp_path
         batched = vtb("grade", str(run), "--judge", "openai:judge-1", "--batch", "--batch-poll", "0.05", server=server)
     assert batched.returncode == 0, batched.stderr[-3000:]
     assert sorted(criterion(body) for body in server.live) == ["Cites a source"] * 3 + ["Is polite"] * 3
+    assert "batch judging: 3 of 9 verdict(s) answered by batches; 6 left to the live judge" in batched.stderr
     assert verdicts(run) == verdicts(live_run)
     summary = summary_of(run)
     assert summary["usage"]["judge_batch"]["calls"] == 3 and summary["judge"]["calls"] == 9

@@ -145,6 +145,9 @@ def judge_in_batches(run_dir: Path, spec: str, api: BatchApi, episodes: list[tup
                    and any(key in by_key for key in batch.keys)]
         wait_for(api, [batch.batch_id for batch in waiting], poll_s, say)
         answered = sum(_store(api, judge, batch, by_key, cache, grading) for batch in waiting)
+    if pending:
+        say(f"batch judging: {answered} of {len(pending)} verdict(s) answered by batches; "
+            f"{len(pending) - answered} left to the live judge (failed or expired in their batch)")
     return BatchOutcome(pending=len(pending), submitted=len(fresh), answered=answered, failed=len(pending) - answered)
 
 
