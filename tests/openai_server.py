@@ -36,6 +36,17 @@ def _message(reply: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
+def completion(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+    """The chat.completion object answering request ``body`` with ``reply`` (a dict reply, see the module)."""
+    message = _message(reply)
+    return {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls")
+                         else "stop", "logprobs": None}],
+            "usage": reply.get("usage") or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            **({"service_tier": reply["service_tier"]} if reply.get("service_tier") else {})}
+
+
 class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 128  # the default 5 resets connections when 30 tasks connect at once
 
@@ -87,13 +98,7 @@ class OpenAIServer:
                 if body.get("stream"):
                     self._stream(body, message, finish)
                     return
-                self._send(200, {
-                    "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-                    "model": body.get("model", "scripted"),
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-                    "usage": reply.get("usage") or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                    **({"service_tier": reply["service_tier"]} if reply.get("service_tier") else {}),
-                })
+                self._send(200, completion(body, reply))
 
             def _stream(self, body: dict[str, Any], message: dict[str, Any], finish: str) -> None:
                 self.send_response(200)

@@ -100,7 +100,7 @@ def test_verbose_is_counted_and_documented() -> None:
 
 NOT_SETTINGS = {"--out", "--resume", "--retry-errors", "--concurrency", "--limit", "--category", "--task-id",
                 "--status", "--skip-invalid", "--executor", "--workers", "--ray-address", "--judge-cache",
-                "--langsmith-experiment", "--langsmith-dataset", "--tools", "--vision-tool", "--help"}
+                "--langsmith-experiment", "--langsmith-dataset", "--tools", "--vision-tool", "--batch-poll", "--help"}
 """`vtb run`'s options that are no run setting: what runs, where it is written, how it is run."""
 
 

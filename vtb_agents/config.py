@@ -99,6 +99,9 @@ class RunConfig(BaseModel):
     sandbox_strict: bool = Field(default=False, description="Refuse to run code without full isolation (bwrap).")
     sandbox_network: bool = Field(default=False, description=(
         "Let the E2B sandbox reach the internet (off by default; recorded in the results)."))
+    judge_batch: bool = Field(default=False, description=(
+        "Judge the run's verdicts through the judge provider's batch API (half price) once its episodes are "
+        "done; meanwhile they are pending (docs/how-to/batch-judging.md)."))
     critical_rule: CriticalRule = Field(default=DEFAULT_CRITICAL_RULE,
                                         description="Critical rubrics by 'weight' (>= 4), 'flag' or 'either'.")
     no_tools: bool = Field(default=False, description="Give the model no tools at all.")

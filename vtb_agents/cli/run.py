@@ -120,6 +120,8 @@ def run(options: RunOptions,
                        "rubric feedback in LangSmith."),
         langsmith_dataset: Optional[str] = typer.Option(
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
+        batch_poll: float = typer.Option(30.0, min=0.0, help="With --judge-batch: seconds between two polls of "
+                                                             "the batches' status."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
     from vtb_agents.rundir.errors import RunError, StoppedRun
@@ -134,6 +136,8 @@ def run(options: RunOptions,
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
+    if config.judge_batch:
+        say_if_no_batch_api(config.judge)
     executor = options.make_executor(prestart=True)  # worker processes load the libraries as the runner does
     from vtb_agents.report import preparing_report
     from vtb_agents.runner.run import run_suite
@@ -144,7 +148,8 @@ def run(options: RunOptions,
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
                                 judge_cache=judge_cache, executor=executor, stop=stop,
-                                retry_errors=options.retry_errors)
+                                retry_errors=options.retry_errors,
+                                batch=batch_settings(batch_poll, before=lambda: refresh_report(out_dir)))
         except StoppedRun as exc:
             fail(f"{exc}: {resume}")
         except (RunError, ValueError) as exc:
@@ -336,10 +341,16 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
           tasks: Optional[str] = typer.Option(None, help="Task source (default: the one the run used)."),
           judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: RUN_DIR/judge_cache.sqlite)."),
           request_timeout: float = REQUEST_TIMEOUT,
+          batch: bool = typer.Option(False, "--batch", help="Ask the verdicts the cache lacks through the judge "
+                                                            "provider's batch API (half price, up to 24 h; "
+                                                            "docs/how-to/batch-judging.md)."),
+          batch_poll: float = typer.Option(30.0, min=0.0, help="With --batch: seconds between two polls of the "
+                                                               "batches' status."),
           ) -> None:
     """Regrade a finished run without calling the agent model again (cached verdicts are re-used),
     and rewrite its report. The run keeps its judge and critical rule unless --judge / --critical-rule
-    choose others."""
+    choose others. With --batch the verdicts go through the judge provider's batch API first; a killed
+    `vtb grade --batch` run again resumes polling the batches it submitted."""
     from vtb_agents.config import CriticalRule
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.regrade import recorded_grading, regrade_run
@@ -350,7 +361,8 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     try:
         before = recorded_grading(run_dir)
         summary = regrade_run(run_dir, judge, critical_rule=rule, tasks=task_list,
-                              judge_cache=judge_cache, request_timeout_s=request_timeout)
+                              judge_cache=judge_cache, request_timeout_s=request_timeout,
+                              batch=batch_settings(batch_poll) if batch else None)
     except (RunError, TaskLoadError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     out.print(summary_table(summary))
@@ -369,6 +381,23 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     if (summary.get("infrastructure_errors") or {}).get("count"):
         exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout),
                            causes=failure_causes(run_dir))
+
+
+def batch_settings(poll_s: float, before: Callable[[], object] | None = None) -> Any:
+    """How ``--batch`` / ``--judge-batch`` poll: every ``poll_s`` seconds, with a progress line on
+    stderr each time (``before``: what a run does once its episodes are done, before the batches)."""
+    from vtb_agents.runner.batch_grade import BatchSettings
+
+    return BatchSettings(poll_s=poll_s, before=before,
+                         on_progress=lambda line: err.print(safe(line), highlight=False, markup=False, soft_wrap=True))
+
+
+def say_if_no_batch_api(judge: str) -> None:
+    """One line on stderr when ``--judge-batch`` meets a judge without a batch API (it grades live)."""
+    from vtb_agents.judges.batch import batch_provider, no_batch_api
+
+    if batch_provider(judge) is None:
+        err.print(safe(no_batch_api(judge)), highlight=False, markup=False, soft_wrap=True)
 
 
 def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None, judge_cache: Path | None,

@@ -164,7 +164,8 @@ def judge_section(summary: RunSummary) -> str:
     j, usage = summary.judge, summary.usage
     rows = [("judge", j.model), ("LLM judge verdicts (a judge model asked)", j.calls),
             ("deterministic checks", j.checks), ("unjudged rubrics", j.unjudged), ("judge errors", j.errors),
-            ("verdict cache hits (verdicts reused, no judge call)", j.cache_hits)]
+            ("verdict cache hits (verdicts reused, no judge call)", j.cache_hits),
+            *([("verdicts pending in a batch (vtb run --judge-batch)", j.pending)] if j.pending else [])]
     caches = [("model calls", usage.model.calls), ("of them answered by the model cache", usage.model_from_cache.calls),
               ("judge calls", usage.judge.calls), ("of them answered by the model cache", usage.judge_from_cache.calls),
               ("model cache hits in all (model and judge)", usage.cache_hits)]

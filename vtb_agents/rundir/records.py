@@ -148,6 +148,8 @@ class JudgeCounts(BaseModel):
     unjudged: int = 0
     errors: int = 0
     cache_hits: int = 0
+    pending: int = 0
+    """Verdicts a ``vtb run --judge-batch`` left for its batch grading (docs/how-to/batch-judging.md)."""
 
 
 class EpisodeCounts(BaseModel):
@@ -163,7 +165,8 @@ class EpisodeCounts(BaseModel):
 class RunUsage(BaseModel):
     """Tokens of the model and of the judge over a run, how many results had no usage, and how many
     calls the model cache answered (``cache_hits``; their tokens are counted as originally reported),
-    of the model's and the judge's apart (``model_from_cache``, ``judge_from_cache``)."""
+    of the model's and the judge's apart (``model_from_cache``, ``judge_from_cache``), and the judge's
+    usage a batch API answered (``judge_batch``, billed at the batch price)."""
 
     model_config = ConfigDict(extra="allow")
     model: TokenUsage = Field(default_factory=TokenUsage)
@@ -172,6 +175,7 @@ class RunUsage(BaseModel):
     cache_hits: int = 0
     model_from_cache: TokenUsage = Field(default_factory=TokenUsage)
     judge_from_cache: TokenUsage = Field(default_factory=TokenUsage)
+    judge_batch: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class RunCost(BaseModel):

@@ -7,7 +7,8 @@ of its own (``RunRecord.grading_id``): verdicts the run or an earlier regrade pa
 those a killed attempt of this same regrade paid for count as its calls. The run's
 ``results.jsonl`` is rewritten atomically (a crash leaves the old file whole) and ``run.json``
 records the new judge, so that a later ``--resume`` continues with it. Each task's transcript
-gets the new verdicts in place of the old (its episode events stay).
+gets the new verdicts in place of the old (its episode events stay). With ``batch`` the pending
+verdicts first go through the judge provider's batch API (:mod:`vtb_agents.runner.batch_grade`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from vtb_agents.config import RunConfig
 from vtb_agents.rundir.settings import with_grading
 from vtb_agents.rundir.store import ResultsStore, write_json_atomic
 from vtb_agents.rundir.transcripts import regraded_transcript
+from vtb_agents.runner.batch_grade import BatchSettings, drop_ledger, judge_run_in_batches
 from vtb_agents.runner.resources import open_judge
 from vtb_agents.tasks.model import Task
 from vtb_agents.transcript import JudgeEvent
@@ -62,9 +64,11 @@ def recorded_grading(run_dir: Path | str) -> Grading:
 def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: CriticalRule | None = None,
                 tasks: list[Task] | None = None, judge_cache: Path | None = None,
                 progress: Callable[[TaskResult, int, int], None] | None = None,
-                request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> dict[str, Any]:
+                request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, batch: BatchSettings | None = None
+                ) -> dict[str, Any]:
     """Grade every episode of ``run_dir`` again and write new results and summary; ``judge_spec``
-    and ``critical_rule`` default to the run's own (a judge given here is recorded as the run's)."""
+    and ``critical_rule`` default to the run's own (a judge given here is recorded as the run's).
+    With ``batch``, verdicts the cache lacks are asked in batches first (docs/how-to/batch-judging.md)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunError(f"{run_dir}: no such run directory")
@@ -79,6 +83,9 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
         grading = next_grading_id(finished.run.grading_id)  # a new pass: the run's verdicts are cache hits
         regraded = []
         with open_judge(judge_of_run, judge_cache or run_dir / JUDGE_CACHE_FILE, grading) as judge:
+            if batch is not None:
+                judge_run_in_batches(run_dir, judge_spec, judge, results, by_id, grading, critical_rule=critical_rule,
+                                     request_timeout_s=request_timeout_s, settings=batch)
             artifacts = ArtifactStore(artifacts_dir(run_dir))
             for done, result in enumerate(results, start=1):
                 recorder = TranscriptRecorder(artifacts)  # the new verdicts replace the transcript's
@@ -90,12 +97,14 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
                 judged = [e for e in recorder.transcript(result.task_id).events if isinstance(e, JudgeEvent)]
                 regraded_transcript(run_dir, result.task_id, judged, result.epoch)
                 # a result written before usage was recorded keeps none: its model's tokens are unknown
-                usage = result.usage.model_copy(update={"judge": judge_usage.total}) if result.usage else None
+                usage = (result.usage.model_copy(update={"judge": judge_usage.total, "judge_batch": judge_usage.batch})
+                         if result.usage else None)
                 regraded.append(result.model_copy(update={"grade": grade, "usage": usage,
                                                           "outcome": task_outcome(result.episode, grade)}))
                 if progress:
                     progress(regraded[-1], done, len(results))
         ResultsStore(run_dir).rewrite(regraded)
+        drop_ledger(run_dir)  # its batches' verdicts are graded
         record = with_grading(finished.run, judge_spec, critical_rule).model_copy(
             update={"judge": ModelRecord.model_validate(judge_record(judge_spec)), "grading_id": grading})
         write_json_atomic(run_dir / RUN_FILE, record.model_dump(mode="json"))

@@ -25,6 +25,7 @@ from vtb_agents.episodes.regions import has_reference_code, locate_untracked
 from vtb_agents.judges.bounded import judge_time_limit
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.judges import judge_record
+from vtb_agents.judges.batch import batch_provider, defer_verdicts
 from vtb_agents.judges.cache import judge_for_epoch
 from vtb_agents.models.spec import model_record
 from vtb_agents.models.cache import ModelCacheMiss, task_model_calls
@@ -41,7 +42,9 @@ from vtb_agents.rundir.transcripts import write_transcript
 from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob, TaskEpoch
 from vtb_agents.runner.outcomes import failed_episode
+from vtb_agents.runner.batch_grade import BatchSettings
 from vtb_agents.runner.preflight import check_parts, require
+from vtb_agents.runner.regrade import regrade_run
 from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunResources, open_parts, resolve_parts
 from vtb_agents.runner.saving import ResultSaver, storage_cause
 from vtb_agents.sandbox.base import Sandbox, SandboxError
@@ -91,7 +94,8 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
         outcome: Outcome | None = None
         with track_usage() as judge_usage:
             try:
-                grade = grade_episode(task, episode, judge_for_epoch(resources.judge, epoch), config.critical_rule,
+                judge = defer_verdicts(resources.judge) if defers_verdicts(config) else resources.judge
+                grade = grade_episode(task, episode, judge_for_epoch(judge, epoch), config.critical_rule,
                                       callbacks=[recorder] if recorder is not None else None,
                                       time_limit_s=config.episode.task_timeout_s,
                                       call_limit_s=judge_time_limit(config.request_timeout_s))
@@ -111,7 +115,8 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
         episode=episode, grade=grade, duration_s=round(time.perf_counter() - started, 4),
         outcome=outcome or task_outcome(episode, grade),
         usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total,
-                        model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache),
+                        model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache,
+                        judge_batch=judge_usage.batch),
     )
 
 
@@ -171,7 +176,8 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
               executor: Executor | None = None, stop: threading.Event | None = None,
-              objects: RunObjects = NO_OBJECTS, retry_errors: bool = False, checked: bool = False) -> dict[str, Any]:
+              objects: RunObjects = NO_OBJECTS, retry_errors: bool = False, checked: bool = False,
+              batch: BatchSettings | None = None) -> dict[str, Any]:
     """Run every episode (task and epoch, ``config.epochs`` per task) not yet in ``out``, append each
     result as it finishes, write ``summary.json``.
 
@@ -188,7 +194,9 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     loaded raises ValueError, a part that fails its check
     :class:`~vtb_agents.runner.preflight.PreflightError`, each naming the part and the cause.
     ``checked``: the caller ran these checks already for this config's parts (``vtb ablate``, once
-    for all its settings).
+    for all its settings). With ``config.judge_batch`` (and a judge with a batch API) verdicts stay
+    pending while the episodes run; once all are done the run is graded through the judge provider's
+    batch API (:func:`~vtb_agents.runner.regrade.regrade_run`, polling as ``batch`` says).
     """
     out = Path(out)
     tracing = install_tracing_from_env()  # LANGSMITH_TRACING=true: every trace goes through an image-safe client
@@ -246,6 +254,18 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
                             extra={"model": config.model, "strategy": config.strategy_spec,
                                    "critical_rule": config.critical_rule})
         write_summary(out, summary)
+    if defers_verdicts(config) and not summary.get("missing") and not stop.is_set():
+        batch = batch or BatchSettings()
+        if batch.before is not None:
+            batch.before()
+        summary = regrade_run(out, tasks=list(tasks), judge_cache=judge_cache,  # the pending verdicts, in batches
+                              request_timeout_s=config.request_timeout_s, batch=batch)
     if tracing is not None:
         tracing.flush()
     return summary
+
+
+def defers_verdicts(config: RunConfig) -> bool:
+    """Whether a run of ``config`` leaves its verdicts pending for a batch grading at its end
+    (``--judge-batch`` with a judge that has a batch API: docs/how-to/batch-judging.md)."""
+    return config.judge_batch and batch_provider(config.judge) is not None
