@@ -128,7 +128,7 @@ def test_resume_recovers_the_whole_record_at_the_end_of_a_torn_line(tmp_path, to
 def test_task_ids_reads_the_ids_of_whole_records_only(tmp_path):
     store = ResultsStore(tmp_path)
     assert store.task_ids() == set()
-    store.path.write_bytes(raw(line("a")) + b'{"format_version":1,"task_id": "b", "category": "c"}\n'  # the start
+    store.path.write_bytes(raw(line("a")) + b'{"format_version": 1, "task_id": "b", "category": "c"}\n'  # the start
                            + b'xx{"task_id":"y"}\n' + raw(line("c"))  # torn before its start, then a record
                            + b'{"task_id":"unterminated\n' + raw(line("d"))  # torn inside the id, then a record
                            + raw(line("e"))[:40])  # the partial last line

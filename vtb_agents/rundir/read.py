@@ -45,7 +45,7 @@ def _record(path: Path, error: type[Exception]) -> RunRecord:
         check_format(path, format_version(raw), RUN_FORMAT)
         return RunRecord.model_validate_json(raw)
     except FormatVersionError as exc:
-        raise error(str(exc)) from None
+        raise exc if isinstance(exc, error) else error(str(exc)) from None
     except (OSError, ValidationError, ValueError) as exc:
         raise error(f"{path}: not a readable {path.name}: {_problems(exc)}") from None
 
@@ -129,7 +129,7 @@ def complete_results(run_dir: Path, error: type[Exception]) -> list[TaskResult]:
     try:
         results, partial_at = store.load()
     except (ResultsError, FormatVersionError) as exc:
-        raise error(str(exc)) from None
+        raise exc if isinstance(exc, error) else error(str(exc)) from None
     if partial_at is not None:
         raise error(f"{store.path} ends with a partial line (the run was interrupted): "
                     f"{FINISH_HINT}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -37,6 +38,8 @@ from vtb_agents.rundir.layout import CORRUPT_SUFFIX, RESULTS_FILE
 
 _RECORD_START = b'{"format_version":%d,"task_id":' % RESULTS_FORMAT
 """How a line this vtb writes begins (``TaskResult.model_dump_json``: its first two fields)."""
+_ID_AT_START = re.compile(rb'\{\s*"format_version"\s*:\s*-?\d+\s*,\s*"task_id"\s*:\s*')
+"""A line's start up to its task id, however the JSON is spaced (the version is checked apart)."""
 _log = logging.getLogger(__name__)
 APPENDING = threading.Lock()
 """Held while a line is being appended to any results file of this process: a process that must end
@@ -128,10 +131,11 @@ class ResultsStore:
         with self.path.open("rb") as handle:
             for number, raw in enumerate(handle, start=1):
                 self._check_line(number, raw)
-                if not (raw.startswith(_RECORD_START) and raw.endswith(b"\n")):
+                start = _ID_AT_START.match(raw)
+                if start is None or not raw.endswith(b"\n"):
                     continue  # a partial or torn line is no complete record (load() and resume report it)
                 try:
-                    value, _ = decoder.raw_decode(raw[len(_RECORD_START):].decode().lstrip())
+                    value, _ = decoder.raw_decode(raw[start.end():].decode())
                 except ValueError:
                     continue  # torn inside the id: likewise
                 ids.add(str(value))
