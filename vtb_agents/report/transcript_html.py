@@ -5,8 +5,10 @@ images, then what happened, then the answer beside the golden answer with each r
 under it. What happened comes from the task's transcript record (``transcripts/<stem>.json``,
 :mod:`vtb_agents.transcript`) when the run has one: every model call, tool call and strategy step in
 order (:mod:`vtb_agents.report.events_html`), and the judge events as the verdicts (explanation, judge
-model, cached flag, prompt and raw verdict). A task without a transcript (a run written before them)
-falls back to the ``TaskResult``: its tool calls (failed ones highlighted) and verdicts.
+model, cached flag, prompt and raw verdict). A task without a transcript file falls back to the
+``TaskResult``: its tool calls (failed ones highlighted) and verdicts, the same records the transcript's
+events carry, drawn by the same functions (:func:`~vtb_agents.report.events_html.call_html`,
+:func:`~vtb_agents.report.events_html.verdict_row`).
 
 Task text, model output, tool output and judge justifications are untrusted and always escaped.
 Images appear as thumbnails linking to full-size files (see :mod:`vtb_agents.report.images`); the
