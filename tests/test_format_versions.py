@@ -162,3 +162,14 @@ def test_a_store_reader_raises_the_format_error_itself(run_dir: Path) -> None:
     for reader in (ResultsStore(run_dir).load, ResultsStore(run_dir).task_ids, ResultsStore(run_dir).load_for_resume):
         with pytest.raises(FormatVersionError, match=r"results\.jsonl \(line 1\): format version none"):
             reader()
+
+
+@pytest.mark.parametrize("found", [None, 0, 2, True, 1.0, "1"])
+def test_only_this_integer_version_reads(tmp_path: Path, found: object) -> None:
+    from vtb_agents.rundir.errors import check_format, format_version
+
+    (tmp_path / "run.json").write_text(json.dumps({"format_version": found, "config": {}}))
+    assert format_version((tmp_path / "run.json").read_bytes()) == found
+    with pytest.raises(FormatVersionError, match=rf"run\.json: format version .*reads version {RUN_FORMAT}"):
+        check_format(tmp_path / "run.json", format_version((tmp_path / "run.json").read_bytes()), RUN_FORMAT)
+    check_format(tmp_path / "run.json", RUN_FORMAT, RUN_FORMAT)

@@ -26,10 +26,10 @@ class FormatVersionError(RunError):
 
 
 def check_format(path: Path | str, found: object, reads: int) -> None:
-    """Refuse the file at ``path`` (or a line of it) unless its format version ``found`` is ``reads`` (the version this
-    vtb reads and writes): a :class:`FormatVersionError` on one line, naming the file, both versions
-    and what to do. Called by every reader before anything else is read or changed."""
-    if found == reads:
+    """Refuse the file at ``path`` (or a line of it) unless its format version ``found`` is ``reads``
+    (the version this vtb reads and writes): a :class:`FormatVersionError` on one line, naming the file,
+    both versions and what to do. Called by every reader before anything else is read or changed."""
+    if type(found) is int and found == reads:  # not True, not 1.0: a version is written as an integer
         return
     written = "none (written before format versions)" if found is None else repr(found)
     raise FormatVersionError(
