@@ -173,3 +173,12 @@ def test_only_this_integer_version_reads(tmp_path: Path, found: object) -> None:
     with pytest.raises(FormatVersionError, match=rf"run\.json: format version .*reads version {RUN_FORMAT}"):
         check_format(tmp_path / "run.json", format_version((tmp_path / "run.json").read_bytes()), RUN_FORMAT)
     check_format(tmp_path / "run.json", RUN_FORMAT, RUN_FORMAT)
+
+
+def test_vtb_transcript_names_a_damaged_results_file_in_one_line(run_dir: Path) -> None:
+    path = run_dir / RESULTS_FILE
+    path.write_bytes(b'{"format_version":1,"task_id":"x","torn\n' + path.read_bytes())  # a torn line, not the last
+    result = vtb("transcript", str(run_dir), TASK)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "results.jsonl: line 1 is not a valid result" in line

@@ -46,9 +46,12 @@ def transcript(run_dir: Path = typer.Argument(..., help="A run directory written
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.rundir.transcripts import open_transcript
 
+    from vtb_agents.rundir.store import ResultsError
+
     try:
         record = open_transcript(run_dir, task_id, epoch)
-    except RunError as exc:
+        header = [] if as_json else result_header(run_dir, task_id, epoch)
+    except (RunError, ResultsError) as exc:  # another format version, a damaged file: one line
         fail(str(exc))
         return
     if as_json:
@@ -57,7 +60,6 @@ def transcript(run_dir: Path = typer.Argument(..., help="A run directory written
     from vtb_agents.artifacts import ArtifactStore
     from vtb_agents.rundir.layout import artifacts_dir
 
-    header = result_header(run_dir, task_id, epoch)
     for renderable in render(record, ArtifactStore(artifacts_dir(run_dir)), header=header,
                              highlight=out.console.is_terminal):
         out.print(renderable, highlight=False)
