@@ -187,8 +187,11 @@ def test_task_graph_runs_the_driver_in_process_and_keeps_the_conversation_in_its
     assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
     assert state["grade"]["passed"] is True
     # the episode's transcript, turn by turn, as `vtb run` records it (the replay agent asks, then crops and answers)
-    assert [(e["kind"], e["step"], e["turn"]) for e in state["transcript"]] == [
+    assert [(e["kind"], e["step"], e["call"]["turn"] if e["kind"] == "tool" else e["turn"])
+            for e in state["transcript"]] == [
         ("model", "model", 0), ("model", "model", 1), ("tool", "vision_tools", 1), ("model", "model", 1)]
+    turn_calls = state["episode"]["turns"][1]["tool_calls"]  # the tool event carries the turn's own record
+    assert [e["call"] for e in state["transcript"] if e["kind"] == "tool"] == turn_calls
     assert state["transcript"][0]["images"] and state["transcript"][1]["messages"][-1]["role"] == "human"
     # the same task again on the thread (inline this time): its conversation starts afresh
     task = load_tasks("sample", task_id="fu-medical-labs")[0]

@@ -145,6 +145,7 @@ def test_vtb_transcript_prints_model_text_terminal_safe(tmp_path):
     sequence in a reply and in code is shown, never sent to the terminal."""
     from vtb_agents.artifacts import ArtifactStore
     from vtb_agents.cli.transcript import render
+    from vtb_agents.results import ToolCallRecord
     from vtb_agents.transcript import ModelEvent, ModelResponse, ToolEvent, Transcript
 
     hostile = "\x1b]0;pwned\x07\x1b[2J"
@@ -152,8 +153,8 @@ def test_vtb_transcript_prints_model_text_terminal_safe(tmp_path):
         ModelEvent(step="model", turn=0, messages=[{"role": "human", "content": hostile}],
                    response=ModelResponse(text=hostile, tool_calls=[{"name": "python_image_processing",
                                                                       "args": {"code": f"print('{hostile}')"}}])),
-        ToolEvent(step="tools", turn=0, name="python_image_processing", args={"code": f"x = '{hostile}'"},
-                  output=hostile)])
+        ToolEvent(step="tools", call=ToolCallRecord(turn=0, round=0, id="c1", name="python_image_processing",
+                                                     args={"code": f"x = '{hostile}'"}, ok=True, output=hostile))])
     for highlight in (False, True):
         console = Console(width=80, file=io.StringIO(), record=True, force_terminal=highlight)
         for renderable in render(record, ArtifactStore(tmp_path), highlight=highlight):

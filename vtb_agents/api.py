@@ -53,6 +53,7 @@ from vtb_agents.sandbox import open_sandbox
 from vtb_agents.strategies.agent import AgentLike, agent_strategy
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.tasks.model import Task
+from vtb_agents.tasks.select import TaskFilter
 from vtb_agents.tasks.sources import load_tasks as load_source
 from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
@@ -116,10 +117,11 @@ def default_run_dir(now: datetime | None = None) -> Path:
 
 def load_tasks(source: str | Path = "sample", *, category: str | None = None, task_id: str | None = None,
                limit: int | None = None) -> list[Task]:
-    """The tasks of ``source`` (``sample``, a folder, parquet, ``hf:...``), optionally filtered."""
-    tasks = [t for t in load_source(source)
-             if (category is None or t.category == category) and (task_id is None or t.id == task_id)]
-    return tasks[:limit] if limit else tasks
+    """The tasks of ``source`` (``sample``, a folder, parquet, ``hf:...``), optionally filtered (the one
+    task filter, :class:`~vtb_agents.tasks.select.TaskFilter`, as ``vtb run``'s options)."""
+    chosen = TaskFilter(categories=frozenset({category} if category is not None else ()),
+                        task_ids=frozenset({task_id} if task_id is not None else ()), limit=limit)
+    return chosen.apply(load_source(source))
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """What a run is: ``RunConfig``, one typed record of a run's settings (pydantic, no LangChain or LangGraph).
 
-One model, many uses: it is what ``run.json`` holds (:meth:`RunConfig.from_run_dir` reads it back),
+One model, many uses: it is what ``run.json`` holds (``vtb_agents.rundir.read.read_record(path).config``
+reads it back, after checking the file's format version),
 the context schema of the Studio graphs, what ``vtb run``'s options build (their flags and help
 come from the fields here, :mod:`vtb_agents.cli.options`), and what the Python API
 (:func:`vtb_agents.api.evaluate`) and the runner take. :func:`run_config` builds one from flat
@@ -11,8 +12,6 @@ options (the names of ``vtb run``'s options in Python form); every default is de
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any, Callable, Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -35,8 +34,6 @@ History = Literal["golden", "model"]
 CriticalRule = Literal["weight", "flag", "either"]
 """Which rubrics count as critical: by ``weight`` (>= 4), by the dataset's ``flag``, or ``either``."""
 
-RUN_FILE = "run.json"
-"""The file of a run directory that records its ``RunConfig`` (under ``config``)."""
 PACING_KEYS = frozenset({"requests_per_second", "request_timeout_s", "model_cache", "model_cache_only"})
 """Settings that change how a run goes (how fast, whether answers come from the model cache), not its
 results: a resume may change them (e.g. drop ``model_cache_only`` to fill in what the cache missed)."""
@@ -153,26 +150,6 @@ class RunConfig(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists), as ``run.json`` records it."""
         return self.model_dump(mode="json")
-
-    @classmethod
-    def from_run_dir(cls, run_dir: Path) -> RunConfig:
-        """The config a run directory's ``run.json`` records; a missing or bad file raises ValueError
-        naming the file (and the field at fault)."""
-        path = Path(run_dir) / RUN_FILE
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ValueError(f"{path}: no such file (not a run directory?)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path}: unreadable: {exc}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
-            raise ValueError(f"{path}: no 'config' object")
-        try:
-            return cls.model_validate(complete_record(data["config"]))
-        except ValidationError as exc:
-            raise ValueError(f"{path}: {field_error(exc, prefix='config')}") from None
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
 
 
 DEFAULTS = RunConfig()

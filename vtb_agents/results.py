@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from vtb_agents.config import History, PromptLevel
+from vtb_agents.config import EpisodeSettings
 
 TurnStatus = Literal["answered", "asked_user", "tool_round_cap", "error"]
 VerdictStatus = Literal["met", "not_met", "unjudged", "error"]
@@ -60,8 +60,9 @@ class ImageRegion(BaseModel):
 
 
 class SavedImage(BaseModel):
-    """An image a tool call saved: its file name, its artifact reference (sha256), its size, and the
-    region of a task image it was cut from (None when the sandbox did not track one)."""
+    """An image a tool call or a strategy step saved: its file name, its artifact reference (the sha256
+    of its bytes in ``artifacts/``), its size ``[width, height]``, and the region of a task image it
+    was cut from (None when the sandbox did not track one)."""
 
     model_config = ConfigDict(extra="allow")
     name: str
@@ -71,17 +72,31 @@ class SavedImage(BaseModel):
 
 
 class ToolCallRecord(BaseModel):
-    """One tool call of an episode, as the model made it and as the tool answered."""
+    """One tool call, as the model made it and as the tool answered: the one record of a tool call,
+    in a turn's record (``results.jsonl``) and in the transcript's tool event, which carries this very
+    record (docs/reference/transcripts.md).
 
-    turn: int
-    round: int
+    ``turn`` and ``round`` (0-based) place it; both are None only in a transcript, for a call no turn
+    record lists (one a time limit cut off). ``ok`` is False for a call that failed (an error result,
+    code that raised, a tool the model named that does not exist); ``error`` is the error seen, when
+    one was; ``duration_s`` how long it ran."""
+
+    turn: int | None = None
+    round: int | None = None
     id: str
     name: str
-    args: dict[str, Any]
+    args: Any = None
     ok: bool
-    output: str
+    output: str = ""
     images: list[SavedImage] = Field(default_factory=list)
     duration_s: float | None = None
+    error: str | None = None
+
+    @property
+    def place(self) -> str:
+        """Where the call was made, 1-based: ``turn 2 round 1`` (``?`` for what is not known)."""
+        return " ".join(f"{what} {'?' if at is None else at + 1}" for what, at in (("turn", self.turn),
+                                                                                 ("round", self.round)))
 
 
 class TurnRecord(BaseModel):
@@ -112,18 +127,17 @@ class TurnRecord(BaseModel):
         return bool(self.reference_regions) and self.best_crop_iou is None and bool(self.not_located)
 
 
-class EpisodeRecordSettings(BaseModel):
-    """How one episode ran, recorded with it: its strategy, limits, tools, resumer, graph and how the
-    sandbox confined code (None where the episode failed before it was known)."""
+class EpisodeRecordSettings(EpisodeSettings):
+    """How one episode ran, recorded with it: the run's episode settings (every field of
+    :class:`~vtb_agents.config.EpisodeSettings`, inherited, never re-declared), the strategy that
+    answered its turns (the run's :attr:`~vtb_agents.config.RunConfig.strategy_spec`), its tools,
+    resumer (by name) and graph, and how the sandbox confined code (None where the backend does not say):
+    what the episode had, resolved, where :class:`~vtb_agents.config.RunConfig` holds the options."""
 
-    model_config = ConfigDict(extra="forbid")
-    strategy: str | None = None
-    max_tool_rounds: int | None = None
-    prompt_level: PromptLevel | None = None
-    history: History | None = None
-    tools: list[str] | None = None
-    resumer: str | None = None
-    graph: str | None = None
+    strategy: str
+    tools: list[str] = Field(default_factory=list)
+    resumer: str
+    graph: str
     sandbox_isolation: str | None = None
     sandbox_memory_cap: str | None = None
     sandbox_syscall_filter: str | None = None
@@ -140,7 +154,8 @@ class Episode(BaseModel):
     error: str | None = None
     traceback: str | None = None
     """The (short) traceback of the error that ended the episode, for the report."""
-    settings: EpisodeRecordSettings = Field(default_factory=EpisodeRecordSettings)
+    settings: EpisodeRecordSettings | None = None
+    """How the episode ran; None for an episode that failed before it started (its task's error says why)."""
     outcome: Outcome | None = None
     """How the episode ended; None in results written before outcomes existed (see ``ended``)."""
     strategy_image_ops: dict[str, int] = Field(default_factory=dict)
@@ -247,9 +262,17 @@ class TaskUsage(BaseModel):
     judge_batch: TokenUsage = Field(default_factory=TokenUsage)
 
 
-class TaskResult(BaseModel):
-    """One line of ``results.jsonl``: one episode of a task (``epoch`` 1..K of ``vtb run --epochs K``)."""
+RESULTS_FORMAT = 1
+"""The format version of ``results.jsonl`` that this vtb writes and reads: the ``format_version`` that
+begins each of its lines (:class:`TaskResult`; checked by :mod:`vtb_agents.rundir.store`)."""
 
+
+class TaskResult(BaseModel):
+    """One line of ``results.jsonl``: one episode of a task (``epoch`` 1..K of ``vtb run --epochs K``).
+    ``format_version`` comes first, so that a reader sees a line's format before anything else."""
+
+    format_version: int = RESULTS_FORMAT
+    """The format of this line (:data:`RESULTS_FORMAT` when this vtb wrote it)."""
     task_id: str
     epoch: int = Field(default=1, ge=1)
     """Which of the task's independent runs this is (1..K, ``vtb run --epochs K``)."""

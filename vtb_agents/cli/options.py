@@ -29,7 +29,6 @@ from vtb_agents.cli.run_settings import run_settings
 
 if TYPE_CHECKING:  # loaded when a command runs, not by `vtb --help`
     from vtb_agents.config import RunConfig
-    from vtb_agents.tasks.errors import TaskLoadError
     from vtb_agents.tasks.model import Task
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -222,21 +221,20 @@ def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int 
     (:func:`~vtb_agents.tasks.validate.screen_tasks`) before anything runs: an invalid task exits
     naming every error of every such task, or with ``skip_invalid`` is left out and listed. A task
     that cannot be loaded counts as invalid (it is filtered by id only). Exit if none is left."""
-    from vtb_agents.tasks.errors import TaskLoadError
     from vtb_agents.tasks.model import REVIEW_STATUSES
+    from vtb_agents.tasks.select import TaskFilter
     from vtb_agents.tasks.validate import screen_tasks
     from vtb_agents.terminal import safe
 
     for value in status:
         check_choice("--status", value, REVIEW_STATUSES)
     items = load_items_or_fail(spec)
-    if task_id:
-        known = {item.problem.task_id if isinstance(item, TaskLoadError) else item.id for item in items}
-        missing = sorted(set(task_id) - known)
-        if missing:
-            fail(f"no task(s) {', '.join(missing)} in {spec}")
-    items = [item for item in items if _selected(item, set(category), set(task_id), set(status))]
-    items = items[:limit] if limit else items
+    chosen = TaskFilter(categories=frozenset(category), task_ids=frozenset(task_id), statuses=frozenset(status),
+                        limit=limit)
+    missing = chosen.missing_ids(items)
+    if missing:
+        fail(f"no task(s) {', '.join(missing)} in {spec}")
+    items = chosen.apply(items)
     screening = screen_tasks(items)
     if screening.rejected:
         for problem in (p for problems in screening.rejected.values() for p in problems):
@@ -251,16 +249,6 @@ def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int 
         fail("no tasks selected" + (f" (review status {', '.join(status)}: tasks without a review block have none)"
                                     if status else ""))
     return screening.tasks
-
-
-def _selected(item: Task | TaskLoadError, category: set[str], task_id: set[str], status: set[str]) -> bool:
-    """Whether ``item`` passes the filters; a task that failed to load passes all but the id filter."""
-    from vtb_agents.tasks.errors import TaskLoadError
-
-    if isinstance(item, TaskLoadError):
-        return not task_id or item.problem.task_id in task_id
-    return ((not category or item.category in category) and (not task_id or item.id in task_id)
-            and (not status or item.review is not None and item.review.status in status))
 
 
 def make_executor(kind: str, ray_address: str | None, concurrency: int, workers: int | None = None,

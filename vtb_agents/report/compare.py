@@ -73,7 +73,7 @@ class RunRow:
 
 def run_row(meta: RunMeta, label: str) -> RunRow:
     """The comparison row of one run."""
-    s, settings = meta.summary, meta.settings
+    s, settings = meta.summary, meta.run.config
     return RunRow(
         run=label, path=str(meta.path), model=s.model or settings.model, judge=s.judge.model or settings.judge,
         settings=settings_text(settings), tasks=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars,
@@ -218,8 +218,8 @@ def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
     paths = [Path(p) for p in run_dirs]
     labels = _labels(paths)
     metas = [read_meta(path) for path in paths]
-    runs = [RunResults(label=label, results=complete_results(meta.path, ReportError), model=meta.settings.model,
-                       judge=meta.settings.judge) for meta, label in zip(metas, labels)]
+    runs = [RunResults(label=label, results=complete_results(meta.path, ReportError), model=meta.run.config.model,
+                       judge=meta.run.config.judge) for meta, label in zip(metas, labels)]
     return Comparison(rows=[run_row(meta, label) for meta, label in zip(metas, labels)],
                       task_ids={run.label: {r.task_id for r in run.results} for run in runs},
                       paired=compare_pairs(runs))

@@ -20,11 +20,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from vtb_agents.config import RUN_FILE
-
 __all__ = ["ARTIFACTS_DIR", "CHECKPOINT_FILE", "CORRUPT_SUFFIX", "JUDGE_BATCHES_FILE", "JUDGE_CACHE_FILE", "LOCK_FILE",
            "RESULTS_FILE", "RUN_FILE", "SUMMARY_FILE", "TASK_PAGES_DIR", "TRANSCRIPTS_DIR", "artifacts_dir",
            "task_file_stem", "task_page_file", "transcript_file", "worker_checkpoints"]
+RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
 ARTIFACTS_DIR = "artifacts"

@@ -2,8 +2,11 @@
 (:class:`RunSummary`); a result line is a :class:`~vtb_agents.results.TaskResult`.
 
 Every reader of a run gets these records (:mod:`vtb_agents.rundir.read`): attributes, not dict
-look-ups, so that a misspelt or missing field is a type error, not a silent ``None``. The records
-allow extra fields, so that files written by newer versions still read.
+look-ups, so that a misspelt or missing field is a type error, not a silent ``None``.
+
+``run.json`` carries its format version (``format_version``, :data:`RUN_FORMAT`): the reader refuses a
+file of another version before it reads anything else (:func:`~vtb_agents.rundir.errors.check_format`).
+A change to what ``run.json`` holds raises :data:`RUN_FORMAT`; there is no upgrade of older files.
 """
 
 from __future__ import annotations
@@ -18,8 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from vtb_agents.config import RunConfig, complete_record
 from vtb_agents.results import TaskResult, TokenUsage
 
-__all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RegionIoU",
-           "RegionScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics", "Uncertainty"]
+__all__ = ["RUN_FORMAT", "EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord",
+           "RegionIoU", "RegionScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics",
+           "Uncertainty"]
+
+
+RUN_FORMAT = 1
+"""The format version of ``run.json`` that this vtb writes and reads (its ``format_version``)."""
 
 
 class ModelRecord(BaseModel):
@@ -44,6 +52,8 @@ class RunRecord(BaseModel):
     as cache hits)."""
 
     model_config = ConfigDict(extra="allow")
+    format_version: int = RUN_FORMAT
+    """The format of this file (:data:`RUN_FORMAT` when this vtb wrote it)."""
     config: RunConfig
     vtb_agents: str | None = None
     model: ModelRecord | None = None

@@ -58,7 +58,7 @@ def _grading(settings: RunConfig) -> Grading:
 
 def recorded_grading(run_dir: Path | str) -> Grading:
     """The judge and critical rule ``run_dir``'s ``run.json`` records (RunError if it has none)."""
-    return _grading(read_record(run_dir)[1])
+    return _grading(read_record(run_dir).config)
 
 
 def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: CriticalRule | None = None,
@@ -75,7 +75,7 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
     with run_dir_lock(run_dir, "vtb grade"):  # nobody appends while the file is read and rewritten
         finished = open_finished_run(run_dir)
         results = finished.results
-        recorded = _grading(finished.settings)
+        recorded = _grading(finished.run.config)
         judge_spec = judge_spec or recorded.judge
         critical_rule = critical_rule or recorded.critical_rule
         by_id = finished.tasks(tasks, needed=[r.task_id for r in results])
@@ -92,7 +92,7 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
                 with track_usage() as judge_usage:
                     grade = grade_episode(by_id[result.task_id], result.episode, judge_for_epoch(judge, result.epoch),
                                           critical_rule, callbacks=[recorder],
-                                          time_limit_s=finished.settings.episode.task_timeout_s,
+                                          time_limit_s=finished.run.config.episode.task_timeout_s,
                                           call_limit_s=judge_time_limit(request_timeout_s))
                 judged = [e for e in recorder.transcript(result.task_id).events if isinstance(e, JudgeEvent)]
                 regraded_transcript(run_dir, result.task_id, judged, result.epoch)
@@ -108,8 +108,8 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
         record = with_grading(finished.run, judge_spec, critical_rule).model_copy(
             update={"judge": ModelRecord.model_validate(judge_record(judge_spec)), "grading_id": grading})
         write_json_atomic(run_dir / RUN_FILE, record.model_dump(mode="json"))
-        summary = summarize(regraded, judge_name=judge_spec, epochs=finished.settings.epochs,
-                            extra={"model": finished.settings.model, "strategy": finished.settings.strategy_spec,
+        summary = summarize(regraded, judge_name=judge_spec, epochs=finished.run.config.epochs,
+                            extra={"model": finished.run.config.model, "strategy": finished.run.config.strategy_spec,
                                    "critical_rule": critical_rule})
         write_summary(run_dir, summary)
         return summary

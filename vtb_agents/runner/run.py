@@ -39,7 +39,7 @@ from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.records import RunRecord, new_run_id
 from vtb_agents.rundir.store import ResultsStore, episode_key, latest_results
 from vtb_agents.rundir.transcripts import write_transcript
-from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
+from vtb_agents.config import PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob, TaskEpoch
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.batch_grade import BatchSettings
@@ -170,7 +170,7 @@ def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskR
     record = RunRecord(config=config, vtb_agents=__version__,
                        **model_records(config.model, config.model_kwargs, config.judge),
                        started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), run_id=run_id, grading_id=run_id)
-    return create_run_dir(out, record, resume=resume, defaults=DEFAULTS.to_dict(), may_change=PACING_KEYS)
+    return create_run_dir(out, record, resume=resume, may_change=PACING_KEYS)
 
 
 def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,

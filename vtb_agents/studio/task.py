@@ -156,6 +156,7 @@ def episode(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig
         recorder = TranscriptRecorder(session.artifacts)  # this turn's events, as the driver records a run's
         recorded = cast(dict[str, Any], merge_configs(cast(RunnableConfig, inner), {"callbacks": [recorder]}))
         messages, question = drive_turn(graph, recorded, context, record, step)
+        recorder.adopt(record.turns[-1].tool_calls)  # the turn's events carry its records, as in a run
     events = [event.model_dump(mode="json") for event in recorder.transcript(task.id).events]
     update: dict[str, Any] = {"messages": messages, "turns": [t.model_dump(mode="json") for t in record.turns],
                               "question": question, "reply": None,
