@@ -5,8 +5,8 @@ the context schema of the Studio graphs, what ``vtb run``'s options build (their
 come from the fields here, :mod:`vtb_agents.cli.options`), and what the Python API
 (:func:`vtb_agents.api.evaluate`) and the runner take. :func:`run_config` builds one from flat
 options (the names of ``vtb run``'s options in Python form); every default is defined once, in
-:mod:`vtb_agents.defaults`. Opening what a config describes is
-:func:`vtb_agents.runner.resources.open_resources`'s job.
+:mod:`vtb_agents.defaults`. Resolving what a config describes is
+:func:`vtb_agents.runner.plan.plan_run`'s job.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class RunConfig(BaseModel):
     the model-call cache (:mod:`vtb_agents.models.cache`), ``model_cache_only`` replays from it
     without calling any model. ``extra_tools`` names
     the tools added to the tool set: ``module:attr`` specs (``--tool``), or tool objects a Python
-    run gave (:class:`~vtb_agents.runner.resources.RunObjects`) by their names (``object:...``), as
+    run gave (:class:`~vtb_agents.runner.plan.RunObjects`) by their names (``object:...``), as
     ``model``, ``judge`` and ``strategy`` name objects. ``sandbox``, ``judge`` and ``strategy`` take
     ``module:attr`` specs and installed extensions' names too (:mod:`vtb_agents.extensions`). A bad value
     raises pydantic's ``ValidationError`` naming the field.

@@ -14,7 +14,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
@@ -24,9 +24,7 @@ from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.episodes.regions import has_reference_code, locate_untracked
 from vtb_agents.judges.bounded import judge_time_limit
 from vtb_agents.judges.graph import grade_episode
-from vtb_agents.judges import judge_record
 from vtb_agents.judges.cache import judge_for_epoch
-from vtb_agents.models.spec import model_record
 from vtb_agents.models.cache import ModelCacheMiss, task_model_calls
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import Episode, Outcome, TaskGrade, TaskResult, TaskUsage, is_infrastructure, task_outcome
@@ -35,14 +33,15 @@ from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.errors import RunError, StoppedRun
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
 from vtb_agents.rundir.lock import run_dir_lock
-from vtb_agents.rundir.records import RunRecord, new_run_id
+from vtb_agents.rundir.records import RunRecord, RunSummary, new_run_id
 from vtb_agents.rundir.store import ResultsStore, episode_key, latest_results
 from vtb_agents.rundir.transcripts import write_transcript
 from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
 from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob, TaskEpoch
 from vtb_agents.runner.outcomes import failed_episode
-from vtb_agents.runner.preflight import check_parts, require
-from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunResources, open_parts, resolve_parts
+from vtb_agents.runner.plan import NO_OBJECTS, PlanRecords, RunObjects, RunPlan, plan_run
+from vtb_agents.runner.preflight import check_plan, require
+from vtb_agents.runner.resources import RunResources, open_plan
 from vtb_agents.runner.saving import ResultSaver, storage_cause
 from vtb_agents.sandbox.base import Sandbox, SandboxError
 from vtb_agents.tasks.model import Task
@@ -153,27 +152,27 @@ def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: 
     score_regions(episode, reference)
 
 
-def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -> dict[str, Any]:
-    """The resolved settings of the run's model and judge (presets expanded), kept in ``run.json``."""
-    return {"model": model_record(model, model_kwargs), "judge": judge_record(judge)}
-
-
-def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskResult]:
-    """Create or reopen ``out`` for ``config`` (:func:`vtb_agents.rundir.create.prepare_run_dir`):
-    a resume may change only the pacing settings."""
+def prepare_run_dir(out: Path, records: PlanRecords, *, resume: bool) -> list[TaskResult]:
+    """Create or reopen ``out`` for a run of ``records`` (its config and its resolved model and judge,
+    :mod:`vtb_agents.runner.plan`; :func:`vtb_agents.rundir.create.prepare_run_dir`): a resume may
+    change only the pacing settings."""
     run_id = new_run_id()
-    record = RunRecord(config=config, vtb_agents=__version__,
-                       **model_records(config.model, config.model_kwargs, config.judge),
-                       started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), run_id=run_id, grading_id=run_id)
+    record = RunRecord(config=records.config, vtb_agents=__version__, model=records.model_record(),
+                       judge=records.judge_record(), started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       run_id=run_id, grading_id=run_id)
     return create_run_dir(out, record, resume=resume, defaults=DEFAULTS.to_dict(), may_change=PACING_KEYS)
 
 
-def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
+def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
               executor: Executor | None = None, stop: threading.Event | None = None,
-              objects: RunObjects = NO_OBJECTS, retry_errors: bool = False, checked: bool = False) -> dict[str, Any]:
+              objects: RunObjects = NO_OBJECTS, retry_errors: bool = False, checked: bool = False) -> RunSummary:
     """Run every episode (task and epoch, ``config.epochs`` per task) not yet in ``out``, append each
-    result as it finishes, write ``summary.json``.
+    result as it finishes, write ``summary.json`` and return it (typed, with ``run_dir`` ``out``).
+
+    ``run`` is the run's plan (:mod:`vtb_agents.runner.plan`), or its config, planned here
+    (:func:`~vtb_agents.runner.plan.plan_run`, with ``objects``): the run is resolved once, and
+    workers in other processes rebuild its objects from the plan's records.
 
     ``executor`` spreads the episodes (default: one at a time here); setting ``stop`` finishes the
     running tasks and writes the summary of what is done. ``retry_errors`` (with ``resume``) runs
@@ -187,8 +186,8 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     (:mod:`vtb_agents.runner.preflight`: the sandbox runs the canary cell): a spec that cannot be
     loaded raises ValueError, a part that fails its check
     :class:`~vtb_agents.runner.preflight.PreflightError`, each naming the part and the cause.
-    ``checked``: the caller ran these checks already for this config's parts (``vtb ablate``, once
-    for all its settings).
+    ``checked``: the caller ran these checks already for this plan (``vtb ablate``, once for all its
+    settings).
     """
     out = Path(out)
     tracing = install_tracing_from_env()  # LANGSMITH_TRACING=true: every trace goes through an image-safe client
@@ -197,15 +196,18 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     if duplicates:
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
     executor = executor or LocalExecutor()
-    if objects and not executor.in_process:
+    if isinstance(run, RunPlan) and objects:
+        raise RunError("objects from Python belong in the plan (plan_run(config, objects)), not beside it")
+    plan = run if isinstance(run, RunPlan) else plan_run(run, objects)  # bad specs fail here, before any file
+    config = plan.config
+    if plan.in_process_only and not executor.in_process:
         raise RunError("objects from Python (a model, judge, strategy, agent or tools) cannot reach remote workers: "
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
     cache = judge_cache or out / JUDGE_CACHE_FILE
-    parts = resolve_parts(config, objects)  # bad specs fail here, before any file
     if not checked:
-        require(check_parts(parts, config))  # and parts that break their contract or cannot run code
-    opening = open_parts(parts, config, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
-                         judge_cache=cache, run_dir=out)
+        require(check_plan(plan))  # and parts that break their contract or cannot run code
+    opening = open_plan(plan, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
+                        judge_cache=cache, run_dir=out)
     out.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run
@@ -220,14 +222,14 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         store = ResultsStore(out)
         sink = ResultSaver(store, stop, saved)  # a disk error stops the run, loses nothing saved
         try:
-            done = prepare_run_dir(out, config, resume=resume)
+            done = prepare_run_dir(out, plan.records, resume=resume)
             results.extend(done)
             finished = {episode_key(r) for r in done if not (retry_errors and r.infrastructure_failed)}
             with opening as resources:  # epoch by epoch: a stopped run has whole epochs first
                 todo = [TaskEpoch(t, epoch) for epoch in range(1, config.epochs + 1) for t in tasks
                         if (t.id, epoch) not in finished]
                 job = RunJob(sink.guard(lambda item: run_task(item.task, config, resources, epoch=item.epoch)),
-                             config, out, cache)
+                             plan, out, cache)
                 executor.run(todo, job, sink, stop)  # workers in other processes open their own resources
         except ModelCacheMiss as miss:  # results written so far stay; a resume continues
             raise RunError(f"{miss}; the run stopped with {sink.saved} new result(s) saved in {out}; resume without "
@@ -245,7 +247,7 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         summary = summarize(kept, judge_name=config.judge, expected=len(wanted), epochs=config.epochs,
                             extra={"model": config.model, "strategy": config.strategy_spec,
                                    "critical_rule": config.critical_rule})
-        write_summary(out, summary)
+        typed = write_summary(out, summary)
     if tracing is not None:
         tracing.flush()
-    return summary
+    return typed.model_copy(update={"run_dir": out})
