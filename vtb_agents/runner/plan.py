@@ -49,6 +49,9 @@ from vtb_agents.tools import extension_tools, guard_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
 
 SandboxOpener = Callable[[], AbstractContextManager[Sandbox]]
+__all__ = ["JudgePlan", "Limiters", "ModelFactory", "NO_OBJECTS", "PlanRecords", "RunObjects", "RunPlan",
+           "SandboxOpener", "build_plan", "network_settings", "object_name", "plan_judge", "plan_records", "plan_run",
+           "sandbox_kind_opener", "sandbox_opener"]
 
 
 def object_name(obj: object) -> str:
@@ -263,8 +266,3 @@ def plan_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) 
     choice = judge_choice(spec)
     return JudgePlan(choice, build_judge(choice, request_timeout_s))
 
-
-def plan_chat_model(spec: str) -> BaseChatModel:
-    """The chat model of a preset or ``provider:model`` spec, for the analyses that call one
-    (``vtb analyze failures --model``); a bad spec raises ValueError."""
-    return chat_model(spec)

@@ -29,9 +29,8 @@ from vtb_agents.graphs.resumers import Resumer
 from vtb_agents.judges import RubricJudge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.models.cache import ModelCache
-from vtb_agents.models.spec import ModelFactory
 from vtb_agents.rundir.read import record_if_any
-from vtb_agents.runner.plan import RunPlan, SandboxOpener
+from vtb_agents.runner.plan import ModelFactory, RunPlan, SandboxOpener
 from vtb_agents.strategies import EpisodeContext, Strategy
 
 @dataclass(frozen=True)
