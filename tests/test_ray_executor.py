@@ -125,12 +125,13 @@ def test_a_worker_that_cannot_import_the_agent_says_so(tasks, tmp_path, monkeypa
 
 
 def test_a_worker_refuses_a_run_directory_it_cannot_see(tmp_path):
-    worker = TaskWorker(plan_records(RunConfig(model="replay")), str(tmp_path / "elsewhere"), str(tmp_path / "cache.sqlite"), 0)
+    records = plan_records(RunConfig(model="replay"))
+    worker = TaskWorker(records, str(tmp_path / "elsewhere"), str(tmp_path / "cache.sqlite"), 0)
     assert worker.error is not None and "must be on storage every worker process shares" in worker.error
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.json").write_text("{}")
     (tmp_path / "run" / "artifacts").write_text("a file where the folder should be")
-    worker = TaskWorker(plan_records(RunConfig(model="replay")), str(tmp_path / "run"), str(tmp_path / "cache.sqlite"), 0)
+    worker = TaskWorker(records, str(tmp_path / "run"), str(tmp_path / "cache.sqlite"), 0)
     assert worker.error is not None
     assert "cannot write" in worker.error and "writable by every worker process" in worker.error
 
