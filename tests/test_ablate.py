@@ -25,9 +25,9 @@ def test_ablate_runs_every_setting_and_writes_the_comparison(task_root, tmp_path
     assert settings["no_tools"]["tools"] == []
     summaries = {name: json.loads((out / name / "summary.json").read_text()) for name in ABLATIONS}
     # The replay agent skips the steps whose tool is not offered, so it uses no tool without vision.
-    assert summaries["strong_prompt"].tool_metrics.proactivity == 1.0
-    assert summaries["no_vision_tool"].tool_metrics.proactivity == 0.0
-    assert summaries["no_tools"].tool_metrics.calls == 0
+    assert summaries["strong_prompt"]["tool_metrics"]["proactivity"] == 1.0
+    assert summaries["no_vision_tool"]["tool_metrics"]["proactivity"] == 0.0
+    assert summaries["no_tools"]["tool_metrics"]["calls"] == 0
     page = (out / "ablation.html").read_text()
     assert all(name in page for name in ABLATIONS) and "<svg" in page and "http://" not in page.split("<svg")[0]
 
