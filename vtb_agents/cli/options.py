@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Sequence, Ty
 
 import typer
 
-from vtb_agents import defaults
 from vtb_agents.cli.common import check_choice, err, fail, load_items_or_fail
 from vtb_agents.config import DEFAULTS, EpisodeSettings, RunConfig
 
@@ -120,8 +119,7 @@ class RunOptions:
 
         if self.retry_errors and not self.resume:
             fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
-        given = {**self.settings, "model_kwargs": parse_model_kwargs(self.settings["model_kwargs"],
-                                                                     self.settings["model"])}
+        given = {**self.settings, "model_kwargs": parse_model_kwargs(self.settings["model_kwargs"])}
         try:
             return run_config(**given, **settings)
         except RunOptionError as exc:
@@ -204,8 +202,9 @@ def with_run_options(command: F) -> F:
     return with_options  # type: ignore[return-value]
 
 
-def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
-    """The ``--model-kwargs`` JSON object, or exit with a clear error (it needs a chat model)."""
+def parse_model_kwargs(text: str | None) -> dict[str, Any] | None:
+    """The ``--model-kwargs`` JSON object, or exit with a clear error (whether the model takes them is
+    the run's plan's to say, :func:`vtb_agents.runner.plan.plan_records`)."""
     if text is None:
         return None
     try:
@@ -214,8 +213,6 @@ def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
         fail(f"--model-kwargs is not valid JSON: {exc.msg} (at character {exc.pos})")
     if not isinstance(value, dict):
         fail(f"--model-kwargs must be a JSON object, got {type(value).__name__}")
-    if model == defaults.REPLAY or defaults.AgentSpec.parse(model) is not None:
-        fail(f"--model-kwargs needs a chat model (a preset or provider:model), not {model!r}")
     return value
 
 

@@ -34,7 +34,7 @@ from langchain_core.rate_limiters import BaseRateLimiter
 from langchain_core.tools import BaseTool
 
 from vtb_agents.config import RunConfig
-from vtb_agents.defaults import OBJECT_PREFIX, AgentSpec
+from vtb_agents.defaults import OBJECT_PREFIX, REPLAY, AgentSpec
 from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import JudgeChoice, RubricJudge, build_judge, judge_choice
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
@@ -204,9 +204,13 @@ def added_tools(config: RunConfig, objects: RunObjects) -> list[BaseTool]:
 
 
 def plan_records(config: RunConfig) -> PlanRecords:
-    """The run's model and judge specs resolved, once (a spec that cannot be resolved raises ValueError)."""
-    return PlanRecords(config=config, model=model_choice(config.model, config.model_kwargs),
-                       judge=judge_choice(config.judge))
+    """The run's model and judge specs resolved, once (a spec that cannot be resolved raises ValueError,
+    as do ``model_kwargs`` for a model that is no chat model: ``replay``, your agent)."""
+    records = PlanRecords(config=config, model=model_choice(config.model, config.model_kwargs),
+                          judge=judge_choice(config.judge))
+    if config.model_kwargs is not None and (config.model == REPLAY or records.model_is_agent):
+        raise ValueError(f"--model-kwargs needs a chat model (a preset or provider:model), not {config.model!r}")
+    return records
 
 
 def build_plan(records: PlanRecords, objects: RunObjects = NO_OBJECTS) -> RunPlan:
