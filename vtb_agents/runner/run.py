@@ -197,7 +197,7 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
     executor = executor or LocalExecutor()
     if isinstance(run, RunPlan) and objects:
-        raise RunError("objects from Python belong in the plan (plan_run(config, objects)), not beside it")
+        raise ValueError("objects from Python belong in the plan (plan_run(config, objects)), not beside it")
     plan = run if isinstance(run, RunPlan) else plan_run(run, objects)  # bad specs fail here, before any file
     config = plan.config
     if plan.in_process_only and not executor.in_process:
