@@ -6,7 +6,7 @@ finished task frees its slot, and its ``results.jsonl`` line reaches ``sink`` he
 driver's thread, in the order tasks finish. A task that raised and a worker that died are kept as
 errors and reported once every running task has finished; a lost worker's slots take no more tasks.
 Each worker rebuilds the run's plan from its records and says what it built; a worker that built
-another plan than the driver's (another plugin or preset on its node) fails the run before any task
+another plan than the driver's (another version of vtb_agents or of a plugin there) fails the run before any task
 (:func:`check_built`).
 A disk error in a worker sets ``stop`` at once (``runner/saving.py``: no task starts whose result
 could not be saved).
@@ -45,7 +45,7 @@ def check_built(where: str, built: str | None, expected: str) -> None:
     """Raise a RunError unless the worker ``where`` built the plan the driver built (``expected``)."""
     if built != expected:
         raise RunError(f"{where} built another plan from the run's records than this process did: {built} "
-                       f"instead of {expected} (is the same vtb_agents, with the same presets and plugins, "
+                       f"instead of {expected} (is the same version of vtb_agents and of your plugins "
                        "installed there?)")
 
 

@@ -159,7 +159,7 @@ class RunPlan:
     def built(self) -> str:
         """What was built, in one line: the records' fingerprint and the built objects' names (strategy,
         judge, tools, whether a model). A worker reports its plan's (:mod:`vtb_agents.runner.worker`),
-        which must equal the driver's: a node that loads another plugin or preset builds another line."""
+        which must equal the driver's: a node with another version of vtb_agents or of a plugin builds another line."""
         tools = ",".join(tool.name for tool in self.tools) or "none"
         return (f"plan {self.records.fingerprint()}: strategy {self.strategy.name}, judge {self.judge.name}, "
                 f"tools {tools}, model {'yes' if self.models is not None else 'no'}")
