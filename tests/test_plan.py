@@ -106,7 +106,7 @@ def test_the_judge_spec_is_classified_once_into_what_run_json_records(tmp_path: 
 
 DECODERS = {"model_choice", "resolve_model", "chat_model", "build_chat_model", "model_factory", "judge_choice",
             "build_judge", "load_strategy", "load_agent", "backend", "extension_tools", "load_resumer",
-            "load_extension", "is_extension", "open_sandbox"}
+            "load_extension", "is_extension", "open_sandbox", "load_judge", "judge_record", "model_record"}
 """The functions that decode a spec string (a model, judge, strategy, tool, sandbox or resumer spec)."""
 DECODER_MODULES = {"vtb_agents.models.spec", "vtb_agents.extensions"}
 DECODER_HOMES = {
