@@ -37,9 +37,11 @@ CriticalRule = Literal["weight", "flag", "either"]
 
 RUN_FILE = "run.json"
 """The file of a run directory that records its ``RunConfig`` (under ``config``)."""
-PACING_KEYS = frozenset({"requests_per_second", "request_timeout_s", "model_cache", "model_cache_only"})
-"""Settings that change how a run goes (how fast, whether answers come from the model cache), not its
-results: a resume may change them (e.g. drop ``model_cache_only`` to fill in what the cache missed)."""
+PACING_KEYS = frozenset({"requests_per_second", "request_timeout_s", "model_cache", "model_cache_only", "cost_limit",
+                         "token_limit"})
+"""Settings that change how a run goes (how fast, whether answers come from the model cache, how far its
+budget lets it go), not its results: a resume may change them (e.g. drop ``model_cache_only`` to fill in
+what the cache missed, or raise ``cost_limit`` to go on past the limit it stopped at)."""
 
 
 class EpisodeSettings(BaseModel):
@@ -62,6 +64,9 @@ class EpisodeSettings(BaseModel):
     task_timeout_s: Optional[float] = Field(default=None, gt=0, description=(
         "Seconds a task's episode may take: checked at every model call, tool call and graph step (agent: runs "
         "too); stops running code."))
+    task_token_limit: Optional[int] = Field(default=None, ge=1, description=(
+        "Tokens (input + output) a task's model calls may use: the call that passes it ends the task as "
+        "token_limit, a model-side outcome (graded, its finished turns kept)."))
     tags: tuple[str, ...] = Field(default=(), description="Extra tags of the episode's LangSmith traces.")
 
 class RunConfig(BaseModel):
@@ -110,6 +115,12 @@ class RunConfig(BaseModel):
                                                  description="At most this many model requests per second.")
     request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, description=(
         "Seconds a model or judge HTTP request may take (never past the task's --task-timeout)."))
+    cost_limit: Optional[float] = Field(default=None, gt=0, description=(
+        "USD the run may spend (model and judge, at the presets' prices): once reached no task starts, running "
+        "tasks finish, and a --resume with a higher limit continues (docs/how-to/cost-and-rate-limits.md)."))
+    token_limit: Optional[int] = Field(default=None, ge=1, description=(
+        "Tokens (model and judge, input + output) the run may use: once reached no task starts, running tasks "
+        "finish, and a --resume with a higher limit continues."))
     model_cache: Optional[str] = Field(default=None, description=(
         "SQLite file of model responses by request: identical requests are answered from it, new ones stored."))
     model_cache_only: bool = Field(default=False, description=(

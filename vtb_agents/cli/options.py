@@ -39,7 +39,8 @@ CONFIG_FLAGS: dict[str, str] = {
     "sandbox_strict": "--sandbox-strict", "sandbox_network": "--sandbox-network", "requests_per_second": "--rps",
     "task_timeout_s": "--task-timeout", "request_timeout_s": "--request-timeout", "tools_mode": "--tools-mode",
     "tools_cache": "--tools-cache", "extra_tools": "--tool", "epochs": "--epochs", "model_cache": "--model-cache",
-    "model_cache_only": "--model-cache-only",
+    "model_cache_only": "--model-cache-only", "cost_limit": "--cost-limit", "token_limit": "--token-limit",
+    "task_token_limit": "--task-token-limit",
     # `vtb run`'s own (`vtb ablate` sets them per condition)
     "prompt_level": "--prompt-level", "no_tools": "--no-tools", "no_vision_tool": "--no-vision-tool",
 }

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
 
     from vtb_agents.config import RunConfig
     from vtb_agents.results import TaskResult
+    from vtb_agents.runner.budget import Spend
     from vtb_agents.rundir.records import GroupScore, InfrastructureErrors, RegionScore, RunSummary
     from vtb_agents.tasks.model import Task
 
@@ -40,9 +41,10 @@ run_cli = cli_app()
 
 
 @contextmanager
-def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
+def progress_bar(total: int, spend: Spend | None = None) -> Iterator[tuple[ProgressFn, threading.Event]]:
     """A progress callback and a stop event set by Ctrl-C or SIGTERM (a second one aborts at once:
-    :mod:`vtb_agents.cli.interrupt`)."""
+    :mod:`vtb_agents.cli.interrupt`); with ``spend``, the line shows what the command's tasks spent
+    so far (USD at the presets' prices and tokens, :mod:`vtb_agents.runner.budget`)."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
@@ -56,8 +58,12 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
         def on_result(result: TaskResult, done: int, total_now: int) -> None:
             counts["graded"] += result.grade.graded
             counts["passed"] += bool(result.grade.passed)
+            spent = ""
+            if spend is not None:
+                spend.add(result)
+                spent = f" · ${spend.usd:.4f}{'+?' if spend.unpriced else ''} · {spend.tokens:,} tok"
             bar.update(job, completed=done, total=total_now,
-                       status=f"pass {counts['passed']}/{counts['graded']} · last {safe_markup(result.task_id)}")
+                       status=f"pass {counts['passed']}/{counts['graded']}{spent} · last {safe_markup(result.task_id)}")
 
         def on_stop() -> None:
             bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort at once)")
@@ -139,15 +145,21 @@ def run(options: RunOptions,
         return
     executor = options.make_executor(prestart=True)  # worker processes load the libraries as the runner does
     from vtb_agents.report import preparing_report
-    from vtb_agents.runner.run import run_suite
+    from vtb_agents.runner.budget import BudgetReached, Spend, run_prices
+    from vtb_agents.runner.run import EXIT_BUDGET, run_suite
 
     resume = run_resume_command(options, config, out_dir, judge_cache)
-    with (progress_bar(len(selected) * config.epochs) as (on_result, stop),
+    spend = Spend(*run_prices(config.model, config.judge))
+    with (progress_bar(len(selected) * config.epochs, spend) as (on_result, stop),
           preparing_report(out_dir, selected, on_result) as progress):
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
                                 judge_cache=judge_cache, executor=executor, stop=stop,
                                 retry_errors=options.retry_errors)
+        except BudgetReached as exc:  # the summary of what is done is written: the report shows it
+            refresh_report(out_dir, only_if_present=True)
+            err.print(safe(f"stopped: {exc}: {resume}"), highlight=False, soft_wrap=True, markup=False)
+            raise typer.Exit(EXIT_BUDGET) from None
         except StoppedRun as exc:
             fail(f"{exc}: {resume}")
         except (RunError, ValueError) as exc:

@@ -37,6 +37,7 @@ from vtb_agents.rundir.records import RunRecord, RunSummary, new_run_id
 from vtb_agents.rundir.store import ResultsStore, episode_key, latest_results
 from vtb_agents.rundir.transcripts import write_transcript
 from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
+from vtb_agents.runner.budget import BudgetReached, run_budget
 from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob, TaskEpoch
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.plan import NO_OBJECTS, PlanRecords, RunObjects, RunPlan, plan_run
@@ -47,12 +48,14 @@ from vtb_agents.sandbox.base import Sandbox, SandboxError
 from vtb_agents.tasks.model import Task
 from vtb_agents.tracing import install_tracing_from_env
 
-__all__ = ["CHECKPOINT_FILE", "EXIT_INCOMPLETE", "JUDGE_CACHE_FILE", "RUN_FILE", "SUMMARY_FILE", "RunConfig",
+__all__ = ["CHECKPOINT_FILE", "EXIT_BUDGET", "EXIT_INCOMPLETE", "JUDGE_CACHE_FILE", "RUN_FILE", "SUMMARY_FILE", "RunConfig",
            "RunError", "RunObjects", "RunResources", "episode_for_task", "prepare_run_dir", "run_suite", "run_task"]
 
 _log = logging.getLogger(__name__)
 EXIT_INCOMPLETE = 3
 """Exit status of ``vtb run`` / ``vtb grade`` while infrastructure failures leave tasks ungraded."""
+EXIT_BUDGET = 4
+"""Exit status of ``vtb run`` stopped by its ``--cost-limit`` or ``--token-limit`` (runner/budget.py)."""
 
 
 ProgressFn = Callable[[TaskResult, int, int], None]
@@ -75,7 +78,7 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
     started = time.perf_counter()
     recorder = TranscriptRecorder(resources.artifacts) if resources.artifacts is not None else None
     with task_model_calls(resources.model_cache, task.id, epoch) as calls:
-        with track_usage() as model_usage:
+        with track_usage(config.episode.task_token_limit) as model_usage:
             try:
                 with resources.open_sandbox() as sandbox:
                     episode = episode_for_task(task, config, resources, sandbox, epoch=epoch, recorder=recorder)
@@ -203,6 +206,7 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
     if plan.in_process_only and not executor.in_process:
         raise RunError("objects from Python (a model, judge, strategy, agent or tools) cannot reach remote workers: "
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
+    budget = run_budget(config.model, plan.records.judge, config.cost_limit, config.token_limit)  # before any file
     cache = judge_cache or out / JUDGE_CACHE_FILE
     if not checked:
         require(check_plan(plan))  # and parts that break their contract or cannot run code
@@ -216,6 +220,9 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
 
         def saved(result: TaskResult) -> None:
             results.append(result)
+            budget.spend.add(result)
+            if budget.reached:  # no task starts: the running ones finish (runner/budget.py)
+                stop.set()
             if progress:
                 progress(result, len(results), total)
 
@@ -224,6 +231,9 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
         try:
             done = prepare_run_dir(out, plan.records, resume=resume)
             results.extend(done)
+            budget.spend.add_all(done)
+            if budget.reached:
+                stop.set()
             finished = {episode_key(r) for r in done if not (retry_errors and r.infrastructure_failed)}
             with opening as resources:  # epoch by epoch: a stopped run has whole epochs first
                 todo = [TaskEpoch(t, epoch) for epoch in range(1, config.epochs + 1) for t in tasks
@@ -250,4 +260,7 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
         typed = write_summary(out, summary)
     if tracing is not None:
         tracing.flush()
+    if (reached := budget.reached) and typed.missing:
+        raise BudgetReached(f"{reached}; {len(kept)} of {len(kept) + typed.missing} episode(s) done, the "
+                            f"summary of those in {out}; continue with a higher limit")
     return typed.model_copy(update={"run_dir": out})
