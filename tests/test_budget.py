@@ -1,7 +1,8 @@
 """A run's budget through the real CLI (issue #33, "Budgets"): ``--cost-limit`` stops a run within one
 task's cost of the limit with the command that continues it, and that command with a higher limit
 gives the summary an uninterrupted run gives; ``--token-limit`` likewise; a cost limit for a model
-whose prices are unknown is refused before the run starts."""
+whose prices are unknown is refused before the run starts; ``--task-token-limit`` ends a task as
+``token_limit``, graded."""
 
 from __future__ import annotations
 
@@ -107,3 +108,21 @@ def test_a_cost_limit_for_a_model_without_prices_is_refused_before_the_run(tmp_p
     assert refused.returncode == 2, refused.stderr
     assert "--cost-limit needs the model's prices, and 'openai:unpriced-model' has none" in refused.stderr
     assert not out.exists()
+
+
+def test_task_token_limit_ends_the_task_as_token_limit_and_grades_it(tmp_path):
+    root, out = tmp_path / "tasks", tmp_path / "run"
+    write_tasks(root)
+    with OpenAIServer(VisionModel()) as server:  # a crop (15 tokens), then the answer (15 more): past 20
+        done = run(server, vtb("--tasks", root, "--model", "openai:any-model", "--judge", "rule",
+                               "--out", out, "--task-token-limit", "20"))
+        assert len(server.requests) == 2 * TASKS  # the second call of each task passed the limit: no third
+    assert done.returncode == 0, done.stderr  # the model's doing: graded, the run complete
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["outcomes"] == {"token_limit": TASKS}
+    assert (summary["complete"], summary["graded"], summary["apr"]) == (True, TASKS, 0.0)
+    result = results(out)[0]
+    assert result["episode"]["error"].startswith("TokenLimitReached: the task's model calls used 30 tokens, "
+                                                 "past --task-token-limit 20")
+    assert result["grade"]["graded"] and {v["status"] for v in result["grade"]["verdicts"]} == {"not_met"}
+    assert result["usage"]["model"]["calls"] == 2 and result["usage"]["model"]["input_tokens"] == 20
