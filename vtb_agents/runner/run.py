@@ -48,8 +48,9 @@ from vtb_agents.sandbox.base import Sandbox, SandboxError
 from vtb_agents.tasks.model import Task
 from vtb_agents.tracing import install_tracing_from_env
 
-__all__ = ["CHECKPOINT_FILE", "EXIT_BUDGET", "EXIT_INCOMPLETE", "JUDGE_CACHE_FILE", "RUN_FILE", "SUMMARY_FILE", "RunConfig",
-           "RunError", "RunObjects", "RunResources", "episode_for_task", "prepare_run_dir", "run_suite", "run_task"]
+__all__ = ["CHECKPOINT_FILE", "EXIT_BUDGET", "EXIT_INCOMPLETE", "JUDGE_CACHE_FILE", "RUN_FILE", "SUMMARY_FILE",
+           "RunConfig", "RunError", "RunObjects", "RunResources", "episode_for_task", "prepare_run_dir", "run_suite",
+           "run_task"]
 
 _log = logging.getLogger(__name__)
 EXIT_INCOMPLETE = 3
