@@ -16,6 +16,10 @@ from conftest import checkout_env, write_task
 from openai_server import OpenAIServer
 from scripted_vision import VisionModel
 
+from vtb_agents.cli.run import progress_status
+from vtb_agents.results import TaskResult
+from vtb_agents.runner.budget import Spend, run_prices
+
 TASKS = 4
 PRICED = "openai:gpt-4.1"
 """A model the presets price (input $2, output $8 per million tokens); the local server plays it."""
@@ -64,6 +68,13 @@ def test_cost_limit_stops_the_run_and_a_resume_with_a_higher_limit_gives_the_uni
         expected = json.loads((whole / "summary.json").read_text())
         per_task = expected["cost"]["total"] / TASKS
         assert per_task > 0 and all(r["outcome"] == "answered" for r in results(whole))
+        spend = Spend(*run_prices(PRICED, "rule"))  # what the progress line shows: the summary's cost
+        for line in (whole / "results.jsonl").read_text().splitlines():
+            spend.add(TaskResult.model_validate_json(line))
+        assert spend.usd == expected["cost"]["total"] and spend.unpriced == 0
+        assert spend.tokens == expected["usage"]["model"]["total_tokens"] == 2 * TASKS * 15
+        status = progress_status(TaskResult.model_validate(results(whole)[-1]), {"passed": 1, "graded": 4}, spend)
+        assert status == f"pass 1/4 · ${expected['cost']['total']:.4f} · 120 tok · last t3"
 
         limit = f"{1.5 * per_task:g}"  # reached by the second task
         stopped = run(server, vtb(*common, "--out", limited, "--cost-limit", limit))

@@ -58,18 +58,22 @@ def progress_bar(total: int, spend: Spend | None = None) -> Iterator[tuple[Progr
         def on_result(result: TaskResult, done: int, total_now: int) -> None:
             counts["graded"] += result.grade.graded
             counts["passed"] += bool(result.grade.passed)
-            spent = ""
             if spend is not None:
                 spend.add(result)
-                spent = f" · ${spend.usd:.4f}{'+?' if spend.unpriced else ''} · {spend.tokens:,} tok"
-            bar.update(job, completed=done, total=total_now,
-                       status=f"pass {counts['passed']}/{counts['graded']}{spent} · last {safe_markup(result.task_id)}")
+            bar.update(job, completed=done, total=total_now, status=progress_status(result, counts, spend))
 
         def on_stop() -> None:
             bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort at once)")
 
         with stop_on_signals(stop, on_stop):
             yield on_result, stop
+
+
+def progress_status(last: TaskResult, counts: dict[str, int], spend: Spend | None = None) -> str:
+    """The progress line's status: tasks passed of those graded, what the tasks spent (``spend``: USD,
+    ``+?`` when a task's cost is unknown, and tokens), the last task finished."""
+    spent = f" · ${spend.usd:.4f}{'+?' if spend.unpriced else ''} · {spend.tokens:,} tok" if spend else ""
+    return f"pass {counts['passed']}/{counts['graded']}{spent} · last {safe_markup(last.task_id)}"
 
 
 def summary_table(summary: RunSummary, epochs: int) -> Fitted:

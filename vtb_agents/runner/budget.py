@@ -15,7 +15,7 @@ See docs/how-to/cost-and-rate-limits.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable
 
 from vtb_agents.analysis.cost import cost_of
@@ -75,7 +75,6 @@ class Budget:
     spend: Spend
     cost_limit: float | None = None
     token_limit: int | None = None
-    stopped: bool = field(default=False)
 
     @property
     def reached(self) -> str | None:
