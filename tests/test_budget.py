@@ -16,9 +16,13 @@ from conftest import checkout_env, write_task
 from openai_server import OpenAIServer
 from scripted_vision import VisionModel
 
+import pytest
+
+from vtb_agents.analysis.cost import cost_summary
 from vtb_agents.cli.run import progress_status
-from vtb_agents.results import TaskResult
-from vtb_agents.runner.budget import Spend, run_prices
+from vtb_agents.judges import judge_choice
+from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, TokenUsage
+from vtb_agents.runner.budget import Spend, run_budget, run_prices
 
 TASKS = 4
 PRICED = "openai:gpt-4.1"
@@ -137,3 +141,32 @@ def test_task_token_limit_ends_the_task_as_token_limit_and_grades_it(tmp_path):
                                                  "past --task-token-limit 20")
     assert result["grade"]["graded"] and {v["status"] for v in result["grade"]["verdicts"]} == {"not_met"}
     assert result["usage"]["model"]["calls"] == 2 and result["usage"]["model"]["input_tokens"] == 20
+
+
+def priced_result(model: TokenUsage, judge: TokenUsage, model_from_cache: TokenUsage | None = None) -> TaskResult:
+    episode = Episode(task_id="t", model=PRICED, outcome="answered", status="completed")
+    return TaskResult(task_id="t", category="c", category_raw="c", domain="d", domain_raw="d", turncase="single",
+                      model=PRICED, episode=episode, grade=TaskGrade(score=1.0, passed=True, graded=True),
+                      duration_s=1.0, outcome="answered",
+                      usage=TaskUsage(model=model, judge=judge, model_from_cache=model_from_cache or TokenUsage()))
+
+
+def test_the_budget_counts_billed_tokens_at_the_summarys_prices():
+    call = TokenUsage(calls=1, input_tokens=1000, output_tokens=500, total_tokens=1500)
+    judged = TokenUsage(calls=1, input_tokens=200, output_tokens=10, total_tokens=210)
+    paid = priced_result(call + call, judged)
+    cached = priced_result(call + call, judged, model_from_cache=call)  # one call answered by the model cache
+    results = [paid, cached]
+    budget = run_budget(PRICED, judge_choice("o4-mini"), cost_limit=1.0, token_limit=None, done=results)
+    expected = cost_summary(results, model=PRICED, judge="o4-mini")["total"]
+    assert budget.spend.usd == expected and expected > 0  # the summary's cost: cache answers cost nothing
+    assert budget.spend.tokens == 3000 + 210 + 1500 + 210 and budget.reached is None
+    assert run_budget(PRICED, judge_choice("o4-mini"), 1e-9, None, done=results).reached.startswith(
+        "cost limit reached")
+    unpriced = run_budget("openai:unpriced", judge_choice("rule"), None, 10, done=results)
+    assert unpriced.spend.unpriced == 2 and unpriced.reached.startswith("token limit reached: 4920 tokens")
+
+
+def test_a_cost_limit_with_an_unpriced_judge_is_refused_naming_it():
+    with pytest.raises(ValueError, match="--cost-limit needs the judge's prices, and 'openai:my-judge' has none"):
+        run_budget(PRICED, judge_choice("openai:my-judge"), 1.0, None)
