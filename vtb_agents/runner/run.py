@@ -183,6 +183,10 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
     again the episodes an infrastructure failure left ungraded, and only those; their new lines
     supersede the old ones (:func:`~vtb_agents.rundir.store.latest_results`). The summary's
     ``complete`` is False while any episode is missing or ungraded by an infrastructure failure.
+    With ``config.cost_limit`` or ``config.token_limit``, no episode starts once the run's results spent
+    it (:mod:`vtb_agents.runner.budget`): the summary of what is done is written, then
+    :class:`~vtb_agents.runner.budget.BudgetReached` raised if episodes are left (a ValueError before
+    any file when a cost limit meets a model or judge without known prices).
     ``objects`` from Python (a model, judge, strategy, tools) stand in for the specs of ``config``,
     which records their names.
 
