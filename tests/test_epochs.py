@@ -209,8 +209,8 @@ def test_a_regrade_takes_each_epochs_own_cached_verdicts(two_epochs, judged_task
         env.setenv("OPENAI_API_KEY", "test-key")
         summary = regrade_run(copy, tasks=load_tasks(judged_tasks))
     assert server.requests == []  # all 24 verdicts from the cache, each epoch its own
-    assert (summary["judge"]["cache_hits"], summary["judge"]["calls"]) == (24, 0)
-    assert (summary["apr"], summary["apr_ci95"], summary["pass_hat_k"]) == (0.5, [0.030678, 0.969322], 0.333333)
+    assert (summary.judge.cache_hits, summary.judge.calls) == (24, 0)
+    assert (summary.apr, summary.apr_ci95, summary.pass_hat_k) == (0.5, [0.030678, 0.969322], 0.333333)
 
 
 @pytest.mark.slow

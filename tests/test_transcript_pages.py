@@ -69,7 +69,7 @@ def run(request, tasks, tmp_path_factory):
         env.setenv("OPENAI_API_KEY", "k")
         summary = run_suite(tasks, RunConfig(model=f"openai:{AGENT}", judge=f"openai:{JUDGE}",
                                              strategy=request.param), out, executor=LocalExecutor(3))
-    assert summary["complete"] is True
+    assert summary.complete is True
     write_report(out, tasks=tasks)
     return request.param, out, failing.id
 

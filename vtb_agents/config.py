@@ -6,8 +6,8 @@ the context schema of the Studio graphs, what ``vtb run``'s options build (their
 come from the fields here, :mod:`vtb_agents.cli.options`), and what the Python API
 (:func:`vtb_agents.api.evaluate`) and the runner take. :func:`run_config` builds one from flat
 options (the names of ``vtb run``'s options in Python form); every default is defined once, in
-:mod:`vtb_agents.defaults`. Opening what a config describes is
-:func:`vtb_agents.runner.resources.open_resources`'s job.
+:mod:`vtb_agents.defaults`. Resolving what a config describes is
+:func:`vtb_agents.runner.plan.plan_run`'s job.
 """
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ History = Literal["golden", "model"]
 CriticalRule = Literal["weight", "flag", "either"]
 """Which rubrics count as critical: by ``weight`` (>= 4), by the dataset's ``flag``, or ``either``."""
 
-PACING_KEYS = frozenset({"requests_per_second", "request_timeout_s", "model_cache", "model_cache_only"})
-"""Settings that change how a run goes (how fast, whether answers come from the model cache), not its
-results: a resume may change them (e.g. drop ``model_cache_only`` to fill in what the cache missed)."""
+PACING_KEYS = frozenset({"requests_per_second", "request_timeout_s", "model_cache", "model_cache_only", "cost_limit",
+                         "token_limit"})
+"""Settings that change how a run goes (how fast, whether answers come from the model cache, how far its
+budget lets it go), not its results: a resume may change them (e.g. drop ``model_cache_only`` to fill in
+what the cache missed, or raise ``cost_limit`` to go on past the limit it stopped at)."""
 
 
 class EpisodeSettings(BaseModel):
@@ -62,6 +64,9 @@ class EpisodeSettings(BaseModel):
     task_timeout_s: Optional[float] = Field(default=None, gt=0, description=(
         "Seconds a task's episode may take: checked at every model call, tool call and graph step (agent: runs "
         "too); stops running code."))
+    task_token_limit: Optional[int] = Field(default=None, ge=1, description=(
+        "Tokens (input + output) a task's model calls may use: the call that passes it ends the task as "
+        "token_limit, a model-side outcome (graded, its finished turns kept)."))
     tags: tuple[str, ...] = Field(default=(), description="Extra tags of the episode's LangSmith traces.")
 
 class RunConfig(BaseModel):
@@ -76,7 +81,7 @@ class RunConfig(BaseModel):
     the model-call cache (:mod:`vtb_agents.models.cache`), ``model_cache_only`` replays from it
     without calling any model. ``extra_tools`` names
     the tools added to the tool set: ``module:attr`` specs (``--tool``), or tool objects a Python
-    run gave (:class:`~vtb_agents.runner.resources.RunObjects`) by their names (``object:...``), as
+    run gave (:class:`~vtb_agents.runner.plan.RunObjects`) by their names (``object:...``), as
     ``model``, ``judge`` and ``strategy`` name objects. ``sandbox``, ``judge`` and ``strategy`` take
     ``module:attr`` specs and installed extensions' names too (:mod:`vtb_agents.extensions`). A bad value
     raises pydantic's ``ValidationError`` naming the field.
@@ -113,6 +118,12 @@ class RunConfig(BaseModel):
                                                  description="At most this many model requests per second.")
     request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, description=(
         "Seconds a model or judge HTTP request may take (never past the task's --task-timeout)."))
+    cost_limit: Optional[float] = Field(default=None, gt=0, description=(
+        "USD the run may spend (model and judge, at the presets' prices): once reached no task starts, running "
+        "tasks finish, and a --resume with a higher limit continues (docs/how-to/cost-and-rate-limits.md)."))
+    token_limit: Optional[int] = Field(default=None, ge=1, description=(
+        "Tokens (model and judge, input + output) the run may use: once reached no task starts, running tasks "
+        "finish, and a --resume with a higher limit continues."))
     model_cache: Optional[str] = Field(default=None, description=(
         "SQLite file of model responses by request: identical requests are answered from it, new ones stored."))
     model_cache_only: bool = Field(default=False, description=(

@@ -14,13 +14,13 @@ from vtb_agents.config import EpisodeSettings
 TurnStatus = Literal["answered", "asked_user", "tool_round_cap", "error"]
 VerdictStatus = Literal["met", "not_met", "unjudged", "error"]
 
-Outcome = Literal["answered", "tool_round_cap", "task_timeout", "step_limit", "context_exceeded",
+Outcome = Literal["answered", "tool_round_cap", "task_timeout", "step_limit", "token_limit", "context_exceeded",
                   "provider_error", "sandbox_error", "storage_error", "harness_error", "judge_error",
                   "unjudged"]
 """How a task ended (docs/concepts/outcomes.md). Model-side outcomes are graded like any answer;
 infrastructure outcomes leave the task ungraded until ``vtb run --resume --retry-errors``."""
 MODEL_OUTCOMES: frozenset[str] = frozenset({"answered", "tool_round_cap", "task_timeout", "step_limit",
-                                           "context_exceeded"})
+                                           "token_limit", "context_exceeded"})
 """The model's own doing: a turn left unanswered fails its rubrics."""
 INFRASTRUCTURE_OUTCOMES: frozenset[str] = frozenset(
     {"provider_error", "sandbox_error", "storage_error", "harness_error", "judge_error"})

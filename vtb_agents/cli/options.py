@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar
 
 import typer
 
-from vtb_agents import defaults
 from vtb_agents.cli.common import check_choice, err, fail, load_items_or_fail
 from vtb_agents.cli.run_settings import run_settings
 
@@ -42,6 +41,7 @@ CONFIG_FLAGS: dict[str, str] = {
     "task_timeout_s": "--task-timeout", "request_timeout_s": "--request-timeout", "tools_mode": "--tools-mode",
     "tools_cache": "--tools-cache", "extra_tools": "--tool", "epochs": "--epochs", "model_cache": "--model-cache",
     "model_cache_only": "--model-cache-only", "prompt_cache": "--prompt-cache", "judge_batch": "--judge-batch",
+    "cost_limit": "--cost-limit", "token_limit": "--token-limit", "task_token_limit": "--task-token-limit",
     # `vtb run`'s own (`vtb ablate` sets them per condition)
     "prompt_level": "--prompt-level", "no_tools": "--no-tools", "no_vision_tool": "--no-vision-tool",
 }
@@ -120,8 +120,7 @@ class RunOptions:
 
         if self.retry_errors and not self.resume:
             fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
-        given = {**self.settings, "model_kwargs": parse_model_kwargs(self.settings["model_kwargs"],
-                                                                     self.settings["model"])}
+        given = {**self.settings, "model_kwargs": parse_model_kwargs(self.settings["model_kwargs"])}
         try:
             return run_config(**given, **settings)
         except RunOptionError as exc:
@@ -200,8 +199,9 @@ def with_run_options(command: F) -> F:
     return with_options  # type: ignore[return-value]
 
 
-def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
-    """The ``--model-kwargs`` JSON object, or exit with a clear error (it needs a chat model)."""
+def parse_model_kwargs(text: str | None) -> dict[str, Any] | None:
+    """The ``--model-kwargs`` JSON object, or exit with a clear error (whether the model takes them is
+    the run's plan's to say, :func:`vtb_agents.runner.plan.plan_records`)."""
     if text is None:
         return None
     try:
@@ -210,8 +210,6 @@ def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
         fail(f"--model-kwargs is not valid JSON: {exc.msg} (at character {exc.pos})")
     if not isinstance(value, dict):
         fail(f"--model-kwargs must be a JSON object, got {type(value).__name__}")
-    if model == defaults.REPLAY or defaults.AgentSpec.parse(model) is not None:
-        fail(f"--model-kwargs needs a chat model (a preset or provider:model), not {model!r}")
     return value
 
 

@@ -103,7 +103,7 @@ def find_preset(name_or_spec: str) -> Preset | None:
 
 
 _OBJECT_MODEL = re.compile(r"^object:\w+\(model=(?P<model>[^()]+)\)$")
-"""A model object's name in ``run.json`` (:func:`vtb_agents.models.spec.object_name`)."""
+"""A model object's name in ``run.json`` (:func:`vtb_agents.runner.plan.object_name`)."""
 
 
 def prices_for(name_or_spec: str) -> Prices | None:

@@ -21,6 +21,11 @@ are the original's, what it costs is nothing (:mod:`vtb_agents.analysis.cost`).
 them (the verdict cache stores each judge call's usage with its verdict); :func:`add_usage` counts
 usage measured earlier as calls made now (a verdict a killed attempt of the run paid for, or one a
 provider's batch API gave: its usage is summed in ``batch`` too, billed at the batch price).
+
+A tracker with a ``token_limit`` (``--task-token-limit``) raises :class:`TokenLimitReached` from the
+call whose reply takes the tokens it counted past the limit (the tokens as reported, model-cache
+answers included, so that a replay ends where the original did): the task ends as ``token_limit``
+(:mod:`vtb_agents.runner.outcomes`).
 """
 
 from __future__ import annotations
@@ -85,11 +90,18 @@ def usage_of(message: AIMessage) -> TokenUsage | None:
     return billed_at_batch(usage) if tier in BATCH_TIERS else usage
 
 
-class UsageTracker(BaseCallbackHandler):
-    """Sums the usage of every chat-model reply it sees, in total and per turn (thread-safe)."""
+class TokenLimitReached(RuntimeError):
+    """A task's model calls used more tokens (input and output) than its ``--task-token-limit``."""
 
-    def __init__(self) -> None:
+
+class UsageTracker(BaseCallbackHandler):
+    """Sums the usage of every chat-model reply it sees, in total and per turn (thread-safe); with a
+    ``token_limit``, the reply that takes the total past it raises :class:`TokenLimitReached`."""
+
+    def __init__(self, token_limit: int | None = None) -> None:
         super().__init__()
+        self.token_limit = token_limit
+        self.raise_error = token_limit is not None  # LangChain re-raises a handler's error only with this set
         self._lock = threading.Lock()
         self.total = TokenUsage()
         self.from_cache = TokenUsage()
@@ -125,6 +137,10 @@ class UsageTracker(BaseCallbackHandler):
             turn = self._run_turns.pop(run_id, None)
             if turn is not None:
                 self.by_turn[turn] = self.by_turn.get(turn, TokenUsage()) + usage
+            used = self.total.input_tokens + self.total.output_tokens
+        if self.token_limit is not None and used > self.token_limit:
+            raise TokenLimitReached(f"the task's model calls used {used} tokens, past --task-token-limit "
+                                    f"{self.token_limit}")
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """A failed call reports no usage: forget its turn."""
@@ -147,9 +163,10 @@ register_configure_hook(_measuring, inheritable=True)
 
 
 @contextmanager
-def track_usage() -> Iterator[UsageTracker]:
-    """A :class:`UsageTracker` receiving every LangChain chat-model call made inside the block."""
-    tracker = UsageTracker()
+def track_usage(token_limit: int | None = None) -> Iterator[UsageTracker]:
+    """A :class:`UsageTracker` receiving every LangChain chat-model call made inside the block (with
+    ``token_limit``: raising :class:`TokenLimitReached` from the call that passes it)."""
+    tracker = UsageTracker(token_limit)
     token = _active.set(tracker)
     try:
         yield tracker

@@ -24,7 +24,7 @@ from vtb_agents.results import TaskResult
 from vtb_agents.tasks.model import Task
 
 if TYPE_CHECKING:
-    from vtb_agents.config import RunConfig
+    from vtb_agents.runner.plan import RunPlan
 
 
 
@@ -43,11 +43,13 @@ Sink = Callable[[TaskResult], None]
 @dataclass(frozen=True)
 class RunJob:
     """What running a run's tasks takes: ``work`` runs one task in this process (with the resources
-    it opened); workers in other processes rebuild it from ``config``, the run directory ``out`` and
-    the verdict cache ``judge_cache``."""
+    it opened); workers in other processes are sent the records of the run's ``plan`` and rebuild its
+    objects from them (:func:`~vtb_agents.runner.plan.build_plan`), with the run directory ``out`` and
+    the verdict cache ``judge_cache``; each reports what it built (:attr:`RunPlan.built
+    <vtb_agents.runner.plan.RunPlan.built>`), which must be what ``plan`` built here."""
 
     work: Work
-    config: RunConfig
+    plan: RunPlan
     out: Path
     judge_cache: Path
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import logging
 import multiprocessing
 import os
 import signal
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # the runner loads in run(), the worker's libraries in serve(
     from vtb_agents.runner.dispatch import Finished
     from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
 
+_log = logging.getLogger(__name__)
 WORKER_MODULE = "vtb_agents.runner.worker"
 """What a worker runs tasks with: loaded once by the fork server, before it forks the workers."""
 TASKS_PER_WORKER = 32
@@ -96,7 +98,7 @@ class ProcessExecutor:
 
     @property
     def in_process(self) -> bool:
-        """Never: workers rebuild the run's resources from ``job.config`` in their own processes."""
+        """Never: workers rebuild the run's plan from ``job.plan``'s records in their own processes."""
         return False
 
     @property
@@ -207,7 +209,10 @@ class WorkerProcesses:
 
     def begin(self, job: RunJob, threads: list[int], timeout: float) -> None:
         """Hand ``job`` to the first ``len(threads)`` workers, each to run up to its number of tasks
-        at once (the others end), and return once they are up; a RunError names the first that is not."""
+        at once (the others end), and return once they are up, each having rebuilt the job's plan from its
+        records (what it built is logged); a RunError names the first that is not, or that built another plan."""
+        from vtb_agents.runner.dispatch import check_built
+
         self._started()
         self.shares = threads
         for index, connection in enumerate(self.connections):
@@ -216,7 +221,7 @@ class WorkerProcesses:
                 self.gone.add(index)
                 continue
             try:
-                connection.send(("job", dict(os.environ), job.config, str(job.out.resolve()),
+                connection.send(("job", dict(os.environ), job.plan.records, str(job.out.resolve()),
                                  str(job.judge_cache.resolve()), threads[index]))
             except OSError:  # the worker died while loading: reported below, with how it ended
                 continue
@@ -229,12 +234,14 @@ class WorkerProcesses:
                 raise RunError(f"{len(waiting)} worker process(es) did not start within {timeout:g} s")
             for index in [i for i in waiting if self.connections[i] in ready]:
                 try:
-                    _, pid, error = self.connections[index].recv()
+                    _, pid, error, built = self.connections[index].recv()
                 except EOFError:
                     self.processes[index].join(timeout=5)
                     raise RunError(f"worker process {index} {_death(self.processes[index])} while starting") from None
                 if error:
                     raise RunError(f"worker process {index} could not start: {error}")
+                check_built(f"worker process {index}", built, job.plan.built)
+                _log.info("worker process %d: pid %d, %s", index, pid, built)
                 self.pids[index] = pid
                 waiting.discard(index)
 
@@ -321,20 +328,21 @@ def die_with_parent(name: str) -> None:
 
 
 def serve(connection: Connection, index: int) -> None:
-    """A worker process: take the job (the run's environment, config, run directory and verdict
-    cache, and how many tasks at once), build the run's resources, say ready, then run each task
+    """A worker process: take the job (the run's environment, the records of its plan, run directory
+    and verdict cache, and how many tasks at once), rebuild the plan and open the run's resources
+    (:class:`~vtb_agents.runner.worker.TaskWorker`), say ready and what it built, then run each task
     sent, in threads, and send back its result line; end when the parent closes the connection."""
     die_with_parent(f"vtb-worker-{index}")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
     from vtb_agents.runner.worker import TaskWorker, failure_record  # preloaded by the fork server
 
     try:
-        _, environment, config, out, judge_cache, threads = connection.recv()
+        _, environment, records, out, judge_cache, threads = connection.recv()
     except EOFError:  # not needed after all
         return
     os.environ.clear()  # the parent's as the run begins (the fork server's dates from its start)
     os.environ.update(environment)
-    worker = TaskWorker(config, out, judge_cache, index)
+    worker = TaskWorker(records, out, judge_cache, index)
     lock = threading.Lock()
 
     def send(message: tuple[Any, ...]) -> None:
@@ -348,7 +356,7 @@ def serve(connection: Connection, index: int) -> None:
             message = ("failed", number, *failure_record(exc))
         send(message)
 
-    send(("ready", os.getpid(), worker.error))
+    send(("ready", *worker.ready()))
     if worker.error is not None:
         return
     try:

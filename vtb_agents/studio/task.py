@@ -145,7 +145,8 @@ def episode(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig
     asked, reply = bool(turns) and turns[-1].status == "asked_user", state.get("reply")
     if asked and reply is None:
         raise RuntimeError(f"task {task.id!r}: the episode paused on a question and has no reply to continue with")
-    with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(state["messages"])) as session:
+    images = thread_images(state["messages"])
+    with SESSIONS.use(thread_id(config), ctx.sandbox, resources.open_sandbox, images) as session:
         record = Episode(task_id=task.id, model=ctx.model, turns=turns,
                          settings=record_settings(ctx.strategy_spec, ctx.episode,
                                                   tools=[t.name for t in resources.tools],
