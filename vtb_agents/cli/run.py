@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
     from vtb_agents.config import RunConfig
     from vtb_agents.extensions import Kind
     from vtb_agents.results import TaskResult
+    from vtb_agents.runner.batch_grade import BatchSettings
     from vtb_agents.runner.budget import Spend
     from vtb_agents.rundir.records import GroupScore, InfrastructureErrors, RegionScore, RunSummary
     from vtb_agents.tasks.model import Task
@@ -405,7 +406,7 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
                            causes=failure_causes(run_dir))
 
 
-def batch_settings(poll_s: float, before: Callable[[], object] | None = None) -> Any:
+def batch_settings(poll_s: float, before: Callable[[], object] | None = None) -> BatchSettings:
     """How ``--batch`` / ``--judge-batch`` poll: every ``poll_s`` seconds, with a progress line on
     stderr each time (``before``: what a run does once its episodes are done, before the batches)."""
     from vtb_agents.runner.batch_grade import BatchSettings
