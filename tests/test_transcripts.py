@@ -127,7 +127,7 @@ def test_model_events_are_the_requests_the_server_received(strategy_run, sample)
         first = events[0]
         assert first.step == ("plan" if strategy == "plan" else "model")
         assert first.response is not None and first.tokens is not None and first.tokens.total_tokens == 15
-    assert summary["complete"] is True and summary["tasks"] == len(sample)
+    assert summary.complete is True and summary.tasks == len(sample)
 
 
 def test_every_judge_request_is_a_judge_event(strategy_run, sample):
@@ -135,7 +135,7 @@ def test_every_judge_request_is_a_judge_event(strategy_run, sample):
     asked = Counter(texts(b["messages"][-1])[0] for b in requests if b["model"] == JUDGE)
     judged = [e for t in sample for e in read_transcript(out, t.id).events if isinstance(e, JudgeEvent)]
     recorded = Counter(texts(call.messages[-1])[0] for e in judged for call in e.calls)
-    assert recorded == asked and sum(asked.values()) == summary["judge"]["calls"] > 0
+    assert recorded == asked and sum(asked.values()) == summary.judge.calls > 0
     for event in judged:
         if event.calls:
             (call,) = event.calls
@@ -152,9 +152,9 @@ def test_strategy_steps_are_recorded_and_counted_apart_from_tool_metrics(strateg
     steps = [e for tr in transcripts for e in tr.events if isinstance(e, StepEvent)]
     tools = [e for tr in transcripts for e in tr.events if isinstance(e, ToolEvent)]
     turns = sum(len(t.turns) for t in sample)
-    metrics = summary["tool_metrics"]
+    metrics = summary.tool_metrics
     results = {r.task_id: r for r in ResultsStore(out).load()[0]}
-    assert metrics["calls"] == len(tools) == sum(len(r.episode.tool_calls) for r in results.values())
+    assert metrics.calls == len(tools) == sum(len(r.episode.tool_calls) for r in results.values())
     # one record per fact: each tool event carries its result's tool call record, each judge event its verdict
     for task, transcript in zip(sample, transcripts):
         result = results[task.id]
@@ -162,12 +162,12 @@ def test_strategy_steps_are_recorded_and_counted_apart_from_tool_metrics(strateg
         assert [e.verdict for e in transcript.events if isinstance(e, JudgeEvent)] == result.grade.verdicts
     if strategy == "plan":
         assert [s.step for s in steps] == ["plan"] * turns and {s.text for s in steps} == {PLAN}
-        assert metrics["strategy_image_ops"] == {}
+        assert metrics.strategy_image_ops == {}
     else:
         assert {s.step for s in steps} == {"marks"} and all(s.image_op == "mark" for s in steps)
         marked = sum(len(s.images) for s in steps)
         assert marked == sum(len(turn.images) for t in sample for turn in t.turns)
-        assert metrics["strategy_image_ops"] == {"mark": marked}
+        assert metrics.strategy_image_ops == {"mark": marked}
         assert all(i.name.startswith("marked_image_") for s in steps for i in s.images)
 
 
