@@ -31,6 +31,6 @@ def big_run(small: Path, out: Path, n: int, *, answer_chars: int = 3_000) -> lis
         results.append(result.model_copy(update={"task_id": task_id, "episode": episode}))
         tasks.append(data.tasks[result.task_id].model_copy(update={"id": task_id}))
     (out / RESULTS_FILE).write_text("".join(r.model_dump_json() + "\n" for r in results), encoding="utf-8")
-    write_summary(out, summarize(results, judge_name=data.settings.judge,
-                                 extra={"model": data.summary.model or data.settings.model}))
+    write_summary(out, summarize(results, judge_name=data.run.config.judge,
+                                 extra={"model": data.summary.model or data.run.config.model}))
     return tasks

@@ -1,8 +1,9 @@
 """A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions protocol.
 
 It plays a scripted model: ``respond(request_json) -> reply`` where a reply is a string (content),
-a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}], "usage": {...}}`` (``usage`` in the API's
-form replaces the default 10/5 tokens), an int HTTP status to fail with,
+a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}], "usage": {...}, "service_tier": ...}``
+(``usage`` in the API's form replaces the default 10/5 tokens; ``service_tier`` is the tier the reply
+says it was served on), an int HTTP status to fail with,
 or ``("raw", text)`` to send a malformed body (``("raw", text, status)``: with that HTTP status,
 say a provider's own error body; ``("raw", text, status, headers)``: with these response headers too;
 a dict reply's ``headers`` are sent with it). Every request body is kept in ``requests``.
@@ -34,6 +35,17 @@ def _message(reply: dict[str, Any]) -> dict[str, Any]:
             for i, call in enumerate(calls)
         ]
     return message
+
+
+def completion(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+    """The chat.completion object answering request ``body`` with ``reply`` (a dict reply, see the module)."""
+    message = _message(reply)
+    return {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls")
+                         else "stop", "logprobs": None}],
+            "usage": reply.get("usage") or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            **({"service_tier": reply["service_tier"]} if reply.get("service_tier") else {})}
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -88,12 +100,7 @@ class OpenAIServer:
                 if body.get("stream"):
                     self._stream(body, message, finish)
                     return
-                self._send(200, {
-                    "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-                    "model": body.get("model", "scripted"),
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-                    "usage": reply.get("usage") or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                }, reply.get("headers"))
+                self._send(200, completion(body, reply), reply.get("headers"))
 
             def _stream(self, body: dict[str, Any], message: dict[str, Any], finish: str) -> None:
                 self.send_response(200)

@@ -62,9 +62,10 @@ def test_parallel_calls_get_tool_messages_then_one_image_message(artifacts):
                     if isinstance(b, dict) and b.get("type") == "image"]
     assert len(image_blocks) == 2 and all(b["base64"] and b["mime_type"] == "image/png" for b in image_blocks)
     assert state["status"] == "answered" and state["tool_rounds"] == 1
-    # The vision tool's description listed the working directory's files on the second call.
+    # The tools are described alike on every call (a stable prefix for prompt caching): the files the
+    # round saved are named in its results, not in the vision tool's description.
     vision = next(t for t in model.bound_tools if t["function"]["name"] == "python_image_processing")
-    assert "transformed_image_1.png" in vision["function"]["description"]
+    assert "Files in the working directory" not in vision["function"]["description"]
 
 
 def test_tool_errors_go_back_to_the_model(artifacts):
@@ -149,22 +150,16 @@ def test_a_user_can_edit_the_model_turn_with_update_state_and_resume(artifacts):
     assert state["status"] == "answered" and state["messages"][-1].content == "The answer is 42."
 
 
-def test_tool_specs_are_the_converted_tools_and_the_file_list_never_accumulates(artifacts, tmp_path):
-    """The memo of converted specs gives what convert_to_openai_tool gives; the vision tool's file
-    list is added to a copy, so a later call with other files shows only those."""
+def test_tool_specs_are_the_converted_tools_whatever_the_working_directory_holds(artifacts, tmp_path):
+    """The memo of converted specs gives what convert_to_openai_tool gives, before and after a file is
+    saved: the tools are part of every request's cached prefix (docs/concepts/prompt-caching.md)."""
     from langchain_core.utils.function_calling import convert_to_openai_tool
 
     from vtb_agents.strategies.loop import tool_specs
-    from vtb_agents.tool_names import VISION_TOOL_NAME
 
     with open_sandbox("local", workdir=tmp_path / "w") as sandbox:
         tools = bind_episode_tools(select_tools(), sandbox, artifacts)
-        first = tool_specs(tools, ["image_0.png"])
-        second = tool_specs(tools, ["image_1.png"])
-        plain = tool_specs(tools, [])
-    assert plain == [convert_to_openai_tool(tool) for tool in tools]
-    vision = [i for i, tool in enumerate(tools) if tool.name == VISION_TOOL_NAME][0]
-    base = plain[vision]["function"]["description"]
-    assert first[vision]["function"]["description"] == base + " Files in the working directory now: image_0.png."
-    assert second[vision]["function"]["description"] == base + " Files in the working directory now: image_1.png."
-    assert tool_specs(tools, [])[vision] == plain[vision]
+        before = tool_specs(tools)
+        sandbox.put_file("image_0.png", b"png")
+        after = tool_specs(tools)
+    assert before == after == [convert_to_openai_tool(tool) for tool in tools]

@@ -28,16 +28,21 @@ def tool_call(body: dict) -> dict:
                                            "arguments": {"code": CROP}}]}
 
 
+def may_call_tools(body: dict) -> bool:
+    """Whether the request lets the model call a tool (as the API does: tools given, tool_choice not "none")."""
+    return bool(body.get("tools")) and body.get("tool_choice") != "none"
+
+
 def persistent(body: dict) -> dict | str:
-    """Calls the vision tool whenever it is offered; answers only without tools."""
-    return tool_call(body) if body.get("tools") else "final answer"
+    """Calls the vision tool whenever it may; answers only when it may not."""
+    return tool_call(body) if may_call_tools(body) else "final answer"
 
 
 def compliant(body: dict) -> dict | str:
     """Calls the vision tool until a result says the round cap is reached, then answers."""
     last = body["messages"][-1]
     capped = last["role"] == "tool" and "Not run: the limit of" in str(last["content"])
-    return tool_call(body) if body.get("tools") and not capped else "final answer"
+    return tool_call(body) if may_call_tools(body) and not capped else "final answer"
 
 
 def run(model: str, out: Path, respond, *args: str, tasks: list[str]) -> tuple[dict, list[dict]]:
@@ -77,18 +82,14 @@ def test_a_round_cap_of_one_ends_an_agent_turn_as_it_ends_a_builtin_one(respond,
     assert calls[1][3].startswith("Not run: the limit of 1 tool rounds")
     if respond is compliant:  # the final answer after the cap notice is the turn's answer in both
         assert [t["answer"] for t in agent["turns"]] == [t["answer"] for t in builtin["turns"]] == ["final answer"] * 2
-    # The agent saw the same tool descriptions as the built-in loop, request by request (the built-in
-    # loop's last request of a capped turn has no tools; the agent's still has them): the vision
-    # tool lists the working directory's files, the images the code saved included.
+    # The agent saw the same tools as the built-in loop, request by request, and the same in every
+    # request (a stable prefix for prompt caching; the built-in loop's last request of a capped turn
+    # keeps its tools with tool_choice "none"): no description lists the working directory's files.
     assert len(agent_requests) == len(builtin_requests) == 6
-    tooled = [i for i, body in enumerate(builtin_requests) if body.get("tools")]
-    assert tooled == [0, 1, 3, 4]
-    assert [agent_requests[i]["tools"] for i in tooled] == [builtin_requests[i]["tools"] for i in tooled]
-    listed = [description.partition(" Files in the working directory now: ")[2]
-              for description in vision_descriptions([agent_requests[i] for i in tooled])]
-    assert listed[:2] == ["image_0.png.", "image_0.png, transformed_image_0.png."]
-    assert listed[2:] == ["image_0.png, transformed_image_0.png.",  # turn 2 starts with what turn 1 left
-                          "image_0.png, transformed_image_0.png, transformed_image_1.png."]
+    assert [body.get("tool_choice") for body in builtin_requests] == [None, None, "none"] * 2
+    assert [body["tools"] for body in agent_requests] == [body["tools"] for body in builtin_requests]
+    assert len({json.dumps(body["tools"]) for body in builtin_requests}) == 1
+    assert not any("Files in the working directory" in d for d in vision_descriptions(builtin_requests))
 
 
 def slow_answer(body: dict) -> dict | str:

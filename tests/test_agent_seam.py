@@ -97,7 +97,7 @@ def test_an_agent_without_prompt_or_middleware_gets_the_prompt_as_a_system_messa
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         summary = run_suite(task, RunConfig(model="agent:plain_agent:build", tasks="sample"), tmp_path / "run")
-    assert summary["graded"] == 1
+    assert summary.graded == 1
     assert [_texts(m) for m in server.requests[0]["messages"] if m["role"] == "system"] == [[system_prompt("high")]]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vtb_agents.defaults import AgentSpec, strategy_name
-from vtb_agents.models.spec import model_record
+from vtb_agents.models.spec import model_choice
 from vtb_agents.strategies.agent import load_agent
 from vtb_agents.strategies.registry import load_strategy
 
@@ -36,7 +36,7 @@ def test_parse_refuses_a_malformed_agent_spec_naming_it(spec: str) -> None:
 
 @pytest.mark.parametrize("spec", ["agent:module", "agent:a:b:c"])
 def test_every_reader_refuses_a_malformed_agent_spec_the_same_way(spec: str) -> None:
-    for read in (load_agent, load_strategy, model_record, lambda s: strategy_name(s, "react")):
+    for read in (load_agent, load_strategy, model_choice, lambda s: strategy_name(s, "react")):
         with pytest.raises(ValueError, match=r"must look like 'agent:package.module:function'"):
             read(spec)
 
@@ -44,6 +44,6 @@ def test_every_reader_refuses_a_malformed_agent_spec_the_same_way(spec: str) -> 
 def test_readers_agree_on_what_names_an_agent() -> None:
     assert strategy_name("agent:m:f", "react") == "agent:m:f"
     assert strategy_name("openai:gpt-4o", "reflect") == "reflect"
-    assert model_record("agent:m:f", {"x": 1}) == {"spec": "agent:m:f", "preset": None, "settings": {"x": 1}}
+    assert model_choice("agent:m:f", {"x": 1}).record() == {"spec": "agent:m:f", "preset": None, "settings": {"x": 1}}
     with pytest.raises(ValueError, match="agent spec 'agent:no_such_module_xyz:f': cannot load"):
         load_strategy("agent:no_such_module_xyz:f")

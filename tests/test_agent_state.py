@@ -21,7 +21,7 @@ TURN_CODE = ["answer = 41\nprint('defined')", "print(answer + 1)"]
 def two_turns(body: dict) -> dict | str:
     """One code call per turn (turn 1 defines ``answer``, turn 2 uses it), then an answer."""
     messages = body["messages"]
-    if messages[-1]["role"] == "tool" or not body.get("tools"):
+    if messages[-1]["role"] == "tool" or not body.get("tools") or body.get("tool_choice") == "none":
         return "done"
     earlier = sum(1 for m in messages if m["role"] == "assistant" and m.get("tool_calls"))
     return {"content": "", "tool_calls": [{"id": f"call_{earlier}", "name": "python_image_processing",

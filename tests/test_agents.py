@@ -34,7 +34,7 @@ def test_create_agent_is_run_and_graded_like_our_graphs(task_root, tmp_path, mon
     (tmp_path / "user_agent.py").write_text(AGENT_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
     summary = run_suite(load_tasks(task_root), RunConfig(model="agent:user_agent:build"), tmp_path / "run")
-    assert summary["apr"] == 1.0 and summary["tool_metrics"]["by_tool"] == {"python_image_processing": 1}
+    assert summary.apr == 1.0 and summary.tool_metrics.by_tool == {"python_image_processing": 1}
     (result,) = ResultsStore(tmp_path / "run").load()[0]
     (turn,) = result.episode.turns
     assert turn.answer == "The number in the corner is 42."

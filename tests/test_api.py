@@ -28,7 +28,7 @@ from vtb_agents.report import write_report
 from vtb_agents.report.markup import esc
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.config import RunConfig
-from vtb_agents.runner.resources import RunObjects
+from vtb_agents.runner.plan import RunObjects
 from vtb_agents.runner.run import run_suite
 from vtb_agents.rundir.layout import task_page_file
 from vtb_agents.strategies import EpisodeContext, Strategy, TurnInput, TurnOutput, TurnState

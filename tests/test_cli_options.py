@@ -15,6 +15,7 @@ import pytest
 import typer.main
 
 from vtb_agents.cli import app
+from vtb_agents.rundir.read import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,9 +62,8 @@ def test_no_tools_and_no_vision_tool_reach_the_recorded_run(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     config = json.loads((out / "run.json").read_text())["config"]
     assert config["no_tools"] is True and config["no_vision_tool"] is True
-    from vtb_agents.config import RunConfig
 
-    assert RunConfig.from_run_dir(out).no_tools is True
+    assert read_record(out).config.no_tools is True
 
 
 def test_verbose_shows_the_packages_info_messages_on_stderr(tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ def test_verbose_is_counted_and_documented() -> None:
 
 NOT_SETTINGS = {"--out", "--resume", "--retry-errors", "--concurrency", "--limit", "--category", "--task-id",
                 "--status", "--skip-invalid", "--executor", "--workers", "--ray-address", "--judge-cache",
-                "--langsmith-experiment", "--langsmith-dataset", "--tools", "--vision-tool", "--help"}
+                "--langsmith-experiment", "--langsmith-dataset", "--tools", "--vision-tool", "--batch-poll", "--help"}
 """`vtb run`'s options that are no run setting: what runs, where it is written, how it is run."""
 
 

@@ -160,3 +160,30 @@ def test_the_command_collects_garbage_less_often_and_not_at_exit(tmp_path: Path)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
     library, command, frozen = json.loads(done.stdout.strip().splitlines()[-1])
     assert library == [700, 10, 10] and command == list(THRESHOLDS) and frozen > 10_000
+
+
+def test_top_level_help_loads_no_pydantic(tmp_path: Path) -> None:
+    """`vtb --help` stays within 2x of `import typer, rich` (bench/cli_startup.py): the run options' types,
+    defaults and help come from the table derived from RunConfig (vtb_agents/cli/run_settings.json), so
+    building every command's options imports neither pydantic nor the config module, nor the extension
+    loader (importlib.metadata)."""
+    done, modules = vtb_modules(tmp_path, "--help")
+    assert done.returncode == 0, done.stderr
+    assert imported(modules, ("pydantic", "pydantic_core", "vtb_agents.config", "vtb_agents.extensions")) == []
+    assert "vtb_agents.cli.run_settings" in modules  # the run options were built, from the table
+
+
+def test_the_run_settings_table_is_the_run_configs() -> None:
+    """The table the options read is what RunConfig's fields give (after changing a field, run
+    `python -m vtb_agents.cli.run_settings`), and every option shows its field's help."""
+    from vtb_agents.cli.run_settings import TABLE_FILE, run_settings, settings_from_run_config, table_text
+    from vtb_agents.config import RunConfig
+
+    derived = settings_from_run_config()
+    assert TABLE_FILE.read_text(encoding="utf-8") == table_text(derived), \
+        "run `python -m vtb_agents.cli.run_settings`: vtb_agents/cli/run_settings.json differs from RunConfig"
+    assert run_settings() == derived and run_settings()["epochs"].minimum == 1
+    run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    helps = {param.name: param.help for param in run.params}
+    assert helps["judge"] == RunConfig.model_fields["judge"].description
+    assert helps["max_tool_rounds"] == "Tool rounds allowed per turn."

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from vtb_agents.config import RunConfig, RunOptionError, run_config
+from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.read import read_record
+from vtb_agents.rundir.records import RUN_FORMAT
 from vtb_agents.runner.run import run_suite
 from vtb_agents.tasks import load_tasks
 
@@ -48,34 +51,36 @@ def test_importing_the_metrics_loads_neither_langgraph_nor_langchain() -> None:
 def test_a_runs_config_reads_back_from_its_run_json(tmp_path: Path) -> None:
     config = run_config(tasks="sample", max_tool_rounds=5, history="model", critical_rule="either", tags=("a",))
     run_suite(load_tasks("sample")[:1], config, tmp_path / "run")
-    assert RunConfig.from_run_dir(tmp_path / "run") == config
+    assert read_record(tmp_path / "run").config == config
     recorded = json.loads((tmp_path / "run" / "run.json").read_text())["config"]
     assert recorded == config.to_dict() and recorded["episode"]["tags"] == ["a"]
 
 
 def test_a_bad_run_json_is_an_error_naming_the_file_and_field(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"run\.json: no such file"):
-        RunConfig.from_run_dir(tmp_path)
+    with pytest.raises(RunError, match=r"is not a run directory \(no run\.json\)"):
+        read_record(tmp_path)
 
     def record(**changes: object) -> None:
         config = {**RunConfig().to_dict(), **changes}
-        (tmp_path / "run.json").write_text(json.dumps({"config": {k: v for k, v in config.items() if v != "-"}}))
+        (tmp_path / "run.json").write_text(json.dumps({"format_version": RUN_FORMAT,
+                                                       "config": {k: v for k, v in config.items() if v != "-"}}))
 
     record(episode={**RunConfig().episode.model_dump(mode="json"), "history": "nope"})
-    with pytest.raises(ValueError, match=r"run\.json: config\.episode\.history: Input should be 'golden' or 'model'"):
-        RunConfig.from_run_dir(tmp_path)
+    with pytest.raises(RunError, match=r"run\.json: not a readable run\.json: config\.episode\.history: Input should "
+                                       r"be 'golden' or 'model'"):
+        read_record(tmp_path)
     record(modle="replay")
-    with pytest.raises(ValueError, match=r"config\.modle: Extra inputs are not permitted"):
-        RunConfig.from_run_dir(tmp_path)
+    with pytest.raises(RunError, match=r"config\.modle: Extra inputs are not permitted"):
+        read_record(tmp_path)
     record(sandbox_network=True)
-    with pytest.raises(ValueError, match=r"config: sandbox_network needs sandbox e2b"):
-        RunConfig.from_run_dir(tmp_path)
+    with pytest.raises(RunError, match=r"config: sandbox_network needs sandbox e2b"):
+        read_record(tmp_path)
     record(judge="-")  # a recorded run states every setting: a missing one is no silent default
-    with pytest.raises(ValueError, match=r"run\.json: its config records no 'judge' setting"):
-        RunConfig.from_run_dir(tmp_path)
+    with pytest.raises(RunError, match=r"run\.json: .*its config records no 'judge' setting"):
+        read_record(tmp_path)
     record(episode={k: v for k, v in RunConfig().episode.model_dump(mode="json").items() if k != "history"})
-    with pytest.raises(ValueError, match=r"run\.json: its config records no 'episode\.history' setting"):
-        RunConfig.from_run_dir(tmp_path)
+    with pytest.raises(RunError, match=r"run\.json: .*its config records no 'episode\.history' setting"):
+        read_record(tmp_path)
 
 
 @pytest.mark.parametrize(("options", "message"), [

@@ -8,10 +8,11 @@ import pytest
 import typer.main
 from langchain_openai import ChatOpenAI
 
-from vtb_agents.analysis.cost import cost_of
+from vtb_agents.analysis.cost import cache_saving, cache_share, cost_of
 from vtb_agents.cli import app
 from vtb_agents.judges.llm import LLMJudge
-from vtb_agents.models.presets import presets
+from vtb_agents.models.presets import Prices, presets
+from vtb_agents.models.usage import billed_at_batch
 from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.results import TokenUsage
 from vtb_agents.config import RunConfig
@@ -50,27 +51,29 @@ def test_sandbox_limits_are_the_documented_ones():
     assert limits.address_space_bytes == 4 * GiB
 
 
-PRICES = {  # USD per million tokens: input, cached input, cache write, output (providers' list prices)
-    "gpt-5": (1.25, 0.125, None, 10.0),
-    "gpt-5-think": (1.25, 0.125, None, 10.0),
-    "o3": (2.0, 0.5, None, 8.0),
-    "o4-mini": (1.1, 0.275, None, 4.4),
-    "gpt-4.1": (2.0, 0.5, None, 8.0),
-    "gpt-4o": (2.5, 1.25, None, 10.0),
-    "claude-opus-4.1": (15.0, 1.5, 18.75, 75.0),
-    "claude-sonnet-4": (3.0, 0.3, 3.75, 15.0),
-    "claude-sonnet-4.5": (3.0, 0.3, 3.75, 15.0),
-    "gemini-2.5-pro": (1.25, None, None, 10.0),
-    "gemini-2.5-flash": (0.3, None, None, 2.5),
-    "llama-4-maverick": (None, None, None, None),  # open models: no list price, cost unknown
-    "llama-4-scout": (None, None, None, None),
+PRICES = {  # USD per million tokens: input, cached input, cache write, output (providers' list prices);
+    # then the share of them paid at the batch rate (OpenAI Batch API and flex, Anthropic Message Batches,
+    # Gemini Batch Mode: 50%)
+    "gpt-5": (1.25, 0.125, None, 10.0, 0.5),
+    "gpt-5-think": (1.25, 0.125, None, 10.0, 0.5),
+    "o3": (2.0, 0.5, None, 8.0, 0.5),
+    "o4-mini": (1.1, 0.275, None, 4.4, 0.5),
+    "gpt-4.1": (2.0, 0.5, None, 8.0, 0.5),
+    "gpt-4o": (2.5, 1.25, None, 10.0, 0.5),
+    "claude-opus-4.1": (15.0, 1.5, 18.75, 75.0, 0.5),
+    "claude-sonnet-4": (3.0, 0.3, 3.75, 15.0, 0.5),
+    "claude-sonnet-4.5": (3.0, 0.3, 3.75, 15.0, 0.5),
+    "gemini-2.5-pro": (1.25, None, None, 10.0, 0.5),
+    "gemini-2.5-flash": (0.3, None, None, 2.5, 0.5),
+    "llama-4-maverick": (None, None, None, None, None),  # open models: no list price, cost unknown
+    "llama-4-scout": (None, None, None, None, None),
 }
 
 
 @pytest.mark.parametrize("name, prices", sorted(PRICES.items()))
 def test_preset_prices(name, prices):
     got = presets()[name].prices
-    assert (got.input, got.cached_input, got.cache_write, got.output) == prices
+    assert (got.input, got.cached_input, got.cache_write, got.output, got.batch) == prices
 
 
 def test_cost_at_preset_prices_by_hand():
@@ -84,3 +87,22 @@ def test_cost_at_preset_prices_by_hand():
     plain = TokenUsage(calls=1, input_tokens=1_000_000, cached_tokens=200_000, output_tokens=50_000)
     assert cost_of(plain, presets()["gpt-4o"].prices) == 2.75  # 800k x 2.50 + 200k x 1.25 + 50k x 10.00 = 2+0.25+0.5
     assert cost_of(TokenUsage(), presets()["gpt-4o"].prices) == 0.0  # no call: a known zero
+
+
+def test_cost_of_batch_verdicts_and_cached_input_by_hand():
+    """docs/how-to/cost-and-rate-limits.md: batch-billed tokens cost the preset's ``batch`` share of
+    each list price, cached ones included; the prompt cache's saving is cached x (input - cached input)."""
+    live = TokenUsage(calls=3, input_tokens=300_000, cached_tokens=100_000, output_tokens=30_000)
+    batch = billed_at_batch(TokenUsage(calls=5, input_tokens=500_000, cached_tokens=200_000, output_tokens=50_000))
+    usage = live + batch
+    assert (usage.calls, usage.batch_calls, usage.cached_tokens, usage.batch_cached_tokens) == (8, 5, 300_000, 200_000)
+    o4_mini = presets()["o4-mini"].prices  # 1.10 input, 0.275 cached input, 4.40 output, batch 0.5
+    # live:  200,000 x 1.10 + 100,000 x 0.275 + 30,000 x 4.40 = 220,000 + 27,500 + 132,000 = 379,500
+    # batch: (300,000 x 1.10 + 200,000 x 0.275 + 50,000 x 4.40) x 0.5 = (330,000 + 55,000 + 220,000) x 0.5 = 302,500
+    assert cost_of(usage, o4_mini) == 0.682  # (379,500 + 302,500) / 1,000,000
+    # saving: live 100,000 x 0.825 = 82,500; batch 200,000 x 0.825 x 0.5 = 82,500 -> 0.165 USD
+    assert cache_saving(usage, o4_mini) == 0.165
+    assert cache_share(usage) == 0.375  # 300,000 of 800,000 input tokens
+    # a preset without a batch share prices batch tokens as unknown, never at list price
+    assert cost_of(usage, Prices(input=1.1, cached_input=0.275, output=4.4)) is None
+    assert cost_of(live, Prices(input=1.1, cached_input=0.275, output=4.4)) == 0.3795

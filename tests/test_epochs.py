@@ -209,8 +209,8 @@ def test_a_regrade_takes_each_epochs_own_cached_verdicts(two_epochs, judged_task
         env.setenv("OPENAI_API_KEY", "test-key")
         summary = regrade_run(copy, tasks=load_tasks(judged_tasks))
     assert server.requests == []  # all 24 verdicts from the cache, each epoch its own
-    assert (summary["judge"]["cache_hits"], summary["judge"]["calls"]) == (24, 0)
-    assert (summary["apr"], summary["apr_ci95"], summary["pass_hat_k"]) == (0.5, [0.030678, 0.969322], 0.333333)
+    assert (summary.judge.cache_hits, summary.judge.calls) == (24, 0)
+    assert (summary.apr, summary.apr_ci95, summary.pass_hat_k) == (0.5, [0.030678, 0.969322], 0.333333)
 
 
 @pytest.mark.slow
@@ -247,8 +247,8 @@ def test_the_report_shows_the_intervals_and_an_error_bar_in_chromium(two_epochs)
 
 PAPER_KEYS = {"tasks", "graded", "ungraded", "apr", "ars", "complete", "missing", "infrastructure_errors", "outcomes",
               "by_category", "by_domain", "by_turncase", "tool_metrics", "judge", "critical_disagreements",
-              "episodes", "usage", "cost", "model", "strategy", "critical_rule", "region_iou"}
-"""The keys of ``summary.json`` before epochs."""
+              "episodes", "usage", "cost", "prompt_cache", "model", "strategy", "critical_rule", "region_iou"}
+"""The keys of ``summary.json`` before epochs (``prompt_cache`` since: docs/concepts/prompt-caching.md)."""
 NEW_KEYS = {"epochs", "apr_stderr", "apr_ci95", "ars_stderr", "ars_ci95"}
 
 

@@ -18,6 +18,7 @@ from conftest import write_task
 from openai_server import OpenAIServer
 from vtb_agents.judges.evaluator import PASS_KEY, SCORE_KEY, make_rubric_evaluator
 from vtb_agents.judges.llm import LLMJudge
+from vtb_agents.runner.plan import plan_judge
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import Task, load_tasks
 
@@ -183,16 +184,16 @@ def test_an_llm_judge_decides_rubrics_without_a_check(tasks):
                   "source": "openai:judge-1", "justification": "Too wordy."}
 
 
-def test_a_judge_spec_string_goes_through_load_judge(tasks, monkeypatch):
+def test_a_judge_spec_goes_through_the_plan(tasks, monkeypatch):
     with OpenAIServer(lambda request: verdict("met", "Short.")) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-        evaluator = make_rubric_evaluator(tasks.values(), judge="openai:judge-2")
+        evaluator = make_rubric_evaluator(tasks.values(), judge=plan_judge("openai:judge-2").judge)
         results = results_by_key(evaluator(inputs={"task_id": "t"}, outputs={"answer": "42"}, reference_outputs={}))
     assert [r["model"] for r in server.requests] == ["judge-2"]
     assert results[SCORE_KEY]["score"] == 1.0 and results[SCORE_KEY]["metadata"]["judge"] == "openai:judge-2"
 
 
-def test_a_bad_judge_spec_fails_when_the_evaluator_is_made():
+def test_a_bad_judge_spec_fails_when_it_is_planned():
     with pytest.raises(ValueError, match="is not 'rule', 'provider:model'"):
-        make_rubric_evaluator(judge="o4mini")
+        plan_judge("o4mini")

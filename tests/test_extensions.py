@@ -15,8 +15,8 @@ import pytest
 
 from conftest import checkout_env
 from openai_server import OpenAIServer
-from vtb_agents.config import RunConfig
 from vtb_agents.extensions import load_extension
+from vtb_agents.rundir.read import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "ht-engineering-circuit"  # one turn; one rubric without a deterministic check goes to the judge
@@ -115,7 +115,7 @@ def test_judge_tool_and_sandbox_each_one_file_named_module_attr(tmp_path: Path) 
         done = vtb("run", *flags, path=tmp_path / "lib", server=server, marker=marker)
     assert done.returncode == 0, done.stderr
     check_run(out, server, tool="lookup_code", judge_name="strict", marker=marker)
-    config = RunConfig.from_run_dir(out)
+    config = read_record(out).config
     assert (config.judge, config.extra_tools, config.sandbox) == (
         "myext.judges:JUDGE", ("myext.tools:lookup_code",), "myext.boxes:MarkedSandbox")
     resumed = vtb("run", *flags, "--resume", path=tmp_path / "lib", marker=marker)  # the CLI resumes it
@@ -230,4 +230,4 @@ def test_the_python_api_takes_the_same_specs(tmp_path: Path, monkeypatch: pytest
                                       sandbox="apiext.boxes:MarkedSandbox", out=tmp_path / "run")
     check_run(tmp_path / "run", server, tool="lookup_code", judge_name="strict", marker=marker)
     assert summary.judge.calls == 0
-    assert RunConfig.from_run_dir(tmp_path / "run").extra_tools == ("apiext.tools:lookup_code",)
+    assert read_record(tmp_path / "run").config.extra_tools == ("apiext.tools:lookup_code",)

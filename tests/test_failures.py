@@ -46,7 +46,7 @@ def task_root(tmp_path_factory) -> Path:
 def replay_run(task_root, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("runs") / "replay"
     summary = run_suite(load_tasks(task_root), RunConfig(model="replay", tasks=str(task_root)), out)
-    assert summary["tasks"] == 4 and summary["graded"] == 3
+    assert summary.tasks == 4 and summary.graded == 3
     return out
 
 

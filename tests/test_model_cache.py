@@ -36,8 +36,9 @@ from vtb_agents.tasks import load_tasks
 ROOT = Path(__file__).resolve().parents[1]
 ONE_PER_CATEGORY = ["rs-finance-invoice", "ht-finance-stockchart", "fu-medical-labs", "pr-sports-boxscore",
                     "te-generalist-map"]
-NOT_COMPARED = {"cost"}
-"""Summary fields a replay changes: what it cost (nothing). ``usage.cache_hits`` too (see below)."""
+NOT_COMPARED = {"cost", "prompt_cache"}
+"""Summary fields a replay changes: what it cost (nothing), and what the provider's prompt cache served of
+the calls it made (none). ``usage.cache_hits`` too (see below)."""
 
 
 def judge_verdict(body: dict) -> str:
@@ -86,7 +87,7 @@ def test_a_run_replays_from_its_cache_offline_with_the_same_results(tmp_path, mo
         monkeypatch.setenv("OPENAI_API_KEY", "k")
         recorded = run_suite(tasks, config, tmp_path / "recorded", executor=LocalExecutor(2))
     calls = len(server.requests)  # per turn a vision call and an answer; the follow-up task asks first
-    assert recorded["usage"]["model"]["calls"] == calls == 15 and recorded["usage"]["cache_hits"] == 0
+    assert recorded.usage.model.calls == calls == 15 and recorded.usage.cache_hits == 0
     # The first server is gone; a second one, which fails every request, counts what reaches it.
     with OpenAIServer(refuse) as sentinel:
         monkeypatch.setenv("OPENAI_BASE_URL", sentinel.base_url)  # another endpoint: not part of the key
@@ -94,15 +95,16 @@ def test_a_run_replays_from_its_cache_offline_with_the_same_results(tmp_path, mo
     assert sentinel.requests == []
     assert comparable(tmp_path / "replayed") == comparable(tmp_path / "recorded")  # answers, verdicts, tool calls
     assert len(answers_and_verdicts(tmp_path / "replayed")) == len(tasks)
-    assert replayed["usage"]["cache_hits"] == calls  # every model call answered by the cache
-    assert replayed["usage"]["model"] == recorded["usage"]["model"]  # tokens as the provider reported them
-    assert replayed["cost"]["model"] == replayed["cost"]["judge"] == 0.0  # a cached answer costs nothing
-    for summary in (recorded, replayed):
-        for field in ("cache_hits", "model_from_cache", "judge_from_cache"):
-            summary["usage"].pop(field)
-    assert {k: v for k, v in replayed.items() if k not in NOT_COMPARED} == \
-        {k: v for k, v in recorded.items() if k not in NOT_COMPARED}
-    assert recorded["outcomes"] and recorded["graded"] == len(tasks)
+    assert replayed.usage.cache_hits == calls  # every model call answered by the cache
+    assert replayed.usage.model == recorded.usage.model  # tokens as the provider reported them
+    assert replayed.cost.model == replayed.cost.judge == 0.0  # a cached answer costs nothing
+    assert replayed.prompt_cache.model.input_tokens == 0  # no call reached a provider
+    assert recorded.prompt_cache.model.input_tokens == recorded.usage.model.input_tokens
+    cache_fields = {"cache_hits", "model_from_cache", "judge_from_cache"}
+    assert replayed.model_dump(exclude={*NOT_COMPARED, "run_dir", "usage"}) == \
+        recorded.model_dump(exclude={*NOT_COMPARED, "run_dir", "usage"})
+    assert replayed.usage.model_dump(exclude=cache_fields) == recorded.usage.model_dump(exclude=cache_fields)
+    assert recorded.outcomes and recorded.graded == len(tasks)
 
 
 @pytest.mark.slow
@@ -165,7 +167,7 @@ def test_your_own_agent_is_replayed_from_the_cache(tmp_path, monkeypatch):
     with OpenAIServer(refuse) as sentinel:
         monkeypatch.setenv("OPENAI_BASE_URL", sentinel.base_url)
         replayed = run_suite(tasks, config.model_copy(update={"model_cache_only": True}), tmp_path / "replayed")
-    assert sentinel.requests == [] and replayed["usage"]["cache_hits"] == 6
+    assert sentinel.requests == [] and replayed.usage.cache_hits == 6
     assert answers_and_verdicts(tmp_path / "replayed") == answers_and_verdicts(tmp_path / "recorded")
 
 

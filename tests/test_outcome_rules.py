@@ -29,10 +29,12 @@ from vtb_agents.results import (
     is_infrastructure,
     task_outcome,
 )
+from vtb_agents.models.usage import TokenLimitReached
 from vtb_agents.runner.outcomes import classify_failure, failed_episode
 from vtb_agents.sandbox import SandboxError
 
 KINDS = {"answered": "model", "tool_round_cap": "model", "task_timeout": "model", "step_limit": "model",
+         "token_limit": "model",
          "provider_error": "infrastructure", "sandbox_error": "infrastructure", "storage_error": "infrastructure",
          "harness_error": "infrastructure", "judge_error": "infrastructure", "unjudged": "neither"}
 """The docs' table of outcomes, as of this test (rows added later are checked by the table test)."""
@@ -86,6 +88,9 @@ REQUEST = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
     pytest.param(GraphRecursionError("Recursion limit of 22 reached"), "step_limit", id="recursion limit"),
     pytest.param(caused(RuntimeError("agent failed"), GraphRecursionError("limit")), "step_limit",
                  id="recursion limit as the cause"),
+    pytest.param(TokenLimitReached("used 31 tokens"), "token_limit", id="task token limit"),
+    pytest.param(caused(RuntimeError("agent failed"), TokenLimitReached("used 31 tokens")), "token_limit",
+                 id="task token limit as the cause"),
     pytest.param(httpx.ConnectError("refused", request=REQUEST), "provider_error", id="httpx connection"),
     pytest.param(httpx.ReadTimeout("slow", request=REQUEST), "provider_error", id="httpx timeout"),
     pytest.param(MalformedResponse("no choices"), "provider_error", id="malformed 200"),

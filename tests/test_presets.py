@@ -53,6 +53,9 @@ def test_presets_resolve_merge_extra_settings_and_reject_bad_entries():
         parse_presets('[x]\nspec = "nocolon"\n')
     with pytest.raises(PresetError, match="price 'input' must be a number"):
         parse_presets('[x]\nspec = "a:b"\nprices = { input = "cheap" }\n')
+    with pytest.raises(PresetError, match="preset 'x': 'batch' is a share of the list prices \\(0 to 1\\), got 2"):
+        parse_presets('[x]\nspec = "a:b"\nprices = { input = 1.0, batch = 2 }\n')
+    assert parse_presets('[x]\nspec = "a:b"\nprices = { input = 1.0, batch = 0.5 }\n')["x"].prices.batch == 0.5
 
 
 @pytest.mark.parametrize("preset, expected, absent", [

@@ -49,8 +49,9 @@ def test_vtb_run_on_a_two_node_cluster_gives_the_results_of_a_local_run(tmp_path
                               env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     local = run_suite(tasks, RunConfig(model="replay"), tmp_path / "local", executor=LocalExecutor(4))
-    assert json.loads((tmp_path / "ray" / "summary.json").read_text()) == local
-    assert local["complete"] is True and local["tasks"] == 4
+    assert json.loads((tmp_path / "ray" / "summary.json").read_text()) == json.loads(
+        (tmp_path / "local" / "summary.json").read_text())
+    assert local.complete is True and local.tasks == 4
     mine, theirs = (ResultsStore(tmp_path / d).load()[0] for d in ("ray", "local"))
     assert sorted((r.task_id, r.outcome, [t.answer for t in r.episode.turns]) for r in mine) == sorted(
         (r.task_id, r.outcome, [t.answer for t in r.episode.turns]) for r in theirs)

@@ -15,6 +15,7 @@ from vtb_agents.rundir.store import ResultsStore  # noqa: E402
 from vtb_agents.config import RunConfig  # noqa: E402
 from vtb_agents.runner.executors import LocalExecutor  # noqa: E402
 from vtb_agents.runner.ray_executor import RayExecutor  # noqa: E402
+from vtb_agents.runner.plan import plan_records  # noqa: E402
 from vtb_agents.runner.resources import open_judge  # noqa: E402
 from vtb_agents.runner.run import RunError, run_suite  # noqa: E402
 from vtb_agents.rundir.transcripts import read_transcript  # noqa: E402
@@ -82,7 +83,7 @@ def test_ray_run_matches_a_local_run_and_workers_write_artifacts(tasks, tmp_path
     config = RunConfig(model="replay")
     remote = run_suite(tasks, config, tmp_path / "ray", executor=RayExecutor(concurrency=3, workers=2))
     local = run_suite(tasks, config, tmp_path / "local", executor=LocalExecutor(3))
-    assert remote == local and remote["complete"] is True
+    assert remote.model_dump(exclude={"run_dir"}) == local.model_dump(exclude={"run_dir"}) and remote.complete is True
     results, _ = ResultsStore(tmp_path / "ray").load()
     assert sorted(r.task_id for r in results) == IDS
     images = [image for r in results for call in r.episode.tool_calls for image in call.images]
@@ -103,9 +104,9 @@ def test_stop_then_resume_on_ray_workers(tasks, pid_agent, tmp_path):
     stop = threading.Event()
     partial = run_suite(tasks, config, out, executor=RayExecutor(concurrency=2), stop=stop,
                         progress=lambda result, done, total: stop.set())
-    assert partial["complete"] is False and partial["tasks"] == 2  # the two running when stop was set
+    assert partial.complete is False and partial.tasks == 2  # the two running when stop was set
     resumed = run_suite(tasks, config, out, resume=True, executor=RayExecutor(concurrency=2))
-    assert resumed["complete"] is True and resumed["apr"] == 1.0
+    assert resumed.complete is True and resumed.apr == 1.0
     results, _ = ResultsStore(out).load()
     assert sorted(r.task_id for r in results) == IDS
     pids = {int(r.episode.turns[0].answer.split(";")[0].removeprefix("pid=")) for r in results}
@@ -124,12 +125,13 @@ def test_a_worker_that_cannot_import_the_agent_says_so(tasks, tmp_path, monkeypa
 
 
 def test_a_worker_refuses_a_run_directory_it_cannot_see(tmp_path):
-    worker = TaskWorker(RunConfig(model="replay"), str(tmp_path / "elsewhere"), str(tmp_path / "cache.sqlite"), 0)
+    records = plan_records(RunConfig(model="replay"))
+    worker = TaskWorker(records, str(tmp_path / "elsewhere"), str(tmp_path / "cache.sqlite"), 0)
     assert worker.error is not None and "must be on storage every worker process shares" in worker.error
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "run.json").write_text("{}")
     (tmp_path / "run" / "artifacts").write_text("a file where the folder should be")
-    worker = TaskWorker(RunConfig(model="replay"), str(tmp_path / "run"), str(tmp_path / "cache.sqlite"), 0)
+    worker = TaskWorker(records, str(tmp_path / "run"), str(tmp_path / "cache.sqlite"), 0)
     assert worker.error is not None
     assert "cannot write" in worker.error and "writable by every worker process" in worker.error
 

@@ -100,8 +100,8 @@ def test_run_through_init_chat_model_and_openai_base_url(sample, tmp_path, monke
         summary = run_suite(tasks, RunConfig(model="openai:vision-test", tasks="sample"), tmp_path / "run")
     results, _ = ResultsStore(tmp_path / "run").load()
     assert [r.episode.status for r in results] == ["completed", "completed"]
-    assert summary["tool_metrics"]["by_tool"] == {"python_image_processing": 3}
-    assert summary["graded"] == 2 and summary["apr"] == 0.0  # "42" is not the invoice's answer
+    assert summary.tool_metrics.by_tool == {"python_image_processing": 3}
+    assert summary.graded == 2 and summary.apr == 0.0  # "42" is not the invoice's answer
     assert all(r["temperature"] == 0 for r in server.requests)
 
 

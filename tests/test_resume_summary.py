@@ -138,7 +138,7 @@ def test_a_cached_verdict_counts_as_a_call_only_for_the_pass_task_and_epoch_that
     found again by the grading pass, task and epoch that paid for it, in a new attempt, is that call
     (its usage counted again, no request sent); found by anyone else, or twice in one attempt, it is
     a cache hit that costs nothing."""
-    from vtb_agents.judges import load_judge
+    from vtb_agents.runner.plan import plan_judge
     from vtb_agents.judges.cache import CachedJudge, JudgeCache
     from vtb_agents.models.usage import track_usage
     from vtb_agents.tasks import load_tasks
@@ -150,7 +150,7 @@ def test_a_cached_verdict_counts_as_a_call_only_for_the_pass_task_and_epoch_that
     with OpenAIServer(Server(hold=False)) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
-        judge, cache = load_judge(f"openai:{JUDGE}"), JudgeCache(tmp_path / "judge_cache.sqlite")
+        judge, cache = plan_judge(f"openai:{JUDGE}").judge, JudgeCache(tmp_path / "judge_cache.sqlite")
 
         def ask(cached: CachedJudge, task: Any = first) -> tuple[bool, int, int]:
             with track_usage() as usage:

@@ -206,6 +206,7 @@ def parse_run(args: list[str]) -> RunConfig:
      "native_tool_images": True, "task_timeout_s": 90.0, "tools_mode": "replay", "tools_cache": "c.jsonl",
      "sandbox_strict": True},
     {"no_vision_tool": True, "sandbox": "e2b", "sandbox_network": True, "tools_mode": "live"},
+    {"cost_limit": 12.5, "token_limit": 2_000_000, "task_token_limit": 50_000},
 ])
 def test_config_flags_give_back_the_recorded_config(settings):
     config = run_config(**settings)

@@ -10,6 +10,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from vtb_agents.cli import app
+from vtb_agents.rundir.records import RunSummary
 from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.run import RunConfig, RunError, run_suite
 from vtb_agents.tasks import load_tasks
@@ -28,14 +29,17 @@ def three_tasks(tmp_path):
 def test_run_writes_results_and_summary(three_tasks, tmp_path):
     out = tmp_path / "run"
     summary = run_suite(three_tasks, RunConfig(model="replay"), out)
-    assert set(summary) >= SUMMARY_KEYS and summary == json.loads((out / "summary.json").read_text())
-    assert summary["tasks"] == 3 and summary["apr"] == 1.0 and summary["ars"] == 1.0
-    assert summary["by_category"] == {"region_switch": {
+    written = json.loads((out / "summary.json").read_text())
+    assert set(written) >= SUMMARY_KEYS and summary == RunSummary.model_validate(written).model_copy(
+        update={"run_dir": out})  # the typed summary.json, with its run directory
+    assert summary.tasks == 3 and summary.apr == 1.0 and summary.ars == 1.0
+    assert {k: v.model_dump(exclude_none=True) for k, v in summary.by_category.items()} == {"region_switch": {
         "n": 3, "graded": 3, "apr": 1.0, "ars": 1.0,
         "apr_stderr": 0.0, "apr_ci95": [1.0, 1.0], "ars_stderr": 0.0, "ars_ci95": [1.0, 1.0]}}
-    assert summary["tool_metrics"]["by_tool"] == {"python_image_processing": 3}
-    assert summary["tool_metrics"]["image_ops"]["cropping"] == 3
-    assert summary["judge"] == {"model": "rule", "calls": 0, "checks": 3, "unjudged": 3, "errors": 0, "cache_hits": 0}
+    assert summary.tool_metrics.by_tool == {"python_image_processing": 3}
+    assert summary.tool_metrics.image_ops["cropping"] == 3
+    assert summary.judge.model_dump() == {"model": "rule", "calls": 0, "checks": 3, "unjudged": 3, "errors": 0,
+                                          "cache_hits": 0}
     lines = (out / "results.jsonl").read_text().splitlines()
     assert [json.loads(line)["task_id"] for line in lines] == ["a", "b", "c"]
     run = json.loads((out / "run.json").read_text())
@@ -65,7 +69,7 @@ def test_resume_skips_finished_tasks_and_cuts_a_partial_line(three_tasks, tmp_pa
     results, partial = ResultsStore(out).load()
     assert [r.task_id for r in results] == ["a", "b", "c"] and partial is None
     assert [json.loads(line)["task_id"] for line in (out / "results.jsonl").read_text().splitlines()] == ["a", "b", "c"]
-    assert summary["tasks"] == 3 and summary["apr"] == 1.0
+    assert summary.tasks == 3 and summary.apr == 1.0
 
 
 def test_the_json_lines_are_the_only_results_record(three_tasks, tmp_path):
@@ -85,7 +89,7 @@ def test_a_corrupt_line_in_the_middle_names_the_line_and_resume_repairs_it(three
     with pytest.raises(ValueError, match="results.jsonl: line 2 is not a valid result.*--resume"):
         ResultsStore(out).load()
     summary = run_suite(three_tasks, RunConfig(model="replay"), out, resume=True)
-    assert summary["tasks"] == 3 and summary["complete"]
+    assert summary.tasks == 3 and summary.complete
     assert (out / "results.jsonl.corrupt").read_text() == "{oops}\n"
     assert [r.task_id for r in ResultsStore(out).load()[0]] == ["a", "b", "c"]
 
@@ -115,8 +119,8 @@ def test_a_failing_model_is_an_ungraded_task_not_a_crash(three_tasks, tmp_path, 
     results, _ = ResultsStore(tmp_path / "run").load()
     assert all(r.episode.status == "error" and r.episode.error == "ConnectionError: model API unreachable"
                for r in results)
-    assert summary["graded"] == 0 and summary["ungraded"] == 2 and summary["apr"] is None
-    assert summary["episodes"]["errors"] == 2 and summary["judge"]["errors"] == 0
+    assert summary.graded == 0 and summary.ungraded == 2 and summary.apr is None
+    assert summary.episodes.errors == 2 and summary.judge.errors == 0
     assert all(not r.grade.graded and r.grade.passed is None for r in results)
 
 

@@ -122,7 +122,7 @@ def test_duplicate_lines_keep_the_first_record_and_say_so(tasks_root, tmp_path, 
     assert [r.task_id for r in results] == ["t0", "t1", "t2"] and results[0].grade.passed
     assert "2 duplicate line(s) for task(s) t0, t1 ignored" in caplog.text
     summary = run_suite(tasks, RunConfig(model="replay"), out, resume=True)
-    assert summary["tasks"] == 5 and summary["apr"] == 1.0
+    assert summary.tasks == 5 and summary.apr == 1.0
 
 
 # ----------------------------------------------------------------------------- a full disk
@@ -211,7 +211,7 @@ def test_a_glued_line_from_an_old_full_disk_is_repaired_on_resume(tasks_root, tm
     report = vtb("report", str(out))
     assert "line 2 is not a valid result" in one_error_line(report) and "--resume" in one_error_line(report)
     summary = run_suite(load_tasks(tasks_root), RunConfig(model="replay"), out, resume=True)
-    assert summary["tasks"] == 5 and summary["apr"] == 1.0
+    assert summary.tasks == 5 and summary.apr == 1.0
     assert (out / "results.jsonl.corrupt").read_text() == torn + "\n"
     assert sorted(r["task_id"] for r in lines_of(out)) == [f"t{i}" for i in range(5)]
 

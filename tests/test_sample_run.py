@@ -41,15 +41,15 @@ def test_replay_passes_every_sample_task(replay_run, sample):
     failed = [(r.task_id, r.grade.reason, [v.justification for v in r.grade.verdicts if v.status != "met"])
               for r in results if not r.grade.passed]
     assert failed == []
-    assert summary["tasks"] == summary["graded"] == len(sample) and summary["apr"] == 1.0 and summary["ars"] == 1.0
-    assert set(summary["by_category"]) == {"region_switch", "hybrid_tool", "follow_up", "temporal", "progressive"}
-    assert summary["tool_metrics"]["proactivity"] == 1.0 and summary["tool_metrics"]["success_rate"] == 1.0
+    assert summary.tasks == summary.graded == len(sample) and summary.apr == 1.0 and summary.ars == 1.0
+    assert set(summary.by_category) == {"region_switch", "hybrid_tool", "follow_up", "temporal", "progressive"}
+    assert summary.tool_metrics.proactivity == 1.0 and summary.tool_metrics.success_rate == 1.0
     # Offline, through the shipped cassette: every one of the six tools is exercised.
-    assert set(summary["tool_metrics"]["by_tool"]) == {
+    assert set(summary.tool_metrics.by_tool) == {
         "python_image_processing", "python_interpreter", "calculator", "web_search", "browser_get_page_text",
         "historical_weather"}
-    assert summary["tool_metrics"]["image_ops"]["cropping"] > 0
-    assert summary["critical_disagreements"] == 1
+    assert summary.tool_metrics.image_ops["cropping"] > 0
+    assert summary.critical_disagreements == 1
     assert summary == json.loads((out / "summary.json").read_text())
 
 
@@ -84,8 +84,8 @@ def test_replay_looks_exactly_where_the_reference_looked(replay_run):
     assert [(r.box, r.located) for r in chemistry.reference_regions or []] == [
         ((31, 519, 159, 648), False), ((1442, 550, 1558, 624), True)]
     assert [r.box for r in chemistry.regions] == [(31, 519, 159, 648), (1442, 550, 1558, 624)]
-    assert summary["region_iou"]["turns"] == 35 and summary["region_iou"]["share_iou_ge_0_5"] == 1.0
-    assert summary["region_iou"]["pass_rate_when_looked"] == 1.0 and summary["region_iou"]["pass_rate_when_not"] is None
+    assert summary.region_iou.turns == 35 and summary.region_iou.share_iou_ge_0_5 == 1.0
+    assert summary.region_iou.pass_rate_when_looked == 1.0 and summary.region_iou.pass_rate_when_not is None
 
 
 def wrong(task):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from typer.testing import CliRunner
 
 from vtb_agents.cli import app
@@ -34,13 +34,13 @@ def text_of(message: BaseMessage) -> str:
 
 def strategy_script(messages: list[BaseMessage]) -> AIMessage:
     """Plays every strategy's model: plans, proposes regions, reviews; crops once per turn; answers."""
-    system = text_of(messages[0]) if isinstance(messages[0], SystemMessage) else ""
-    if PLAN_INSTRUCTION in system:
+    request = text_of(messages[-1]) if isinstance(messages[-1], HumanMessage) else ""  # a step's own request
+    if PLAN_INSTRUCTION in request:
         return AIMessage("1. Crop the top-left corner. 2. Read it. 3. Answer.")
-    if PROPOSE_INSTRUCTION.split("{")[0] in system:
+    if PROPOSE_INSTRUCTION.split("{")[0] in request:
         return AIMessage('{"regions": [{"source": "image_0.png", "box": [0, 0, 0.5, 0.5], "confidence": 0.4}]}')
     turn_start = max(i for i, m in enumerate(messages) if (m.id or "").startswith("turn-"))
-    if REFINE_INSTRUCTION.split("{")[0] in system:
+    if REFINE_INSTRUCTION.split("{")[0] in request:
         turn_number = int((messages[turn_start].id or "").removeprefix("turn-")) + 1
         refined = sum(1 for m in messages[turn_start:] if isinstance(m, AIMessage) and '"regions"' in m.text)
         return AIMessage(f'{{"regions": [{{"source": "zoom_t{turn_number}_0.png", "box": [0.5, 0.5, 1, 1], '
@@ -65,17 +65,17 @@ def sample():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(BUILTIN))
 def test_every_strategy_runs_the_bundled_suite_without_episode_errors(name, sample, tmp_path, monkeypatch):
-    from vtb_agents.runner import resources
+    from vtb_agents.runner import plan
 
     model = ScriptedChatModel(script=strategy_script)
     # a provider stand-in
-    monkeypatch.setattr(resources, "model_factory", lambda spec, *args, **kwargs: lambda task: model)
+    monkeypatch.setattr(plan, "model_factory", lambda spec, *args, **kwargs: lambda task: model)
     summary = run_suite(sample, RunConfig(model="scripted:strategy", strategy=name, tasks="sample"), tmp_path / "run",
                         executor=LocalExecutor(2))
     results, _ = ResultsStore(tmp_path / "run").load()
-    assert len(results) == len(sample) == summary["tasks"]
+    assert len(results) == len(sample) == summary.tasks
     assert [r.task_id for r in results if r.episode.status != "completed"] == []
-    assert summary["graded"] == len(sample) and summary["strategy"] == name
+    assert summary.graded == len(sample) and summary.strategy == name
     assert {r.strategy for r in results} == {name} and {r.episode.settings.strategy for r in results} == {name}
     multi = [r for r in results if r.turncase == "multi-turn"]
     assert multi and all(len(r.episode.turns) == len(next(t for t in sample if t.id == r.task_id).turns)
@@ -146,7 +146,7 @@ def test_confident_views_are_not_searched_deeper():
 def test_the_docs_strategy_runs_as_module_function(sample, tmp_path, monkeypatch):
     from docs_blocks import page_blocks
 
-    from vtb_agents.runner import resources
+    from vtb_agents.runner import plan
 
     [block] = [b for b in page_blocks("docs/tutorials/write-a-strategy.md", "python")
                if b.code.startswith("# my_pkg/my_strategy.py")]
@@ -157,16 +157,16 @@ def test_the_docs_strategy_runs_as_module_function(sample, tmp_path, monkeypatch
     monkeypatch.syspath_prepend(str(tmp_path))
 
     def script(messages):
-        if "Describe what the images show" in messages[0].text:
+        if "Describe what the images show" in messages[-1].text:
             return AIMessage("A document with a table.")
         return strategy_script(messages)
 
     model = ScriptedChatModel(script=script)
-    monkeypatch.setattr(resources, "model_factory", lambda spec, *args, **kwargs: lambda task: model)
+    monkeypatch.setattr(plan, "model_factory", lambda spec, *args, **kwargs: lambda task: model)
     tasks = [t for t in sample if t.id in ("rs-finance-invoice", "te-generalist-map")]
     summary = run_suite(tasks, RunConfig(model="scripted:x", strategy="my_pkg.my_strategy:strategy"), tmp_path / "run")
     results, _ = ResultsStore(tmp_path / "run").load()
-    assert summary["graded"] == 2 and all(r.episode.status == "completed" for r in results)
+    assert summary.graded == 2 and all(r.episode.status == "completed" for r in results)
     assert {r.strategy for r in results} == {"my_pkg.my_strategy:strategy"}
     assert {r.episode.settings.strategy for r in results} == {"my_pkg.my_strategy:strategy"}
     assert any(isinstance(m, AIMessage) and m.text == "A document with a table." for call in model.calls for m in call)

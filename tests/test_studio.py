@@ -18,6 +18,7 @@ from PIL import Image
 from vtb_agents.api import load_tasks
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.config import RunConfig
+from vtb_agents.runner.plan import sandbox_kind_opener
 from vtb_agents.sandbox import SandboxError
 from vtb_agents.studio.context import context_of, resources_for
 from vtb_agents.studio.inputs import block_image, ingest_message, task_from_json, thread_images, user_image_count
@@ -137,19 +138,20 @@ def test_inline_task_needs_its_images_as_base64_and_names_bad_fields():
 def test_a_thread_keeps_its_sandbox_and_a_lost_one_comes_back_with_the_thread_images(tmp_path, monkeypatch):
     monkeypatch.setenv("VTB_STUDIO_DIR", str(tmp_path))
     registry = SessionRegistry(max_open=1)
-    with registry.use("t1", "local") as session:
+    LOCAL = sandbox_kind_opener("local")  # noqa: N806 - what a run's plan hands the registry
+    with registry.use("t1", "local", LOCAL) as session:
         session.sandbox.put_file("image_0.png", png())
         session.sandbox.run("x = 41")
         ref = session.artifacts.put(png())
         first = session.sandbox
-    with registry.use("t1", "local") as session:
+    with registry.use("t1", "local", LOCAL) as session:
         assert session.sandbox is first and "42" in session.sandbox.run("print(x + 1)").stdout
-    with registry.use("t2", "local") as session:  # room for one: t1's idle sandbox is closed
+    with registry.use("t2", "local", LOCAL) as session:  # room for one: t1's idle sandbox is closed
         assert "42" in session.sandbox.run("print(42)").stdout
         with pytest.raises(SandboxError, match="closed"):
             first.run("print(x)")
         second = session.sandbox
-    with registry.use("t1", "local", [("image_0.png", ref)]) as session:
+    with registry.use("t1", "local", LOCAL, [("image_0.png", ref)]) as session:
         assert session.sandbox is not first and "image_0.png" in session.sandbox.list_files()
         assert (tmp_path / "t1" / "artifacts").is_dir()
         with pytest.raises(SandboxError, match="closed"):
@@ -158,7 +160,7 @@ def test_a_thread_keeps_its_sandbox_and_a_lost_one_comes_back_with_the_thread_im
     registry.discard("t1")  # a new task on the thread: a fresh sandbox
     with pytest.raises(SandboxError, match="closed"):
         third.run("print(1)")
-    with registry.use("t3", "local") as session:
+    with registry.use("t3", "local", LOCAL) as session:
         fourth = session.sandbox
     registry.close_all()
     with pytest.raises(SandboxError, match="closed"):
@@ -187,8 +189,11 @@ def test_task_graph_runs_the_driver_in_process_and_keeps_the_conversation_in_its
     assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
     assert state["grade"]["passed"] is True
     # the episode's transcript, turn by turn, as `vtb run` records it (the replay agent asks, then crops and answers)
-    assert [(e["kind"], e["step"], e["turn"]) for e in state["transcript"]] == [
+    assert [(e["kind"], e["step"], e["call"]["turn"] if e["kind"] == "tool" else e["turn"])
+            for e in state["transcript"]] == [
         ("model", "model", 0), ("model", "model", 1), ("tool", "vision_tools", 1), ("model", "model", 1)]
+    turn_calls = state["episode"]["turns"][1]["tool_calls"]  # the tool event carries the turn's own record
+    assert [e["call"] for e in state["transcript"] if e["kind"] == "tool"] == turn_calls
     assert state["transcript"][0]["images"] and state["transcript"][1]["messages"][-1]["role"] == "human"
     # the same task again on the thread (inline this time): its conversation starts afresh
     task = load_tasks("sample", task_id="fu-medical-labs")[0]

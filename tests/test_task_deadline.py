@@ -64,8 +64,8 @@ def test_user_agent_run_is_stopped_by_the_task_timeout(task_root, tmp_path, monk
     assert "time limit of 1 s" in result.episode.error
     # a timeout is the model's doing: graded (its unanswered turn fails its rubrics), in the denominator
     assert result.outcome == "task_timeout" and result.grade.graded and result.grade.passed is False
-    assert summary["ungraded"] == 0 and summary["graded"] == 1 and summary["complete"] is True
-    assert summary["outcomes"] == {"task_timeout": 1}
+    assert summary.ungraded == 0 and summary.graded == 1 and summary.complete is True
+    assert summary.outcomes == {"task_timeout": 1}
 
 
 def test_user_agent_that_keeps_calling_tools_stops_at_its_next_step(task_root, artifacts):

@@ -196,8 +196,8 @@ def test_a_grading_error_is_the_tasks_own_and_the_run_goes_on(tmp_path):
     tasks[0].turns[0].rubrics[0].check.pattern = "(unclosed"  # what validation refuses, given in code
     tasks[0].turns[0].rubrics[0].check.type = "regex"
     summary = run_suite(tasks, RunConfig(model="replay"), tmp_path / "run")
-    assert summary["tasks"] == 2  # the run went on; the broken task is ungraded, never silently
-    assert not summary["complete"] and summary["infrastructure_errors"] == {"count": 1, "task_ids": ["broken"]}
+    assert summary.tasks == 2  # the run went on; the broken task is ungraded, never silently
+    assert not summary.complete and summary.infrastructure_errors.model_dump() == {"count": 1, "task_ids": ["broken"]}
     lines = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     broken = next(line for line in lines if line["task_id"] == "broken")
     assert broken["grade"]["graded"] is False and broken["grade"]["reason"].startswith("grading failed: ")

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from tests.conftest import checkout_env
 from vtb_agents.cli.run import summary_table
+from vtb_agents.rundir.records import RunSummary
 from vtb_agents.report import compare_runs
 from vtb_agents.report.markup import interval, pct
 from vtb_agents.report.paired import cells as paired_cells
@@ -56,6 +57,11 @@ def figures(summary: dict[str, Any]) -> list[str]:
     return found
 
 
+def table_of(summary: dict[str, Any]) -> Fitted:
+    """``vtb run``'s summary table of a ``summary.json`` (its run's epochs as recorded there)."""
+    return summary_table(RunSummary.model_validate(summary), summary["epochs"])
+
+
 def names(summary: dict[str, Any]) -> list[str]:
     """The group names of the summary table (each must be on one line, never wrapped)."""
     return [name for section in ("by_category", "by_domain", "by_turncase") for name in summary[section]]
@@ -90,7 +96,7 @@ def test_vtb_run_prints_every_figure_whole_at_80_columns(runs, which):
 def test_summary_tables_render_whole_at_80_and_120_columns(runs, width):
     for run_dir, _ in runs.values():
         summary = json.loads((run_dir / "summary.json").read_text())
-        assert_whole(rendered(summary_table(summary), width), figures(summary) + names(summary), width)
+        assert_whole(rendered(table_of(summary), width), figures(summary) + names(summary), width)
 
 
 def test_an_epochs_table_with_wide_intervals_keeps_them_whole(runs):
@@ -100,7 +106,7 @@ def test_an_epochs_table_with_wide_intervals_keeps_them_whole(runs):
         block["apr_ci95"], block["ars_ci95"] = [0.245, 1.0], [0.0, 1.0]
     summary["by_category"]["a_category_with_a_long_name"] = {**summary, "n": 3, "graded": 3}
     for width in WIDTHS:
-        text = rendered(summary_table(summary), width)
+        text = rendered(table_of(summary), width)
         assert_whole(text, figures(summary) + ["24.5–100.0", "0.0–100.0", "a_category_with_a_long_name"], width)
 
 
@@ -145,6 +151,7 @@ def test_vtb_transcript_prints_model_text_terminal_safe(tmp_path):
     sequence in a reply and in code is shown, never sent to the terminal."""
     from vtb_agents.artifacts import ArtifactStore
     from vtb_agents.cli.transcript import render
+    from vtb_agents.results import ToolCallRecord
     from vtb_agents.transcript import ModelEvent, ModelResponse, ToolEvent, Transcript
 
     hostile = "\x1b]0;pwned\x07\x1b[2J"
@@ -152,8 +159,8 @@ def test_vtb_transcript_prints_model_text_terminal_safe(tmp_path):
         ModelEvent(step="model", turn=0, messages=[{"role": "human", "content": hostile}],
                    response=ModelResponse(text=hostile, tool_calls=[{"name": "python_image_processing",
                                                                       "args": {"code": f"print('{hostile}')"}}])),
-        ToolEvent(step="tools", turn=0, name="python_image_processing", args={"code": f"x = '{hostile}'"},
-                  output=hostile)])
+        ToolEvent(step="tools", call=ToolCallRecord(turn=0, round=0, id="c1", name="python_image_processing",
+                                                     args={"code": f"x = '{hostile}'"}, ok=True, output=hostile))])
     for highlight in (False, True):
         console = Console(width=80, file=io.StringIO(), record=True, force_terminal=highlight)
         for renderable in render(record, ArtifactStore(tmp_path), highlight=highlight):

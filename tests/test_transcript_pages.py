@@ -69,7 +69,7 @@ def run(request, tasks, tmp_path_factory):
         env.setenv("OPENAI_API_KEY", "k")
         summary = run_suite(tasks, RunConfig(model=f"openai:{AGENT}", judge=f"openai:{JUDGE}",
                                              strategy=request.param), out, executor=LocalExecutor(3))
-    assert summary["complete"] is True
+    assert summary.complete is True
     write_report(out, tasks=tasks)
     return request.param, out, failing.id
 
@@ -118,7 +118,8 @@ def test_a_task_page_shows_the_whole_transcript(run, tasks, browser):
             mine = [e for e in judged if e.turn == index]
             rows = turn.locator(".verdicts tbody tr")
             assert rows.count() == len(mine) > 0
-            assert [rows.nth(i).get_attribute("class") for i in range(len(mine))] == [e.status for e in mine]
+            classes = [rows.nth(i).get_attribute("class") for i in range(len(mine))]
+            assert classes == [e.verdict.status for e in mine]
             assert turn.locator(".answer").count() == 1
             llm = [i for i, e in enumerate(mine) if e.calls]
             for i in llm:
@@ -193,8 +194,10 @@ def test_the_preparer_makes_the_transcripts_thumbnails_during_a_run(run, tasks, 
     with ReportPreparer(copy, tasks) as preparer:
         for result in ResultsStore(copy).load()[0]:
             preparer.add(result)
-    wanted = {image.sha256 for task in tasks for event in read_transcript(copy, task.id).events
-              if isinstance(event, ModelEvent | ToolEvent | StepEvent) for image in event.images}
+    events = [event for task in tasks for event in read_transcript(copy, task.id).events]
+    wanted = {image.sha256 for event in events if isinstance(event, ModelEvent) for image in event.images}
+    wanted |= {image.ref for event in events if isinstance(event, StepEvent) for image in event.images}
+    wanted |= {image.ref for event in events if isinstance(event, ToolEvent) for image in event.call.images}
     made = {path.stem for path in (copy / "report_files" / "thumbs").glob("*.jpg")}
     assert len(wanted) > len(tasks) and wanted <= made
 

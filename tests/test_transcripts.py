@@ -40,13 +40,18 @@ ROLES = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
 
 
 def responder(vision: VisionModel, delay_s: float = 0.0):
-    """The agent model (a plan when asked without tools, else the scripted vision model) and the judge."""
+    """The agent model (a plan when it may not call tools, else the scripted vision model) and the judge."""
     def respond(body):
         time.sleep(delay_s)
         if body["model"] == JUDGE:
             return json.dumps(VERDICT)
-        return vision(body) if body.get("tools") else PLAN
+        return vision(body) if may_call_tools(body) else PLAN
     return respond
+
+
+def may_call_tools(body: dict) -> bool:
+    """Whether the request lets the model call a tool (tools given, ``tool_choice`` not "none")."""
+    return bool(body.get("tools")) and body.get("tool_choice") != "none"
 
 
 def texts(message: dict) -> list[str]:
@@ -122,7 +127,7 @@ def test_model_events_are_the_requests_the_server_received(strategy_run, sample)
         first = events[0]
         assert first.step == ("plan" if strategy == "plan" else "model")
         assert first.response is not None and first.tokens is not None and first.tokens.total_tokens == 15
-    assert summary["complete"] is True and summary["tasks"] == len(sample)
+    assert summary.complete is True and summary.tasks == len(sample)
 
 
 def test_every_judge_request_is_a_judge_event(strategy_run, sample):
@@ -130,13 +135,14 @@ def test_every_judge_request_is_a_judge_event(strategy_run, sample):
     asked = Counter(texts(b["messages"][-1])[0] for b in requests if b["model"] == JUDGE)
     judged = [e for t in sample for e in read_transcript(out, t.id).events if isinstance(e, JudgeEvent)]
     recorded = Counter(texts(call.messages[-1])[0] for e in judged for call in e.calls)
-    assert recorded == asked and sum(asked.values()) == summary["judge"]["calls"] > 0
+    assert recorded == asked and sum(asked.values()) == summary.judge.calls > 0
     for event in judged:
         if event.calls:
             (call,) = event.calls
-            assert event.judge == f"openai:{JUDGE}" and event.prompt == texts(call.messages[-1])[0]
-            assert json.loads(call.response.text) == VERDICT and event.status == "met"
-            assert event.explanation == VERDICT["justification"] and not event.cached
+            verdict = event.verdict
+            assert verdict.judge == f"openai:{JUDGE}" and event.prompt == texts(call.messages[-1])[0]
+            assert json.loads(call.response.text) == VERDICT and verdict.status == "met"
+            assert verdict.justification == VERDICT["justification"] and not verdict.cached
     assert len(judged) == sum(len(t.rubrics) for t in sample)
 
 
@@ -146,16 +152,22 @@ def test_strategy_steps_are_recorded_and_counted_apart_from_tool_metrics(strateg
     steps = [e for tr in transcripts for e in tr.events if isinstance(e, StepEvent)]
     tools = [e for tr in transcripts for e in tr.events if isinstance(e, ToolEvent)]
     turns = sum(len(t.turns) for t in sample)
-    metrics = summary["tool_metrics"]
-    assert metrics["calls"] == len(tools) == sum(len(r.episode.tool_calls) for r in ResultsStore(out).load()[0])
+    metrics = summary.tool_metrics
+    results = {r.task_id: r for r in ResultsStore(out).load()[0]}
+    assert metrics.calls == len(tools) == sum(len(r.episode.tool_calls) for r in results.values())
+    # one record per fact: each tool event carries its result's tool call record, each judge event its verdict
+    for task, transcript in zip(sample, transcripts):
+        result = results[task.id]
+        assert [e.call for e in transcript.events if isinstance(e, ToolEvent)] == result.episode.tool_calls
+        assert [e.verdict for e in transcript.events if isinstance(e, JudgeEvent)] == result.grade.verdicts
     if strategy == "plan":
         assert [s.step for s in steps] == ["plan"] * turns and {s.text for s in steps} == {PLAN}
-        assert metrics["strategy_image_ops"] == {}
+        assert metrics.strategy_image_ops == {}
     else:
         assert {s.step for s in steps} == {"marks"} and all(s.image_op == "mark" for s in steps)
         marked = sum(len(s.images) for s in steps)
         assert marked == sum(len(turn.images) for t in sample for turn in t.turns)
-        assert metrics["strategy_image_ops"] == {"mark": marked}
+        assert metrics.strategy_image_ops == {"mark": marked}
         assert all(i.name.startswith("marked_image_") for s in steps for i in s.images)
 
 
@@ -171,8 +183,10 @@ def test_regrade_replaces_the_verdicts_with_cached_ones_and_keeps_the_episode(st
     assert server.requests == []  # every verdict came from the judge cache
     after = read_transcript(out, task.id)
     assert [e for e in after.events if e.kind != "judge"] == [e for e in before.events if e.kind != "judge"]
-    cached = [e for e in after.events if isinstance(e, JudgeEvent) and e.judge == f"openai:{JUDGE}"]
-    assert cached and all(e.cached and e.calls == [] and e.prompt for e in cached)
+    cached = [e for e in after.events if isinstance(e, JudgeEvent) and e.verdict.judge == f"openai:{JUDGE}"]
+    assert cached and all(e.verdict.cached and e.calls == [] and e.prompt for e in cached)
+    regraded = next(r for r in ResultsStore(out).load()[0] if r.task_id == task.id)
+    assert [e.verdict for e in after.events if isinstance(e, JudgeEvent)] == regraded.grade.verdicts
 
 
 SLOW_TASKS = 6
@@ -237,26 +251,30 @@ def test_vtb_transcript_shows_a_users_own_agent(task_root, tmp_path, monkeypatch
     shown = transcript_cli(out, "t-corner", "--json")
     assert shown.exit_code == 0, shown.output
     data = json.loads(shown.output)
-    assert set(data) == {"task_id", "events"} and data["task_id"] == "t-corner"
+    assert set(data) == {"format_version", "task_id", "events"} and data["task_id"] == "t-corner"
     assert [(e["kind"], e["step"]) for e in data["events"]] == [
         ("model", "model"), ("tool", "tools"), ("model", "model"), ("judge", "judge"), ("judge", "judge")]
-    first, tool, second = data["events"][:3]
+    first, tool_event, second = data["events"][:3]
+    tool = tool_event["call"]
     assert first["messages"][0]["role"] == "system" and len(first["images"]) == 1
     # the second request shows the crop the tool saved (ShowToolImages), by the hash of the bytes sent
     assert second["images"][0] == first["images"][0] and len(second["images"]) == 2
-    assert second["images"][1] == {"sha256": tool["images"][0]["sha256"]}
+    assert second["images"][1] == {"sha256": tool["images"][0]["ref"]}
     assert tool["name"] == "python_image_processing" and tool["args"] == {"code": CROP} and tool["error"] is None
+    assert tool["turn"] == 0 and tool["round"] == 0 and tool["ok"] is True  # the result's record of the call
+    result = ResultsStore(out).load()[0][0]
+    assert tool == result.episode.tool_calls[0].model_dump(mode="json")
     text = transcript_cli(out, "t-corner")
     assert text.exit_code == 0, text.output
     assert "#2 tool · tools · turn 1 · python_image_processing" in text.output
     unwrapped = re.sub(r"\n\s*", "", text.output)  # a long path wraps at the terminal's width
-    assert str(artifacts_dir(out) / tool["images"][0]["sha256"][:2]) in unwrapped
+    assert str(artifacts_dir(out) / tool["images"][0]["ref"][:2]) in unwrapped
     assert "reply: The number in the corner is 42." in text.output
 
 
 def test_vtb_transcript_of_an_evaluate_run_shows_zoom_steps(task_root, tmp_path):
     def zoom(body):
-        if body.get("tools"):
+        if may_call_tools(body):
             return "The number is 42."
         if any("Zoomed views" in t for m in body["messages"] for t in texts(m)):
             return '{"regions": []}'
@@ -274,7 +292,7 @@ def test_vtb_transcript_of_an_evaluate_run_shows_zoom_steps(task_root, tmp_path)
     assert views["image_op"] == "crop" and views["images"][0]["name"] == "zoom_t1_0.png"
     assert views["data"]["views"][0]["box"] == [0.8, 0.8, 1.0, 1.0]
     # the refine request sends the view: its bytes (as sent) are the view's, stored once
-    assert views["images"][0]["sha256"] in [i["sha256"] for i in data["events"][3]["images"]]
+    assert views["images"][0]["ref"] in [i["sha256"] for i in data["events"][3]["images"]]
     assert len(server.requests) == 3
     text = transcript_cli(tmp_path / "run", "t-corner").output
     assert "#3 step · zoom.views · turn 1" in text and "[image (crop)] zoom_t1_0.png" in text
@@ -319,8 +337,9 @@ def test_a_failed_tool_call_and_a_failed_model_call_carry_their_errors(task_root
     assert [(e.kind, e.step) for e in events] == [("model", "model"), ("tool", "vision_tools"), ("model", "model"),
                                                   ("tool", "general_tools"), ("model", "model")]
     code, calc, failed = events[1], events[3], events[4]
-    assert isinstance(code, ToolEvent) and "ValueError: boom" in code.error and code.call_id == "c1"
-    assert isinstance(calc, ToolEvent) and calc.error is not None and "division" in calc.output.lower()
+    assert isinstance(code, ToolEvent) and "ValueError: boom" in code.call.error and code.call.id == "c1"
+    assert not code.call.ok and code.call.turn == 0 and code.call.round is None  # no turn record: the recorder's
+    assert isinstance(calc, ToolEvent) and calc.call.error is not None and "division" in calc.call.output.lower()
     assert isinstance(failed, ModelEvent) and failed.response is None
     assert failed.error == "RuntimeError: provider down"
 

@@ -48,7 +48,9 @@ class UsageServer:
         sums = {ours: sum(r[theirs] for r in rows) for ours, theirs in FIELDS.items()}
         sums["cached_tokens"] = sum(r["prompt_tokens_details"]["cached_tokens"] for r in rows)
         sums["reasoning_tokens"] = sum(r["completion_tokens_details"]["reasoning_tokens"] for r in rows)
-        return {"calls": len(rows), "calls_without_usage": 0, "cache_write_tokens": 0, **sums}
+        batch = dict.fromkeys(("batch_calls", "batch_input_tokens", "batch_cached_tokens", "batch_cache_write_tokens",
+                               "batch_output_tokens"), 0)  # no call was billed at the batch rate
+        return {"calls": len(rows), "calls_without_usage": 0, "cache_write_tokens": 0, **sums, **batch}
 
 
 @pytest.mark.slow

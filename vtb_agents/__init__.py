@@ -5,7 +5,8 @@ grades tasks with a strategy or your own agent, specs or LangChain objects, retu
 ``load_tasks`` reads a task source, ``task_tools`` gives a task's tools bound to a fresh sandbox.
 The subpackages hold the rest: ``tasks``, ``tools``, ``strategies``, ``graphs``, ``episodes``,
 ``judges``, ``analysis``, ``runner``, ``report``. ``RunConfig``
-(:mod:`vtb_agents.config`) is what a run is: ``RunConfig.from_run_dir(path)`` reads a run's ``run.json``.
+(:mod:`vtb_agents.config`) is what a run is: ``vtb_agents.rundir.read.read_record(path).config`` reads
+a run's ``run.json`` back.
 """
 
 from __future__ import annotations

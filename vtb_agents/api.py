@@ -43,16 +43,15 @@ from vtb_agents.defaults import DEFAULT_STRATEGY, REPLAY
 from vtb_agents.judges import RubricJudge
 from vtb_agents.judges.base import judge_problem
 from vtb_agents.judges.llm import LLMJudge
-from vtb_agents.models.spec import object_name
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.records import GroupScore, RunCost, RunSummary, RunUsage
 from vtb_agents.rundir.store import ResultsStore
-from vtb_agents.runner.resources import RunObjects
-from vtb_agents.sandbox import open_sandbox
+from vtb_agents.runner.plan import RunObjects, object_name, sandbox_kind_opener
 from vtb_agents.strategies.agent import AgentLike, agent_strategy
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.tasks.model import Task
+from vtb_agents.tasks.select import TaskFilter
 from vtb_agents.tasks.sources import load_tasks as load_source
 from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
@@ -116,10 +115,11 @@ def default_run_dir(now: datetime | None = None) -> Path:
 
 def load_tasks(source: str | Path = "sample", *, category: str | None = None, task_id: str | None = None,
                limit: int | None = None) -> list[Task]:
-    """The tasks of ``source`` (``sample``, a folder, parquet, ``hf:...``), optionally filtered."""
-    tasks = [t for t in load_source(source)
-             if (category is None or t.category == category) and (task_id is None or t.id == task_id)]
-    return tasks[:limit] if limit else tasks
+    """The tasks of ``source`` (``sample``, a folder, parquet, ``hf:...``), optionally filtered (the one
+    task filter, :class:`~vtb_agents.tasks.select.TaskFilter`, as ``vtb run``'s options)."""
+    chosen = TaskFilter(categories=frozenset({category} if category is not None else ()),
+                        task_ids=frozenset({task_id} if task_id is not None else ()), limit=limit)
+    return chosen.apply(load_source(source))
 
 
 @contextmanager
@@ -131,7 +131,7 @@ def task_tools(task: Task | None = None, *, sandbox: str = "local", artifacts_di
     (a temporary folder by default). Network tools call the live services unless ``network`` says
     otherwise (the bundled suite's cassette: ``NetworkSettings(mode="replay", cache_path=...)``).
     """
-    with tempfile.TemporaryDirectory(prefix="vtb-tools-") as scratch, open_sandbox(sandbox) as box:
+    with tempfile.TemporaryDirectory(prefix="vtb-tools-") as scratch, sandbox_kind_opener(sandbox)() as box:
         artifacts = ArtifactStore(artifacts_dir or Path(scratch) / "artifacts")
         named = [(task.image_name(i), image) for i, image in enumerate(task.images)] if task is not None else []
         for name, image in named:
@@ -232,7 +232,7 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
         report = write_report(run_dir, tasks=task_list)
         wanted = {t.id for t in task_list}
         results = [r for r in ResultsStore(run_dir).load()[0] if r.task_id in wanted]
-        return Evaluation.model_validate({**summary, "run_dir": run_dir, "results": results, "report": report})
+        return Evaluation.model_validate({**summary.model_dump(), "results": results, "report": report})
 
     if not loop_running():
         return run()

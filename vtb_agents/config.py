@@ -1,18 +1,17 @@
 """What a run is: ``RunConfig``, one typed record of a run's settings (pydantic, no LangChain or LangGraph).
 
-One model, many uses: it is what ``run.json`` holds (:meth:`RunConfig.from_run_dir` reads it back),
+One model, many uses: it is what ``run.json`` holds (``vtb_agents.rundir.read.read_record(path).config``
+reads it back, after checking the file's format version),
 the context schema of the Studio graphs, what ``vtb run``'s options build (their flags and help
 come from the fields here, :mod:`vtb_agents.cli.options`), and what the Python API
 (:func:`vtb_agents.api.evaluate`) and the runner take. :func:`run_config` builds one from flat
 options (the names of ``vtb run``'s options in Python form); every default is defined once, in
-:mod:`vtb_agents.defaults`. Opening what a config describes is
-:func:`vtb_agents.runner.resources.open_resources`'s job.
+:mod:`vtb_agents.defaults`. Resolving what a config describes is
+:func:`vtb_agents.runner.plan.plan_run`'s job.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any, Callable, Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -35,12 +34,11 @@ History = Literal["golden", "model"]
 CriticalRule = Literal["weight", "flag", "either"]
 """Which rubrics count as critical: by ``weight`` (>= 4), by the dataset's ``flag``, or ``either``."""
 
-RUN_FILE = "run.json"
-"""The file of a run directory that records its ``RunConfig`` (under ``config``)."""
 PACING_KEYS = frozenset({"requests_per_second", "max_connections", "request_timeout_s", "model_cache",
-                         "model_cache_only"})
-"""Settings that change how a run goes (how fast, whether answers come from the model cache), not its
-results: a resume may change them (e.g. drop ``model_cache_only`` to fill in what the cache missed)."""
+                         "model_cache_only", "cost_limit", "token_limit"})
+"""Settings that change how a run goes (how fast, whether answers come from the model cache, how far its
+budget lets it go), not its results: a resume may change them (e.g. drop ``model_cache_only`` to fill in
+what the cache missed, or raise ``cost_limit`` to go on past the limit it stopped at)."""
 
 
 class EpisodeSettings(BaseModel):
@@ -60,9 +58,15 @@ class EpisodeSettings(BaseModel):
         "Seconds one code call may run (and one call of a tool you add, --tool)."))
     native_tool_images: bool = Field(default=DEFAULT_NATIVE_TOOL_IMAGES,
                                      description="Put new images inside tool results (Anthropic, Responses API).")
+    prompt_cache: bool = Field(default=True, description=(
+        "Mark the stable prefix of each request for the provider's prompt cache (Anthropic cache_control "
+        "breakpoints; OpenAI caches prefixes itself)."))
     task_timeout_s: Optional[float] = Field(default=None, gt=0, description=(
         "Seconds a task's episode may take: checked at every model call, tool call and graph step (agent: runs "
         "too); stops running code."))
+    task_token_limit: Optional[int] = Field(default=None, ge=1, description=(
+        "Tokens (input + output) a task's model calls may use: the call that passes it ends the task as "
+        "token_limit, a model-side outcome (graded, its finished turns kept)."))
     tags: tuple[str, ...] = Field(default=(), description="Extra tags of the episode's LangSmith traces.")
 
 class RunConfig(BaseModel):
@@ -77,7 +81,7 @@ class RunConfig(BaseModel):
     the model-call cache (:mod:`vtb_agents.models.cache`), ``model_cache_only`` replays from it
     without calling any model. ``extra_tools`` names
     the tools added to the tool set: ``module:attr`` specs (``--tool``), or tool objects a Python
-    run gave (:class:`~vtb_agents.runner.resources.RunObjects`) by their names (``object:...``), as
+    run gave (:class:`~vtb_agents.runner.plan.RunObjects`) by their names (``object:...``), as
     ``model``, ``judge`` and ``strategy`` name objects. ``sandbox``, ``judge`` and ``strategy`` take
     ``module:attr`` specs and installed extensions' names too (:mod:`vtb_agents.extensions`). A bad value
     raises pydantic's ``ValidationError`` naming the field.
@@ -97,6 +101,9 @@ class RunConfig(BaseModel):
     sandbox_strict: bool = Field(default=False, description="Refuse to run code without full isolation (bwrap).")
     sandbox_network: bool = Field(default=False, description=(
         "Let the E2B sandbox reach the internet (off by default; recorded in the results)."))
+    judge_batch: bool = Field(default=False, description=(
+        "Judge the run's verdicts through the judge provider's batch API (half price) once its episodes are "
+        "done; meanwhile they are pending (docs/how-to/batch-judging.md)."))
     critical_rule: CriticalRule = Field(default=DEFAULT_CRITICAL_RULE,
                                         description="Critical rubrics by 'weight' (>= 4), 'flag' or 'either'.")
     no_tools: bool = Field(default=False, description="Give the model no tools at all.")
@@ -115,6 +122,12 @@ class RunConfig(BaseModel):
         "to the provider's answers (docs/how-to/cost-and-rate-limits.md)."))
     request_timeout_s: float = Field(default=DEFAULT_REQUEST_TIMEOUT_S, gt=0, description=(
         "Seconds a model or judge HTTP request may take (never past the task's --task-timeout)."))
+    cost_limit: Optional[float] = Field(default=None, gt=0, description=(
+        "USD the run may spend (model and judge, at the presets' prices): once reached no task starts, running "
+        "tasks finish, and a --resume with a higher limit continues (docs/how-to/cost-and-rate-limits.md)."))
+    token_limit: Optional[int] = Field(default=None, ge=1, description=(
+        "Tokens (model and judge, input + output) the run may use: once reached no task starts, running tasks "
+        "finish, and a --resume with a higher limit continues."))
     model_cache: Optional[str] = Field(default=None, description=(
         "SQLite file of model responses by request: identical requests are answered from it, new ones stored."))
     model_cache_only: bool = Field(default=False, description=(
@@ -152,26 +165,6 @@ class RunConfig(BaseModel):
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (tuples become lists), as ``run.json`` records it."""
         return self.model_dump(mode="json")
-
-    @classmethod
-    def from_run_dir(cls, run_dir: Path) -> RunConfig:
-        """The config a run directory's ``run.json`` records; a missing or bad file raises ValueError
-        naming the file (and the field at fault)."""
-        path = Path(run_dir) / RUN_FILE
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ValueError(f"{path}: no such file (not a run directory?)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{path}: unreadable: {exc}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
-            raise ValueError(f"{path}: no 'config' object")
-        try:
-            return cls.model_validate(complete_record(data["config"]))
-        except ValidationError as exc:
-            raise ValueError(f"{path}: {field_error(exc, prefix='config')}") from None
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
 
 
 DEFAULTS = RunConfig()

@@ -25,7 +25,7 @@ from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.config import RunConfig
 from vtb_agents.models.cache import task_model_calls
 from vtb_agents.runner.preflight import check_run
-from vtb_agents.runner.resources import RunResources, open_parts
+from vtb_agents.runner.resources import RunResources, open_plan
 from vtb_agents.runner.run import episode_for_task
 from vtb_agents.tasks.model import Task
 from vtb_agents.tracing import default_client
@@ -67,7 +67,7 @@ def evaluate_with_langsmith(tasks_or_dataset: Sequence[Task] | str, config: RunC
     them). Artifacts and the judge cache go to ``work_dir`` (default: a temporary folder). The run's
     parts are checked first, before anything is pushed (:func:`~vtb_agents.runner.preflight.check_run`).
     """
-    parts = check_run(config)
+    plan = check_run(config)
     client = client or default_client()
     if isinstance(tasks_or_dataset, str):
         examples = dataset_examples(tasks_or_dataset, client=client, include_attachments=True)
@@ -85,8 +85,8 @@ def evaluate_with_langsmith(tasks_or_dataset: Sequence[Task] | str, config: RunC
         folder.mkdir(parents=True, exist_ok=True)
         # one writer per folder, as for `vtb run`: the artifacts and the judge cache are shared state
         with run_dir_lock(folder, "vtb run --langsmith-experiment"), \
-                open_parts(parts, config, artifacts=folder / ARTIFACTS_DIR,
-                           judge_cache=folder / JUDGE_CACHE_FILE) as resources:
+                open_plan(plan, artifacts=folder / ARTIFACTS_DIR,
+                          judge_cache=folder / JUDGE_CACHE_FILE) as resources:
             results = langsmith.evaluate(
                 make_target(lookup, config, resources), data=examples,
                 # langsmith takes an evaluator's list of results (the openevals shape); its annotation does not say so

@@ -9,18 +9,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from vtb_agents.config import History, PromptLevel
+from vtb_agents.config import EpisodeSettings
 
 TurnStatus = Literal["answered", "asked_user", "tool_round_cap", "error"]
 VerdictStatus = Literal["met", "not_met", "unjudged", "error"]
 
-Outcome = Literal["answered", "tool_round_cap", "task_timeout", "step_limit", "context_exceeded",
+Outcome = Literal["answered", "tool_round_cap", "task_timeout", "step_limit", "token_limit", "context_exceeded",
                   "provider_error", "sandbox_error", "storage_error", "harness_error", "judge_error",
                   "unjudged"]
 """How a task ended (docs/concepts/outcomes.md). Model-side outcomes are graded like any answer;
 infrastructure outcomes leave the task ungraded until ``vtb run --resume --retry-errors``."""
 MODEL_OUTCOMES: frozenset[str] = frozenset({"answered", "tool_round_cap", "task_timeout", "step_limit",
-                                           "context_exceeded"})
+                                           "token_limit", "context_exceeded"})
 """The model's own doing: a turn left unanswered fails its rubrics."""
 INFRASTRUCTURE_OUTCOMES: frozenset[str] = frozenset(
     {"provider_error", "sandbox_error", "storage_error", "harness_error", "judge_error"})
@@ -60,8 +60,9 @@ class ImageRegion(BaseModel):
 
 
 class SavedImage(BaseModel):
-    """An image a tool call saved: its file name, its artifact reference (sha256), its size, and the
-    region of a task image it was cut from (None when the sandbox did not track one)."""
+    """An image a tool call or a strategy step saved: its file name, its artifact reference (the sha256
+    of its bytes in ``artifacts/``), its size ``[width, height]``, and the region of a task image it
+    was cut from (None when the sandbox did not track one)."""
 
     model_config = ConfigDict(extra="allow")
     name: str
@@ -71,17 +72,31 @@ class SavedImage(BaseModel):
 
 
 class ToolCallRecord(BaseModel):
-    """One tool call of an episode, as the model made it and as the tool answered."""
+    """One tool call, as the model made it and as the tool answered: the one record of a tool call,
+    in a turn's record (``results.jsonl``) and in the transcript's tool event, which carries this very
+    record (docs/reference/transcripts.md).
 
-    turn: int
-    round: int
+    ``turn`` and ``round`` (0-based) place it; both are None only in a transcript, for a call no turn
+    record lists (one a time limit cut off). ``ok`` is False for a call that failed (an error result,
+    code that raised, a tool the model named that does not exist); ``error`` is the error seen, when
+    one was; ``duration_s`` how long it ran."""
+
+    turn: int | None = None
+    round: int | None = None
     id: str
     name: str
-    args: dict[str, Any]
+    args: Any = None
     ok: bool
-    output: str
+    output: str = ""
     images: list[SavedImage] = Field(default_factory=list)
     duration_s: float | None = None
+    error: str | None = None
+
+    @property
+    def place(self) -> str:
+        """Where the call was made, 1-based: ``turn 2 round 1`` (``?`` for what is not known)."""
+        return " ".join(f"{what} {'?' if at is None else at + 1}" for what, at in (("turn", self.turn),
+                                                                                 ("round", self.round)))
 
 
 class TurnRecord(BaseModel):
@@ -112,18 +127,17 @@ class TurnRecord(BaseModel):
         return bool(self.reference_regions) and self.best_crop_iou is None and bool(self.not_located)
 
 
-class EpisodeRecordSettings(BaseModel):
-    """How one episode ran, recorded with it: its strategy, limits, tools, resumer, graph and how the
-    sandbox confined code (None where the episode failed before it was known)."""
+class EpisodeRecordSettings(EpisodeSettings):
+    """How one episode ran, recorded with it: the run's episode settings (every field of
+    :class:`~vtb_agents.config.EpisodeSettings`, inherited, never re-declared), the strategy that
+    answered its turns (the run's :attr:`~vtb_agents.config.RunConfig.strategy_spec`), its tools,
+    resumer (by name) and graph, and how the sandbox confined code (None where the backend does not say):
+    what the episode had, resolved, where :class:`~vtb_agents.config.RunConfig` holds the options."""
 
-    model_config = ConfigDict(extra="forbid")
-    strategy: str | None = None
-    max_tool_rounds: int | None = None
-    prompt_level: PromptLevel | None = None
-    history: History | None = None
-    tools: list[str] | None = None
-    resumer: str | None = None
-    graph: str | None = None
+    strategy: str
+    tools: list[str] = Field(default_factory=list)
+    resumer: str
+    graph: str
     sandbox_isolation: str | None = None
     sandbox_memory_cap: str | None = None
     sandbox_syscall_filter: str | None = None
@@ -140,7 +154,8 @@ class Episode(BaseModel):
     error: str | None = None
     traceback: str | None = None
     """The (short) traceback of the error that ended the episode, for the report."""
-    settings: EpisodeRecordSettings = Field(default_factory=EpisodeRecordSettings)
+    settings: EpisodeRecordSettings | None = None
+    """How the episode ran; None for an episode that failed before it started (its task's error says why)."""
     outcome: Outcome | None = None
     """How the episode ended; None in results written before outcomes existed (see ``ended``)."""
     strategy_image_ops: dict[str, int] = Field(default_factory=dict)
@@ -207,7 +222,9 @@ class TokenUsage(BaseModel):
     """Token counts summed over chat-model calls, as the provider reported them (LangChain's
     ``usage_metadata``). ``input_tokens`` includes ``cached_tokens`` (cache reads) and
     ``cache_write_tokens``; ``output_tokens`` includes ``reasoning_tokens``. ``calls_without_usage``
-    counts calls whose reply carried no usage: their tokens are unknown, not zero."""
+    counts calls whose reply carried no usage: their tokens are unknown, not zero. The ``batch_*``
+    counts are the part of the others billed at the batch rate (a batch API, or OpenAI's
+    ``service_tier="flex"``; docs/how-to/cost-and-rate-limits.md), included in them, so that sums stay sums."""
 
     calls: int = 0
     calls_without_usage: int = 0
@@ -217,6 +234,11 @@ class TokenUsage(BaseModel):
     reasoning_tokens: int = 0
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    batch_calls: int = 0
+    batch_input_tokens: int = 0
+    batch_cached_tokens: int = 0
+    batch_cache_write_tokens: int = 0
+    batch_output_tokens: int = 0
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(**{k: getattr(self, k) + getattr(other, k) for k in TokenUsage.model_fields})
@@ -228,18 +250,29 @@ class TokenUsage(BaseModel):
 class TaskUsage(BaseModel):
     """A task's token usage: the agent model's (in total and per turn, 0-based) and the judge's.
     ``model_from_cache`` and ``judge_from_cache`` are the part of each that the model cache answered
-    (``vtb run --model-cache``): counted in ``model`` and ``judge`` as originally reported, billed nothing."""
+    (``vtb run --model-cache``): counted in ``model`` and ``judge`` as originally reported, billed nothing.
+    ``judge_batch`` is the part of ``judge`` a provider's batch API answered (``vtb grade --batch``):
+    counted in ``judge``, billed at the batch price (docs/how-to/batch-judging.md)."""
 
     model: TokenUsage = Field(default_factory=TokenUsage)
     model_by_turn: dict[int, TokenUsage] = Field(default_factory=dict)
     judge: TokenUsage = Field(default_factory=TokenUsage)
     model_from_cache: TokenUsage = Field(default_factory=TokenUsage)
     judge_from_cache: TokenUsage = Field(default_factory=TokenUsage)
+    judge_batch: TokenUsage = Field(default_factory=TokenUsage)
+
+
+RESULTS_FORMAT = 1
+"""The format version of ``results.jsonl`` that this vtb writes and reads: the ``format_version`` that
+begins each of its lines (:class:`TaskResult`; checked by :mod:`vtb_agents.rundir.store`)."""
 
 
 class TaskResult(BaseModel):
-    """One line of ``results.jsonl``: one episode of a task (``epoch`` 1..K of ``vtb run --epochs K``)."""
+    """One line of ``results.jsonl``: one episode of a task (``epoch`` 1..K of ``vtb run --epochs K``).
+    ``format_version`` comes first, so that a reader sees a line's format before anything else."""
 
+    format_version: int = RESULTS_FORMAT
+    """The format of this line (:data:`RESULTS_FORMAT` when this vtb wrote it)."""
     task_id: str
     epoch: int = Field(default=1, ge=1)
     """Which of the task's independent runs this is (1..K, ``vtb run --epochs K``)."""

@@ -38,7 +38,9 @@ MAX_OPAQUE_BASE64 = 32_768
 """Base64 strings longer than this that are not images are replaced by a note."""
 THUMBNAIL_KEY = "vtb_thumbnail"
 MIME_KEYS = ("mime_type", "media_type")
-_DATA_URL = re.compile(r"data:(image/[\w.+-]+);base64,", re.IGNORECASE)
+"""The keys of a message's image block that name its type (LangChain's and Anthropic's spellings)."""
+DATA_URL = re.compile(r"data:(image/[\w.+-]+);base64,", re.IGNORECASE)
+"""The start of an image as a base64 data URL (group 1: its MIME type)."""
 _BASE64 = re.compile(r"[A-Za-z0-9+/\r\n]+={0,2}\s*")  # no spaces: prose is not base64
 _CACHE_SIZE = 512
 _cache: OrderedDict[bytes, tuple[str, dict[str, Any]] | None] = OrderedDict()
@@ -88,7 +90,7 @@ def _cached_thumbnail(b64: str) -> tuple[str, dict[str, Any]] | None:
 
 def _scrub_string(text: str) -> tuple[str, dict[str, Any] | None]:
     """``text`` with an image payload replaced by its thumbnail (same form), and the thumbnail facts."""
-    match = _DATA_URL.match(text)
+    match = DATA_URL.match(text)
     if match:
         result = _cached_thumbnail(text[match.end():])
         if result is None:

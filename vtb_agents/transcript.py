@@ -5,14 +5,15 @@ Why: a score says *what*, the transcript says *why*. It is written once per task
 the one reader and writer), recorded by the one recorder of the episode driver
 (:mod:`vtb_agents.episodes.recorder`), and read by ``vtb transcript RUN TASK_ID`` and the report.
 
-Images are never inlined: wherever a request, a tool or a strategy step has an image, the
-transcript holds ``{"sha256": <hex>}``, the sha256 of the exact bytes (for a model request: the
-bytes sent, after downscaling), and the bytes are stored once in the run's ``artifacts/`` under
-that hash (``artifacts/<first two hex digits>/<sha256>.img``).
+Images are never inlined: wherever a request has an image, the transcript holds ``{"sha256": <hex>}``,
+the sha256 of the exact bytes (the bytes sent, after downscaling); an image a tool or a strategy step
+saved is a :class:`~vtb_agents.results.SavedImage`, whose ``ref`` is that hash. The bytes are stored
+once in the run's ``artifacts/`` under the hash (``artifacts/<first two hex digits>/<sha256>.img``).
 
 Schema (JSON, docs/reference/transcripts.md)::
 
-    {"task_id": str,
+    {"format_version": int,           # TRANSCRIPT_FORMAT: a reader refuses any other
+     "task_id": str,
      "events": [                      # in the order they happened (judge events last, by rubric)
        {"kind": "model", "step": str, "turn": int | null,
         "model": str | null,          # the model name the parameters give
@@ -23,15 +24,23 @@ Schema (JSON, docs/reference/transcripts.md)::
         "tokens": {"input_tokens", "output_tokens", "total_tokens", ...} | null,
         "latency_s": float | null, "error": str | null,
         "cached": bool},              # answered by the model cache (--model-cache), no provider called
-       {"kind": "tool", "step": str, "turn": int | null, "name": str, "call_id": str | null,
-        "args": {...}, "output": str, "images": [{"sha256", "name", "size"}], "duration_s": float | null,
-        "error": str | null},
+       {"kind": "tool", "step": str,
+        "call": <the tool call's record, as in results.jsonl: {"turn", "round", "id", "name", "args", "ok",
+                 "output", "images": [{"name", "ref", "size", "region"}], "duration_s", "error"}>},
        {"kind": "step", "step": str, "turn": int | null, "text": str | null, "data": {...},
-        "images": [{"sha256", "name", "size"}], "image_op": str | null},
-       {"kind": "judge", "step": "judge", "turn": int, "index": int, "rubric_id": str, "rubric": str,
-        "weight": int, "critical": bool, "judge": str, "status": str, "explanation": str, "cached": bool,
-        "prompt": str | null, "calls": [<model call: the fields of a model event without kind/step/turn>]}
+        "images": [{"name", "ref", "size"}], "image_op": str | null},
+       {"kind": "judge", "step": "judge", "index": int, "rubric": str, "prompt": str | null,
+        "verdict": <the rubric's verdict, as in results.jsonl: {"rubric_id", "turn", "weight", "critical",
+                    "critical_flag", "status", "justification", "judge", "cached", "model_call"}>,
+        "calls": [<model call: the fields of a model event without kind/step/turn>]}
      ]}
+
+One record per fact: a tool event carries the tool call's :class:`~vtb_agents.results.ToolCallRecord`
+and a judge event the rubric's :class:`~vtb_agents.results.RubricVerdict`, the very records of the
+task's line in ``results.jsonl`` (the episode driver hands the turn's records to the recorder, which
+puts them in its events: :meth:`~vtb_agents.episodes.recorder.TranscriptRecorder.adopt`); the event
+adds only where it happened (its step) and, for a verdict, the rubric's text, the judge prompt and the
+judge's model calls.
 
 ``step`` names the node or strategy step that made the event: ``model`` and ``round_cap`` (the tool
 loop), ``zoom.propose`` / ``zoom.refine`` / ``zoom.views`` (zoom), ``marks``, ``plan``,
@@ -45,12 +54,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from vtb_agents.results import TokenUsage, VerdictStatus
+from vtb_agents.results import RubricVerdict, SavedImage, TokenUsage, ToolCallRecord
 
-__all__ = ["JUDGE_EVENT", "JUDGING_STEP", "STEP_EVENT", "STEP_METADATA_KEY", "CacheCounts", "Event", "ImageRef",
-           "JudgeEvent", "ModelCall", "ModelEvent", "ModelResponse", "StepEvent", "ToolEvent", "Transcript",
-           "TranscriptImage", "image_refs"]
+__all__ = ["JUDGE_EVENT", "JUDGING_STEP", "STEP_EVENT", "STEP_METADATA_KEY", "TRANSCRIPT_FORMAT", "CacheCounts",
+           "Event", "ImageRef", "JudgeEvent", "ModelCall", "ModelEvent", "ModelResponse", "StepEvent", "ToolEvent",
+           "Transcript", "image_refs"]
 
+TRANSCRIPT_FORMAT = 1
+"""The format version of a transcript file that this vtb writes and reads (its ``format_version``;
+checked by :mod:`vtb_agents.rundir.transcripts` before anything else of the file is read)."""
 STEP_EVENT = "vtb_step"
 """Name of the LangChain custom event a strategy dispatches with a :class:`StepEvent`."""
 JUDGE_EVENT = "vtb_judge"
@@ -65,13 +77,6 @@ class ImageRef(BaseModel):
     """An image by the sha256 of its bytes (stored in ``artifacts/``)."""
 
     sha256: str
-
-
-class TranscriptImage(ImageRef):
-    """An image a tool or strategy step made: its hash, file name and size ``[width, height]``."""
-
-    name: str = ""
-    size: list[int] | None = None
 
 
 class ModelResponse(BaseModel):
@@ -110,18 +115,18 @@ class ModelEvent(ModelCall):
 
 
 class ToolEvent(BaseModel):
-    """A tool call: its arguments, its output (text), the images it saved, how long it took, its error."""
+    """A tool call, where it happened (``step``: the node that ran it): its record is ``call``, the
+    result's own :class:`~vtb_agents.results.ToolCallRecord` (arguments, output, saved images,
+    duration, error)."""
 
     kind: Literal["tool"] = "tool"
     step: str
-    turn: int | None = None
-    name: str
-    call_id: str | None = None
-    args: Any = None
-    output: str = ""
-    images: list[TranscriptImage] = Field(default_factory=list)
-    duration_s: float | None = None
-    error: str | None = None
+    call: ToolCallRecord
+
+    @property
+    def turn(self) -> int | None:
+        """The turn (0-based) of the call."""
+        return self.call.turn
 
 
 class StepEvent(BaseModel):
@@ -134,37 +139,38 @@ class StepEvent(BaseModel):
     turn: int | None = None
     text: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
-    images: list[TranscriptImage] = Field(default_factory=list)
+    images: list[SavedImage] = Field(default_factory=list)
     image_op: str | None = None
 
 
 class JudgeEvent(BaseModel):
-    """The verdict on one rubric (``index``: its position among the task's rubrics): who decided it
-    (``judge``: the judge's name, ``check`` or ``episode``), the status and explanation, whether it
-    came from the verdict cache, the judge prompt and the judge's model calls (none when cached)."""
+    """The verdict on one rubric (``index``: its position among the task's rubrics): ``verdict`` is the
+    result's own :class:`~vtb_agents.results.RubricVerdict` (who decided it, the status, the
+    justification, whether it came from the verdict cache); the event adds the rubric's text, the judge
+    prompt and the judge's model calls (none when cached or decided without a model)."""
 
     kind: Literal["judge"] = "judge"
     step: str = "judge"
-    turn: int
     index: int
-    rubric_id: str
     rubric: str
-    weight: int
-    critical: bool
-    judge: str
-    status: VerdictStatus
-    explanation: str = ""
-    cached: bool = False
     prompt: str | None = None
+    verdict: RubricVerdict
     calls: list[ModelCall] = Field(default_factory=list)
+
+    @property
+    def turn(self) -> int:
+        """The turn (0-based) whose answer the verdict judges."""
+        return self.verdict.turn
 
 
 Event = Annotated[ModelEvent | ToolEvent | StepEvent | JudgeEvent, Field(discriminator="kind")]
 
 
 class Transcript(BaseModel):
-    """One task's transcript (one epoch of it): ``{"task_id", "events"}``."""
+    """One task's transcript (one epoch of it): ``{"format_version", "task_id", "events"}``."""
 
+    format_version: int = TRANSCRIPT_FORMAT
+    """The format of this transcript (:data:`TRANSCRIPT_FORMAT` when this vtb wrote it)."""
     task_id: str
     events: list[Event] = Field(default_factory=list)
 
@@ -179,7 +185,7 @@ class Transcript(BaseModel):
         judge_calls = [call for event in judged for call in event.calls]
         return CacheCounts(model_calls=len(model), model_cached=sum(e.cached for e in model),
                            judge_calls=len(judge_calls), judge_calls_cached=sum(c.cached for c in judge_calls),
-                           verdicts=len(judged), verdicts_cached=sum(e.cached for e in judged))
+                           verdicts=len(judged), verdicts_cached=sum(e.verdict.cached for e in judged))
 
 
 class CacheCounts(BaseModel):

@@ -173,7 +173,7 @@ def alignment_report(run_dir: Path | str, labels_path: Path | str, *,
                                   "justification": verdict.justification})
     agree = sum(a == b for a, b in pairs)
     return AlignmentReport(
-        labels_file=str(labels_path), judge=finished.settings.judge,
+        labels_file=str(labels_path), judge=finished.run.config.judge,
         n=len(pairs), agreement=agree / len(pairs) if pairs else None, kappa=cohen_kappa(pairs),
         by_objectivity={k: _rate(sum(groups[k]), len(groups[k])) for k in OBJECTIVITY},
         by_source={k: _rate(sum(v), len(v)) for k, v in sorted(sources.items())},

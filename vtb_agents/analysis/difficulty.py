@@ -103,7 +103,7 @@ def open_runs(run_dirs: Sequence[Path | str]) -> list[FinishedRun]:
 def shared_task_source(runs: Sequence[FinishedRun]) -> str:
     """The one task source every run used, however each spelled it (``ho_tasks``, ``./ho_tasks``: see
     :func:`~vtb_agents.tasks.sources.source_key`); an error when they differ: give --tasks then."""
-    sources = [run.settings.tasks for run in runs]
+    sources = [run.run.config.tasks for run in runs]
     if len({source_key(source) for source in sources}) != 1:
         raise RunError(f"the runs used different task sources ({', '.join(sorted(set(sources)))}): give --tasks")
     return sources[0]

@@ -86,7 +86,7 @@ def failure_prompt(task: Task, result: TaskResult, *, answer_chars: int = 2000, 
                           f"  grader: {_clip(v.justification, 300)}")
     parts.append("## Rubrics not met\n" + ("\n".join(failed) or "(none)"))
     calls = result.episode.tool_calls
-    trace = [f"- turn {c.turn + 1} round {c.round + 1} {c.name} [{'ok' if c.ok else 'failed'}]: "
+    trace = [f"- {c.place} {c.name} [{'ok' if c.ok else 'failed'}]: "
              f"{_clip(c.output, output_chars) or '(no output)'}" for c in calls[:max_calls]]
     if len(calls) > max_calls:
         trace.append(f"- ... {len(calls) - max_calls} more call(s)")

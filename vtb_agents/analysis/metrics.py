@@ -15,10 +15,11 @@ from collections import Counter, defaultdict
 from statistics import fmean
 from typing import Any, Callable, Iterable
 
-from vtb_agents.analysis.cost import cost_summary, run_usage
+from vtb_agents.analysis.cost import cost_summary, prompt_cache_summary, run_usage
 from vtb_agents.analysis.image_ops import count_image_ops
 from vtb_agents.analysis.regions import region_iou
 from vtb_agents.analysis.uncertainty import apr_estimate, ars_estimate, by_task, pass_at_k
+from vtb_agents.judges.base import is_pending
 from vtb_agents.results import TaskResult, ToolCallRecord
 from vtb_agents.tasks.model import CRITICAL_WEIGHT
 from vtb_agents.tool_names import VISION_TOOL_NAME
@@ -109,15 +110,19 @@ def tool_metrics(results: list[TaskResult]) -> dict[str, Any]:
 
 
 def judge_counts(results: Iterable[TaskResult], judge_name: str) -> dict[str, Any]:
-    """How rubrics were decided: judge calls, deterministic checks, unjudged, errors, cache hits."""
+    """How rubrics were decided: judge calls, deterministic checks, unjudged, errors, cache hits, and
+    verdicts pending in a batch (``pending``, only while a ``vtb run --judge-batch`` waits for its
+    batches; they are not errors)."""
     verdicts = [v for r in results for v in r.grade.verdicts]
+    pending = sum(is_pending(v) for v in verdicts)
     return {
         "model": judge_name,
         "calls": sum(v.model_call for v in verdicts),
         "checks": sum(v.judge == "check" for v in verdicts),
         "unjudged": sum(v.status == "unjudged" for v in verdicts),
-        "errors": sum(v.status == "error" and v.judge != "episode" for v in verdicts),
+        "errors": sum(v.status == "error" and v.judge != "episode" for v in verdicts) - pending,
         "cache_hits": sum(v.cached for v in verdicts),
+        **({"pending": pending} if pending else {}),  # only while a --judge-batch run waits for its batches
     }
 
 
@@ -163,5 +168,6 @@ def summarize(results: list[TaskResult], *, judge_name: str, expected: int | Non
         },
         "usage": run_usage(results),
         "cost": cost_summary(results, model=(extra or {}).get("model"), judge=judge_name),
+        "prompt_cache": prompt_cache_summary(results, model=(extra or {}).get("model"), judge=judge_name),
         **(extra or {}),
     }

@@ -12,14 +12,12 @@ import shlex
 from pathlib import Path
 from typing import Any, Sequence
 
-from vtb_agents.cli.options import CONFIG_FLAGS, NOT_FLAGS, RunOptions, flag
+from vtb_agents.cli.options import CONFIG_FLAGS, NOT_FLAGS, RUN_ONLY, RunOptions, flag
 from vtb_agents.config import DEFAULTS, RunConfig
 from vtb_agents.defaults import OBJECT_PREFIX
 
 ABLATION_TAG = "ablation:"
 """The episode tag ``vtb ablate`` gives each condition's runs (``ablation:<setting>``)."""
-ABLATED = frozenset({"prompt_level", "no_tools", "no_vision_tool"})
-"""The settings ``vtb ablate`` sets per condition (not flags of ``vtb ablate``)."""
 
 
 class HintError(ValueError):
@@ -43,7 +41,7 @@ def config_flags(config: RunConfig, *, ablation: bool = False) -> list[str]:
             if rest:
                 raise HintError(f"episode tags {rest} have no vtb flag")
             continue
-        if (ablation and name in ABLATED) or value == defaults[name]:
+        if (ablation and name in RUN_ONLY) or value == defaults[name]:
             continue
         if OBJECT_PREFIX in json.dumps(value):
             raise HintError(f"setting {name}={value!r} is a Python object (vtb_agents.evaluate): no vtb flag gives it")

@@ -13,8 +13,10 @@ models_cli = cli_app()
 
 
 def price_text(prices: dict[str, float]) -> str:
-    """Known prices in USD per million tokens, or 'unknown'."""
-    return ", ".join(f"{k} ${v:g}" for k, v in prices.items()) or "unknown"
+    """Known prices in USD per million tokens (a share of them, such as ``batch``, as ``x0.5``), or 'unknown'."""
+    from vtb_agents.models.presets import FACTOR_KEYS
+
+    return ", ".join(f"{k} x{v:g}" if k in FACTOR_KEYS else f"{k} ${v:g}" for k, v in prices.items()) or "unknown"
 
 
 def settings_text(settings: dict[str, Any]) -> str:

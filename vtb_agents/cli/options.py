@@ -2,13 +2,15 @@
 
 Every setting of a run is a field of :class:`~vtb_agents.config.RunConfig`; :data:`CONFIG_FLAGS` is
 the one table mapping each field to its ``vtb`` flag (:data:`NOT_FLAGS` lists the few no flag
-gives), and an option's help and default are its field's description and default. So a new
-setting is one field and one row: its option is made from them (:func:`setting_parameter`;
+gives), and an option's type, help and default are its field's type, description and default. So a
+new setting is one field and one row: its option is made from them (:func:`setting_parameter`;
 ``tests/test_cli_options.py`` checks table, fields and flags agree). :func:`with_run_options` adds
 every shared option to a command (its ``--help`` lists them)
 and hands the command one :class:`RunOptions`; :meth:`RunOptions.config` turns them into a
 ``RunConfig`` through :func:`vtb_agents.config.run_config`, the builder the Python API uses too.
-Declaring them imports pydantic and :mod:`vtb_agents.config`, not the runner or LangChain.
+Declaring them reads the fields as :mod:`vtb_agents.cli.run_settings` derived them from the model
+(so ``vtb --help`` imports neither pydantic nor :mod:`vtb_agents.config`); a command that runs
+builds the ``RunConfig``.
 """
 
 from __future__ import annotations
@@ -17,17 +19,15 @@ import functools
 import inspect
 import json
 from dataclasses import dataclass, fields
-from types import UnionType
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Sequence, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar
 
 import typer
 
-from vtb_agents import defaults
 from vtb_agents.cli.common import check_choice, err, fail, load_items_or_fail
-from vtb_agents.config import DEFAULTS, EpisodeSettings, RunConfig
+from vtb_agents.cli.run_settings import run_settings
 
 if TYPE_CHECKING:  # loaded when a command runs, not by `vtb --help`
-    from vtb_agents.tasks.errors import TaskLoadError
+    from vtb_agents.config import RunConfig
     from vtb_agents.tasks.model import Task
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,7 +41,8 @@ CONFIG_FLAGS: dict[str, str] = {
     "max_connections": "--max-connections",
     "task_timeout_s": "--task-timeout", "request_timeout_s": "--request-timeout", "tools_mode": "--tools-mode",
     "tools_cache": "--tools-cache", "extra_tools": "--tool", "epochs": "--epochs", "model_cache": "--model-cache",
-    "model_cache_only": "--model-cache-only",
+    "model_cache_only": "--model-cache-only", "prompt_cache": "--prompt-cache", "judge_batch": "--judge-batch",
+    "cost_limit": "--cost-limit", "token_limit": "--token-limit", "task_token_limit": "--task-token-limit",
     # `vtb run`'s own (`vtb ablate` sets them per condition)
     "prompt_level": "--prompt-level", "no_tools": "--no-tools", "no_vision_tool": "--no-vision-tool",
 }
@@ -55,13 +56,12 @@ NOT_FLAGS: dict[str, str] = {
 
 def config_default(option: str) -> Any:
     """The default of the run setting ``option`` (flat: a ``RunConfig`` or ``EpisodeSettings`` field)."""
-    return getattr(DEFAULTS.episode if option in EpisodeSettings.model_fields else DEFAULTS, option)
+    return run_settings()[option].default
 
 
 def config_help(option: str) -> str:
     """The help of the run setting ``option``: its field's description."""
-    field = EpisodeSettings.model_fields.get(option) or RunConfig.model_fields[option]
-    return field.description or ""
+    return run_settings()[option].help
 
 
 def config_option(option: str, *names: str, **extra: Any) -> Any:
@@ -121,8 +121,7 @@ class RunOptions:
 
         if self.retry_errors and not self.resume:
             fail("--retry-errors needs --resume (it re-runs the failed tasks of an existing run)")
-        given = {**self.settings, "model_kwargs": parse_model_kwargs(self.settings["model_kwargs"],
-                                                                     self.settings["model"])}
+        given = {**self.settings, "model_kwargs": parse_model_kwargs(self.settings["model_kwargs"])}
         try:
             return run_config(**given, **settings)
         except RunOptionError as exc:
@@ -143,21 +142,17 @@ class RunOptions:
 
 def setting_parameter(option: str) -> inspect.Parameter:
     """The command-line parameter of the run setting ``option``: flag, help and default from
-    :func:`config_option`, its type from the field's (a choice or JSON object is text, checked when the
-    config is built), and a lower bound where the field has one (``ge``)."""
-    field = EpisodeSettings.model_fields.get(option) or RunConfig.model_fields[option]
-    args = [arg for arg in get_args(field.annotation) if arg is not type(None)]
-    optional = get_origin(field.annotation) in (Union, UnionType) and len(args) == 1
-    core = args[0] if optional else field.annotation
-    if get_origin(core) in (Literal, dict):
-        core = str
-    if get_origin(core) is tuple:  # a repeatable flag (--tool)
+    :func:`config_option`, its type from the field's (:class:`~vtb_agents.cli.run_settings.RunSetting`:
+    a choice or JSON object is text, checked when the config is built), and a lower bound where the
+    field has one (``ge``)."""
+    setting = run_settings()[option]
+    if setting.type == "list":  # a repeatable flag (--tool)
         return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, annotation=list[str],
                                  default=typer.Option([], CONFIG_FLAGS[option], help=config_help(option)))
-    lower = [m.ge for m in field.metadata if getattr(m, "ge", None) is not None]
-    bounds = {"min": lower[0]} if lower else {}
+    core = {"str": str, "int": int, "float": float, "bool": bool}[setting.type]
+    bounds = {"min": setting.minimum} if setting.minimum is not None else {}
     return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=config_option(option, **bounds),
-                             annotation=Optional[core] if optional else core)
+                             annotation=Optional[core] if setting.optional else core)
 
 
 def _shared(
@@ -205,8 +200,9 @@ def with_run_options(command: F) -> F:
     return with_options  # type: ignore[return-value]
 
 
-def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
-    """The ``--model-kwargs`` JSON object, or exit with a clear error (it needs a chat model)."""
+def parse_model_kwargs(text: str | None) -> dict[str, Any] | None:
+    """The ``--model-kwargs`` JSON object, or exit with a clear error (whether the model takes them is
+    the run's plan's to say, :func:`vtb_agents.runner.plan.plan_records`)."""
     if text is None:
         return None
     try:
@@ -215,8 +211,6 @@ def parse_model_kwargs(text: str | None, model: str) -> dict[str, Any] | None:
         fail(f"--model-kwargs is not valid JSON: {exc.msg} (at character {exc.pos})")
     if not isinstance(value, dict):
         fail(f"--model-kwargs must be a JSON object, got {type(value).__name__}")
-    if model == defaults.REPLAY or defaults.AgentSpec.parse(model) is not None:
-        fail(f"--model-kwargs needs a chat model (a preset or provider:model), not {model!r}")
     return value
 
 
@@ -226,21 +220,20 @@ def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int 
     (:func:`~vtb_agents.tasks.validate.screen_tasks`) before anything runs: an invalid task exits
     naming every error of every such task, or with ``skip_invalid`` is left out and listed. A task
     that cannot be loaded counts as invalid (it is filtered by id only). Exit if none is left."""
-    from vtb_agents.tasks.errors import TaskLoadError
     from vtb_agents.tasks.model import REVIEW_STATUSES
+    from vtb_agents.tasks.select import TaskFilter
     from vtb_agents.tasks.validate import screen_tasks
     from vtb_agents.terminal import safe
 
     for value in status:
         check_choice("--status", value, REVIEW_STATUSES)
     items = load_items_or_fail(spec)
-    if task_id:
-        known = {item.problem.task_id if isinstance(item, TaskLoadError) else item.id for item in items}
-        missing = sorted(set(task_id) - known)
-        if missing:
-            fail(f"no task(s) {', '.join(missing)} in {spec}")
-    items = [item for item in items if _selected(item, set(category), set(task_id), set(status))]
-    items = items[:limit] if limit else items
+    chosen = TaskFilter(categories=frozenset(category), task_ids=frozenset(task_id), statuses=frozenset(status),
+                        limit=limit)
+    missing = chosen.missing_ids(items)
+    if missing:
+        fail(f"no task(s) {', '.join(missing)} in {spec}")
+    items = chosen.apply(items)
     screening = screen_tasks(items)
     if screening.rejected:
         for problem in (p for problems in screening.rejected.values() for p in problems):
@@ -255,16 +248,6 @@ def select_tasks(spec: str, category: list[str], task_id: list[str], limit: int 
         fail("no tasks selected" + (f" (review status {', '.join(status)}: tasks without a review block have none)"
                                     if status else ""))
     return screening.tasks
-
-
-def _selected(item: Task | TaskLoadError, category: set[str], task_id: set[str], status: set[str]) -> bool:
-    """Whether ``item`` passes the filters; a task that failed to load passes all but the id filter."""
-    from vtb_agents.tasks.errors import TaskLoadError
-
-    if isinstance(item, TaskLoadError):
-        return not task_id or item.problem.task_id in task_id
-    return ((not category or item.category in category) and (not task_id or item.id in task_id)
-            and (not status or item.review is not None and item.review.status in status))
 
 
 def make_executor(kind: str, ray_address: str | None, concurrency: int, workers: int | None = None,

@@ -15,14 +15,13 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence, get_args
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, get_args
 
 import typer
 
 from vtb_agents.cli.interrupt import stop_on_signals
 from vtb_agents.cli.common import check_choice, choice, cli_app, err, fail, load_or_fail, out
 from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, config_option, with_run_options
-from vtb_agents.extensions import LABELS, Kind
 from vtb_agents.terminal import safe, safe_markup, safe_text
 
 if TYPE_CHECKING:  # the runner, the judges and the results model load when a command runs
@@ -31,7 +30,11 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
     from vtb_agents.report.terminal import Fitted
 
     from vtb_agents.config import RunConfig
+    from vtb_agents.extensions import Kind
     from vtb_agents.results import TaskResult
+    from vtb_agents.runner.batch_grade import BatchSettings
+    from vtb_agents.runner.budget import Spend
+    from vtb_agents.rundir.records import GroupScore, InfrastructureErrors, RegionScore, RunSummary
     from vtb_agents.tasks.model import Task
 
 ProgressFn = Callable[["TaskResult", int, int], None]
@@ -39,9 +42,10 @@ run_cli = cli_app()
 
 
 @contextmanager
-def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
+def progress_bar(total: int, spend: Spend | None = None) -> Iterator[tuple[ProgressFn, threading.Event]]:
     """A progress callback and a stop event set by Ctrl-C or SIGTERM (a second one aborts at once:
-    :mod:`vtb_agents.cli.interrupt`)."""
+    :mod:`vtb_agents.cli.interrupt`); with ``spend``, the line shows what the command's tasks spent
+    so far (USD at the presets' prices and tokens, :mod:`vtb_agents.runner.budget`)."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
@@ -55,8 +59,9 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
         def on_result(result: TaskResult, done: int, total_now: int) -> None:
             counts["graded"] += result.grade.graded
             counts["passed"] += bool(result.grade.passed)
-            bar.update(job, completed=done, total=total_now,
-                       status=f"pass {counts['passed']}/{counts['graded']} · last {safe_markup(result.task_id)}")
+            if spend is not None:
+                spend.add(result)
+            bar.update(job, completed=done, total=total_now, status=progress_status(result, counts, spend))
 
         def on_stop() -> None:
             bar.update(job, status="stopping: running tasks finish (Ctrl-C again to abort at once)")
@@ -65,20 +70,27 @@ def progress_bar(total: int) -> Iterator[tuple[ProgressFn, threading.Event]]:
             yield on_result, stop
 
 
-def summary_table(summary: dict[str, Any]) -> Fitted:
+def progress_status(last: TaskResult, counts: dict[str, int], spend: Spend | None = None) -> str:
+    """The progress line's status: tasks passed of those graded, what the tasks spent (``spend``: USD,
+    ``+?`` when a task's cost is unknown, and tokens), the last task finished."""
+    spent = f" · ${spend.usd:.4f}{'+?' if spend.unpriced else ''} · {spend.tokens:,} tok" if spend else ""
+    return f"pass {counts['passed']}/{counts['graded']}{spent} · last {safe_markup(last.task_id)}"
+
+
+def summary_table(summary: RunSummary, epochs: int) -> Fitted:
     """APR and ARS with their 95% intervals, overall and per category, domain and turn case (and
-    pass@k / pass^k with epochs), fitted to the terminal: intervals in columns of their own when they
-    fit whole, else under their figures (:mod:`vtb_agents.report.terminal`)."""
+    pass@k / pass^k with ``epochs`` per task), fitted to the terminal: intervals in columns of their
+    own when they fit whole, else under their figures (:mod:`vtb_agents.report.terminal`)."""
     from rich.text import Text
 
     from vtb_agents.report.markup import interval, pct
     from vtb_agents.report.terminal import Col, Fitted, Sheet
+    from vtb_agents.rundir.records import GroupScore
 
-    epochs = summary.get("epochs", 1)
-    title = safe_markup(f"{summary.get('model')} (judge: {summary['judge']['model']})")
+    title = safe_markup(f"{summary.model} (judge: {summary.judge.model})")
     if epochs > 1:
         title += f", {epochs} epochs per task"
-    failed = (summary.get("infrastructure_errors") or {}).get("count", 0)
+    failed = summary.infrastructure_errors.count
     if failed:
         title += (f"\n[bold red]INCOMPLETE: {failed} episode(s) ungraded by infrastructure failures; "
                   "scores over graded ones only[/]")
@@ -90,18 +102,20 @@ def summary_table(summary: dict[str, Any]) -> Fitted:
     stacked = Sheet([group, Col("n"), Col("graded", drop=3), Col("APR\n95% CI"), Col("ARS\n95% CI"), *passes],
                     title=title, caption=caption)
 
-    def add(name: str | Text, block: dict[str, Any]) -> None:
-        more = (pct(block.get("pass_at_k")), pct(block.get("pass_hat_k"))) if passes else ()
-        apr, ars = (pct(block["apr"]), interval(block["apr_ci95"])), (pct(block["ars"]), interval(block["ars_ci95"]))
-        counts = (str(block["n"]), str(block["graded"]))
+    def add(name: str | Text, block: GroupScore) -> None:
+        more = (pct(block.pass_at_k), pct(block.pass_hat_k)) if passes else ()
+        apr, ars = (pct(block.apr), interval(block.apr_ci95)), (pct(block.ars), interval(block.ars_ci95))
+        counts = (str(block.n), str(block.graded))
         wide.add_row(name, *counts, *apr, *ars, *more)
         stacked.add_row(name, *counts, "\n".join(apr), "\n".join(ars), *more)
 
-    add("overall", {**summary, "n": summary["tasks"]})
-    for section, label in (("by_category", "category"), ("by_domain", "domain"), ("by_turncase", "turn case")):
+    add("overall", GroupScore.model_validate({**summary.model_dump(include=set(GroupScore.model_fields)),
+                                              "n": summary.tasks}))
+    for groups, label in ((summary.by_category, "category"), (summary.by_domain, "domain"),
+                          (summary.by_turncase, "turn case")):
         for sheet in (wide, stacked):
             sheet.add_row(Text(label, style="bold"), *[""] * (len(sheet.columns) - 1), section=True)
-        for name, block in summary[section].items():
+        for name, block in groups.items():
             add(safe_text(name), block)
     return Fitted(wide, stacked)
 
@@ -120,6 +134,8 @@ def run(options: RunOptions,
                        "rubric feedback in LangSmith."),
         langsmith_dataset: Optional[str] = typer.Option(
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
+        batch_poll: float = typer.Option(30.0, min=0.0, help="With --judge-batch: seconds between two polls of "
+                                                             "the batches' status."),
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
     from vtb_agents.rundir.errors import RunError, StoppedRun
@@ -134,37 +150,47 @@ def run(options: RunOptions,
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
+    if config.judge_batch:
+        say_if_no_batch_api(config.judge)
     executor = options.make_executor(prestart=True)  # worker processes load the libraries as the runner does
     from vtb_agents.report import preparing_report
-    from vtb_agents.runner.run import run_suite
+    from vtb_agents.runner.budget import BudgetReached, Spend, run_prices
+    from vtb_agents.runner.run import EXIT_BUDGET, run_suite
 
     resume = run_resume_command(options, config, out_dir, judge_cache)
-    with (progress_bar(len(selected) * config.epochs) as (on_result, stop),
+    spend = Spend(*run_prices(config.model, config.judge))
+    with (progress_bar(len(selected) * config.epochs, spend) as (on_result, stop),
           preparing_report(out_dir, selected, on_result) as progress):
         try:
             summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
                                 judge_cache=judge_cache, executor=executor, stop=stop,
-                                retry_errors=options.retry_errors)
+                                retry_errors=options.retry_errors,
+                                batch=batch_settings(batch_poll, before=lambda: refresh_report(out_dir)))
+        except BudgetReached as exc:  # the summary of what is done is written: the report shows it
+            refresh_report(out_dir, only_if_present=True)
+            err.print(safe(f"stopped: {exc}: {resume}"), highlight=False, soft_wrap=True, markup=False)
+            raise typer.Exit(EXIT_BUDGET) from None
         except StoppedRun as exc:
             fail(f"{exc}: {resume}")
         except (RunError, ValueError) as exc:
             fail(str(exc))
-    out.print(summary_table(summary))
+    out.print(summary_table(summary, config.epochs))
     out.print(region_table(summary))
-    tm = summary["tool_metrics"]
-    out.print(safe(f"tools: proactivity {tm['proactivity']}, success rate {tm['success_rate']}, "
-                   f"volume {tm['volume']}, by tool {tm['by_tool']}"), markup=False)  # tool names are the model's
+    tm = summary.tool_metrics
+    out.print(safe(f"tools: proactivity {tm.proactivity}, success rate {tm.success_rate}, "
+                   f"volume {tm.volume}, by tool {tm.by_tool}"), markup=False)  # tool names are the model's
     out.print(cache_line(summary), highlight=False)
-    if summary.get("missing"):
+    if summary.missing:
         refresh_report(out_dir, only_if_present=True)
         total = len(selected) * config.epochs
-        err.print(safe(f"interrupted: {total - summary['missing']} of {total} episode(s) done "
+        err.print(safe(f"interrupted: {total - summary.missing} of {total} episode(s) done "
                        f"({len(selected)} task(s) × {config.epochs} epoch(s)); continue with: {resume}"),
                   highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
     report = refresh_report(out_dir)
     out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
-    exit_if_incomplete(summary, f"retry them with: {resume} --retry-errors", causes=failure_causes(out_dir))
+    exit_if_incomplete(summary.infrastructure_errors, f"retry them with: {resume} --retry-errors",
+                       causes=failure_causes(out_dir))
 
 
 def failure_causes(run_dir: Path) -> list[str]:
@@ -202,35 +228,34 @@ def refresh_report(run_dir: Path, tasks: Sequence[Task] | None = None, *, only_i
         raise  # unreachable: fail() exits
 
 
-def region_table(summary: dict[str, Any]) -> Fitted:
+def region_table(summary: RunSummary) -> Fitted:
     """Where the model looked (``region_iou`` of the summary): turns measured, the share with best crop
     IoU >= 0.5, the turn pass rate when it looked and when not, turns not located; overall and per category."""
     from vtb_agents.report.markup import pct
     from vtb_agents.report.terminal import Col, Fitted, Sheet
 
-    regions = summary.get("region_iou") or {}
+    regions = summary.region_iou
     sheet = Sheet([Col("where it looked", figure=False), Col("turns"), Col("IoU ≥ 0.5"), Col("pass when\nlooked"),
                    Col("pass when\nnot"), Col("not\nlocated", drop=1)],
                   title="Looked at the right place (best crop IoU against the reference's crops)")
 
-    def add(name: str | Text, block: dict[str, Any]) -> None:
-        sheet.add_row(name, str(block.get("turns", 0)), pct(block.get("share_iou_ge_0_5")),
-                      pct(block.get("pass_rate_when_looked")), pct(block.get("pass_rate_when_not")),
-                      str(block.get("not_located", 0)))
+    def add(name: str | Text, block: RegionScore) -> None:
+        sheet.add_row(name, str(block.turns), pct(block.share_iou_ge_0_5), pct(block.pass_rate_when_looked),
+                      pct(block.pass_rate_when_not), str(block.not_located))
 
     add("overall", regions)
-    for name, block in (regions.get("by_category") or {}).items():
+    for name, block in regions.by_category.items():
         add(safe_text(name), block)
     return Fitted(sheet)
 
 
-def cache_line(summary: dict[str, Any]) -> str:
+def cache_line(summary: RunSummary) -> str:
     """What the caches answered in a run, from ``usage`` and ``judge`` of its summary: model and judge calls
     answered by the model cache, verdicts taken from the verdict cache."""
-    usage, judge = summary["usage"], summary["judge"]
-    return (f"model cache: {usage['model_from_cache']['calls']} of {usage['model']['calls']} model call(s), "
-            f"{usage['judge_from_cache']['calls']} of {usage['judge']['calls']} judge call(s); "
-            f"verdict cache: {judge['cache_hits']} verdict(s) reused")
+    usage = summary.usage
+    return (f"model cache: {usage.model_from_cache.calls} of {usage.model.calls} model call(s), "
+            f"{usage.judge_from_cache.calls} of {usage.judge.calls} judge call(s); "
+            f"verdict cache: {summary.judge.cache_hits} verdict(s) reused")
 
 
 def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, judge_cache: Path | None,
@@ -248,17 +273,17 @@ def run_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, ju
     return vtb_command(command, *flags, *selection_flags(options), *own, *cache, "--out", out_dir, "--resume")
 
 
-def exit_if_incomplete(summary: dict[str, Any], *retry: str, causes: Sequence[str] = ()) -> None:
-    """Say which tasks infrastructure failures left ungraded and why (``causes``, one line each:
-    :func:`failure_causes`), print the ``retry`` hints (one line each) and exit with ``EXIT_INCOMPLETE``."""
+def exit_if_incomplete(failed: InfrastructureErrors, *retry: str, causes: Sequence[str] = ()) -> None:
+    """Say which tasks infrastructure failures left ungraded (``failed``: a summary's) and why
+    (``causes``, one line each: :func:`failure_causes`), print the ``retry`` hints (one line each) and
+    exit with ``EXIT_INCOMPLETE``."""
     from vtb_agents.runner.run import EXIT_INCOMPLETE
 
-    failed = summary.get("infrastructure_errors") or {}
-    if not failed.get("count"):
+    if not failed.count:
         return
-    ids = failed.get("task_ids") or []
+    ids = failed.task_ids
     shown = ", ".join(ids[:10]) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
-    err.print(f"[bold red]incomplete:[/] {failed['count']} task(s) ungraded by infrastructure failures "
+    err.print(f"[bold red]incomplete:[/] {failed.count} task(s) ungraded by infrastructure failures "
               f"({safe_markup(shown)})", highlight=False, soft_wrap=True)
     for line in [*causes, *retry]:
         err.print(safe(line), highlight=False, soft_wrap=True, markup=False)
@@ -304,7 +329,7 @@ def ablate(options: RunOptions,
             fail(str(exc))
     for setting in summaries:
         refresh_report(out_dir / setting, only_if_present=True)
-    if len(summaries) < len(chosen) or any(s.get("missing") for s in summaries.values()):
+    if len(summaries) < len(chosen) or any(s.missing for s in summaries.values()):
         err.print(safe(f"interrupted: continue with: {resume}"), highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
     path, comparison = write_ablation_report(out_dir, chosen, ABLATIONS)
@@ -313,18 +338,20 @@ def ablate(options: RunOptions,
     exit_if_incomplete(ablation_failures(summaries), f"retry them with: {resume} --retry-errors")
 
 
-def ablation_failures(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def ablation_failures(summaries: dict[str, RunSummary]) -> InfrastructureErrors:
     """The infrastructure failures of all settings of an ablation (task ids as ``setting/id``), with an
     INCOMPLETE line printed for each setting that has any."""
+    from vtb_agents.rundir.records import InfrastructureErrors
+
     ids: list[str] = []
     for setting, summary in summaries.items():
-        failed = summary.get("infrastructure_errors") or {}
-        if failed.get("count"):
-            err.print(f"[bold red]INCOMPLETE:[/] setting {setting}: {failed['count']} of {summary['tasks']} "
+        failed = summary.infrastructure_errors
+        if failed.count:
+            err.print(f"[bold red]INCOMPLETE:[/] setting {setting}: {failed.count} of {summary.tasks} "
                       "task(s) ungraded by infrastructure failures; its scores cover graded tasks only",
                       highlight=False, soft_wrap=True)
-            ids += [f"{setting}/{task_id}" for task_id in failed.get("task_ids") or []]
-    return {"infrastructure_errors": {"count": len(ids), "task_ids": ids}}
+            ids += [f"{setting}/{task_id}" for task_id in failed.task_ids]
+    return InfrastructureErrors(count=len(ids), task_ids=ids)
 
 
 @run_cli.command("grade")
@@ -336,10 +363,16 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
           tasks: Optional[str] = typer.Option(None, help="Task source (default: the one the run used)."),
           judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache (default: RUN_DIR/judge_cache.sqlite)."),
           request_timeout: float = REQUEST_TIMEOUT,
+          batch: bool = typer.Option(False, "--batch", help="Ask the verdicts the cache lacks through the judge "
+                                                            "provider's batch API (half price, up to 24 h; "
+                                                            "docs/how-to/batch-judging.md)."),
+          batch_poll: float = typer.Option(30.0, min=0.0, help="With --batch: seconds between two polls of the "
+                                                               "batches' status."),
           ) -> None:
     """Regrade a finished run without calling the agent model again (cached verdicts are re-used),
     and rewrite its report. The run keeps its judge and critical rule unless --judge / --critical-rule
-    choose others."""
+    choose others. With --batch the verdicts go through the judge provider's batch API first; a killed
+    `vtb grade --batch` run again resumes polling the batches it submitted."""
     from vtb_agents.config import CriticalRule
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.regrade import recorded_grading, regrade_run
@@ -350,28 +383,47 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     try:
         before = recorded_grading(run_dir)
         summary = regrade_run(run_dir, judge, critical_rule=rule, tasks=task_list,
-                              judge_cache=judge_cache, request_timeout_s=request_timeout)
+                              judge_cache=judge_cache, request_timeout_s=request_timeout,
+                              batch=batch_settings(batch_poll) if batch else None)
     except (RunError, TaskLoadError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    out.print(summary_table(summary))
+    out.print(summary_table(summary, before.epochs))
     out.print(region_table(summary))
-    j = summary["judge"]
+    j = summary.judge
     changed = [f"{what} {now} instead of the run's {was} ({option})" for what, option, was, now in (
-        ("judge", "--judge", before.judge, j["model"]),
-        ("critical rule", "--critical-rule", before.critical_rule, summary["critical_rule"])) if was != now]
+        ("judge", "--judge", before.judge, j.model),
+        ("critical rule", "--critical-rule", before.critical_rule, summary.critical_rule)) if was != now]
     out.print(safe(f"regraded with {'; '.join(changed)}" if changed else
-                   f"regraded with the run's own judge {j['model']} and critical rule {summary['critical_rule']}"),
+                   f"regraded with the run's own judge {j.model} and critical rule {summary.critical_rule}"),
               highlight=False, markup=False)
-    out.print(safe(f"judge {j['model']}: {j['calls']} call(s), {j['cache_hits']} verdict cache hit(s), "
-                   f"{j['errors']} error(s), {j['checks']} check(s), {j['unjudged']} unjudged"), markup=False)
+    out.print(safe(f"judge {j.model}: {j.calls} call(s), {j.cache_hits} verdict cache hit(s), "
+                   f"{j.errors} error(s), {j.checks} check(s), {j.unjudged} unjudged"), markup=False)
     out.print(cache_line(summary), highlight=False)
     out.print(f"report: {refresh_report(run_dir, task_list)}", highlight=False, markup=False)
-    if (summary.get("infrastructure_errors") or {}).get("count"):
-        exit_if_incomplete(summary, *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout),
+    if summary.infrastructure_errors.count:
+        exit_if_incomplete(summary.infrastructure_errors,
+                           *grade_retry_hints(run_dir, summary, tasks, judge_cache, request_timeout),
                            causes=failure_causes(run_dir))
 
 
-def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None, judge_cache: Path | None,
+def batch_settings(poll_s: float, before: Callable[[], object] | None = None) -> BatchSettings:
+    """How ``--batch`` / ``--judge-batch`` poll: every ``poll_s`` seconds, with a progress line on
+    stderr each time (``before``: what a run does once its episodes are done, before the batches)."""
+    from vtb_agents.runner.batch_grade import BatchSettings
+
+    return BatchSettings(poll_s=poll_s, before=before,
+                         on_progress=lambda line: err.print(safe(line), highlight=False, markup=False, soft_wrap=True))
+
+
+def say_if_no_batch_api(judge: str) -> None:
+    """One line on stderr when ``--judge-batch`` meets a judge without a batch API (it grades live)."""
+    from vtb_agents.judges.batch import batch_provider, no_batch_api
+
+    if batch_provider(judge) is None:
+        err.print(safe(no_batch_api(judge)), highlight=False, markup=False, soft_wrap=True)
+
+
+def grade_retry_hints(run_dir: Path, summary: RunSummary, tasks: str | None, judge_cache: Path | None,
                       request_timeout: float) -> list[str]:
     """What retries the ungraded tasks of a regraded run: ``vtb grade`` for judge errors (the run now
     records the judge), the run's own resume command for episodes that failed."""
@@ -380,12 +432,12 @@ def grade_retry_hints(run_dir: Path, summary: dict[str, Any], tasks: str | None,
     from vtb_agents.rundir.read import open_finished_run
 
     hints = []
-    outcomes = summary.get("outcomes") or {}
-    if outcomes.get("judge_error"):
+    judge_errors = summary.outcomes.get("judge_error", 0)  # outcomes count only those that occurred
+    if judge_errors:
         extra = [*(["--tasks", tasks] if tasks else []), *(["--judge-cache", str(judge_cache)] if judge_cache else []),
                  *(["--request-timeout", str(request_timeout)] if request_timeout != DEFAULT_REQUEST_TIMEOUT_S else [])]
         hints.append(f"judge them again with: {command('grade', run_dir, *extra)}")
-    if summary["infrastructure_errors"]["count"] > outcomes.get("judge_error", 0):  # episodes failed too
+    if summary.infrastructure_errors.count > judge_errors:  # episodes failed too
         finished = open_finished_run(run_dir)
         config = finished.run.config
         source = load_or_fail(tasks or config.tasks)
@@ -404,7 +456,7 @@ def print_listing(kind: Kind, title: str, builtins: Sequence[tuple[str, str, str
     installed packages declare (entry point group ``vtb_agents.<kind>``)."""
     from rich.table import Table
 
-    from vtb_agents.extensions import installed
+    from vtb_agents.extensions import LABELS, installed
 
     table = Table(LABELS[kind], "what it is", "from", title=title)
     for row in builtins:

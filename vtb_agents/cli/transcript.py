@@ -46,9 +46,12 @@ def transcript(run_dir: Path = typer.Argument(..., help="A run directory written
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.rundir.transcripts import open_transcript
 
+    from vtb_agents.rundir.store import ResultsError
+
     try:
         record = open_transcript(run_dir, task_id, epoch)
-    except RunError as exc:
+        header = [] if as_json else result_header(run_dir, task_id, epoch)
+    except (RunError, ResultsError) as exc:  # another format version, a damaged file: one line
         fail(str(exc))
         return
     if as_json:
@@ -57,7 +60,6 @@ def transcript(run_dir: Path = typer.Argument(..., help="A run directory written
     from vtb_agents.artifacts import ArtifactStore
     from vtb_agents.rundir.layout import artifacts_dir
 
-    header = result_header(run_dir, task_id, epoch)
     for renderable in render(record, ArtifactStore(artifacts_dir(run_dir)), header=header,
                              highlight=out.console.is_terminal):
         out.print(renderable, highlight=False)
@@ -95,7 +97,7 @@ def result_header(run_dir: Path, task_id: str, epoch: int) -> list[RenderableTyp
     if not found:
         return []
     result = found[-1]
-    _, settings = read_record(run_dir)
+    settings = read_record(run_dir).config
     cost = task_cost(result, prices_for(result.model or settings.model), prices_for(settings.judge))
     grade = result.grade
     verdict = ("ungraded", "yellow") if not grade.graded else (("pass", "bold green") if grade.passed
@@ -136,7 +138,9 @@ def render(record: Transcript, artifacts: ArtifactStore, *, header: list[Rendera
 def failed(event: Event) -> bool:
     """Whether the event is an error (a failed model or tool call, a judge error)."""
     if event.kind == "judge":
-        return event.status == "error"
+        return event.verdict.status == "error"
+    if event.kind == "tool":
+        return not event.call.ok
     return bool(getattr(event, "error", None))
 
 
@@ -155,10 +159,11 @@ def heading(number: int, event: Event) -> str:
             parts.append(f"{event.tokens.input_tokens} in / {event.tokens.output_tokens} out tokens")
         parts.append(f"{len(event.images)} image(s)")
     elif event.kind == "tool":
-        parts.append(event.name + (f" {event.duration_s:.2f} s" if event.duration_s is not None else ""))
+        took = event.call.duration_s
+        parts.append(event.call.name + (f" {took:.2f} s" if took is not None else ""))
     elif event.kind == "judge":
-        parts.append(event.status + (" (cached verdict)" if event.cached else ""))
-        parts.append(f"rubric {event.rubric_id}")
+        parts.append(event.verdict.status + (" (cached verdict)" if event.verdict.cached else ""))
+        parts.append(f"rubric {event.verdict.rubric_id}")
     return " · ".join(parts)
 
 
@@ -263,20 +268,21 @@ def model_lines(number: int, event: ModelEvent, artifacts: ArtifactStore,
 
 
 def tool_lines(event: ToolEvent, artifacts: ArtifactStore, highlight: bool = False) -> list[RenderableType]:
-    """A tool call: arguments (code as an indented block), output, saved images (paths), error."""
+    """A tool call (its record): arguments (code as an indented block), output, saved images (paths), error."""
     from rich.text import Text
 
-    code = event.args.get("code") if isinstance(event.args, dict) and set(event.args) == {"code"} else None
+    call = event.call
+    code = call.args.get("code") if isinstance(call.args, dict) and set(call.args) == {"code"} else None
     lines: list[RenderableType]
     if isinstance(code, str):
         lines = [Text("code:", style="bold"), indent(code_block(code, highlight))]
     else:
-        lines = [Text.assemble(("args: ", "bold"), model_text(clip(json.dumps(event.args, ensure_ascii=False))))]
-    lines += [Text("output:", style="bold"), indent(model_text(clip(event.output), "red" if event.error else ""))]
-    lines += [Text.assemble(("[image] ", "bold"), model_text(image.name), f": {image_path(image.sha256, artifacts)}")
-              for image in event.images]
-    if event.error:
-        lines.append(Text.assemble(("error: ", "bold red"), model_text(clip(event.error), "bold red")))
+        lines = [Text.assemble(("args: ", "bold"), model_text(clip(json.dumps(call.args, ensure_ascii=False))))]
+    lines += [Text("output:", style="bold"), indent(model_text(clip(call.output), "" if call.ok else "red"))]
+    lines += [Text.assemble(("[image] ", "bold"), model_text(image.name), f": {image_path(image.ref, artifacts)}")
+              for image in call.images]
+    if call.error:
+        lines.append(Text.assemble(("error: ", "bold red"), model_text(clip(call.error), "bold red")))
     return lines
 
 
@@ -291,7 +297,7 @@ def step_lines(event: StepEvent, artifacts: ArtifactStore) -> list[RenderableTyp
         lines.append(model_text(clip(json.dumps(event.data, ensure_ascii=False)), "dim"))
     op = f" ({event.image_op})" if event.image_op else ""
     lines += [Text.assemble((f"[image{op}] ", "bold"), model_text(image.name),
-                            f": {image_path(image.sha256, artifacts)}") for image in event.images]
+                            f": {image_path(image.ref, artifacts)}") for image in event.images]
     return lines
 
 
@@ -299,11 +305,12 @@ def judge_lines(event: JudgeEvent) -> list[RenderableType]:
     """A rubric verdict: the rubric, who decided, the status and explanation, the judge's replies."""
     from rich.text import Text
 
-    critical = ", critical" if event.critical else ""
+    verdict = event.verdict
+    critical = ", critical" if verdict.critical else ""
     lines: list[RenderableType] = [
-        Text.assemble((f"rubric (weight {event.weight}{critical}): ", "bold"), model_text(clip(event.rubric))),
-        Text.assemble((event.status, STATUS_STYLE.get(event.status, "")), " by ", model_text(event.judge), ": ",
-                      model_text(clip(event.explanation))),
+        Text.assemble((f"rubric (weight {verdict.weight}{critical}): ", "bold"), model_text(clip(event.rubric))),
+        Text.assemble((verdict.status, STATUS_STYLE.get(verdict.status, "")), " by ", model_text(verdict.judge), ": ",
+                      model_text(clip(verdict.justification))),
     ]
     for call in event.calls:
         raw = call.response.text if call.response is not None else ""

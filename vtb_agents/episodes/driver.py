@@ -75,6 +75,7 @@ def episode_context(model: BaseChatModel | None, tools: Sequence[BaseTool], sand
         tools=bind_episode_tools(tools, sandbox, artifacts, settings.code_timeout_s),
         max_tool_rounds=settings.max_tool_rounds, max_image_side=settings.max_image_side,
         code_timeout_s=settings.code_timeout_s, native_tool_images=settings.native_tool_images,
+        prompt_cache=settings.prompt_cache,
     )
 
 
@@ -128,9 +129,8 @@ def opening_messages(task: Task, turn: int, previous: AnyMessage | None, history
 def record_settings(strategy: str, settings: EpisodeSettings, *, tools: Sequence[str], resumer: str,
                     sandbox: Sandbox, graph: str) -> EpisodeRecordSettings:
     """How an episode ran, in the one shape its record states it (``vtb run`` and Studio's task graph)."""
-    return EpisodeRecordSettings(strategy=strategy, max_tool_rounds=settings.max_tool_rounds,
-                                 prompt_level=settings.prompt_level, history=settings.history, tools=list(tools),
-                                 resumer=resumer, **sandbox_settings(sandbox), graph=graph)
+    return EpisodeRecordSettings.model_validate({**settings.model_dump(), "strategy": strategy, "tools": list(tools),
+                                                 "resumer": resumer, "graph": graph, **sandbox_settings(sandbox)})
 
 
 def episode_thread_id(task_id: str, epoch: int = 1) -> str:
@@ -167,7 +167,8 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
     default it is compiled here. ``epoch`` (``vtb run --epochs``) picks the episode's own checkpoint
     thread (:func:`episode_thread_id`). ``recorder`` records the task's transcript (every model call,
     tool call and strategy step, whatever the agent; the runner passes one and writes it), one of
-    the graph's callbacks; the episode's ``strategy_image_ops`` are counted from it. Errors raised
+    the graph's callbacks; the episode's ``strategy_image_ops`` are counted from it, and its tool
+    events are given the episode's own tool call records (:meth:`TranscriptRecorder.adopt`). Errors raised
     by the model or graph propagate: the runner records them per task.
     """
     recorder = recorder or TranscriptRecorder(artifacts)
@@ -186,6 +187,7 @@ def run_episode(task: Task, model: BaseChatModel | None, tools: Sequence[BaseToo
             drive_turns(task, graph, recorded, context, episode, resumer)
         finally:  # a partial episode (a timeout) keeps the count of what its strategy made too
             episode.strategy_image_ops = recorder.strategy_image_ops()
+            recorder.adopt(episode.tool_calls)  # one record per call: the transcript's events carry the result's
         return episode
 
 
@@ -200,7 +202,8 @@ def drive_turns(task: Task, graph: CompiledStateGraph[Any, EpisodeContext, Any, 
     while len(episode.turns) < len(task.turns):
         turn = len(episode.turns)
         reply = None if question is None else resumer.reply(task, turn, question)
-        step = turn_input(task, turn, messages, episode.settings.history, context, reply, asked=question is not None)
+        history = episode.settings.history if episode.settings is not None else None
+        step = turn_input(task, turn, messages, history, context, reply, asked=question is not None)
         messages, question = drive_turn(graph, config, context, episode, step)
 
 

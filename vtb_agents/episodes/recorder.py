@@ -12,7 +12,9 @@ provider still goes through the model's callbacks, so cached replies are recorde
   through :func:`~vtb_agents.models.wire.wire_request`: every base64 image becomes
   ``{"sha256"}`` of its decoded bytes (the bytes sent), stored once in the run's artifact store.
 - ``on_tool_start`` / ``on_tool_end`` / ``on_tool_error``: a tool event (outermost tool runs only:
-  a wrapper tool running its inner tool is one call).
+  a wrapper tool running its inner tool is one call), holding a :class:`~vtb_agents.results.ToolCallRecord`
+  until the driver hands over the turn's own records (:meth:`TranscriptRecorder.adopt`): the event then
+  carries the very record of the result, with the duration and error the recorder measured.
 - ``on_custom_event``: a strategy's own step (:data:`~vtb_agents.transcript.STEP_EVENT`, a
   :class:`~vtb_agents.transcript.StepEvent`) or a rubric's verdict from the grading graph
   (:data:`~vtb_agents.transcript.JUDGE_EVENT`, a :class:`~vtb_agents.transcript.JudgeEvent`), to
@@ -39,9 +41,9 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.models.usage import CACHE_HIT_METADATA_KEY, TURN_METADATA_KEY, usage_of
 from vtb_agents.models.wire import WireImage, wire_request
+from vtb_agents.results import SavedImage, ToolCallRecord
 from vtb_agents.transcript import (JUDGE_EVENT, JUDGING_STEP, STEP_EVENT, STEP_METADATA_KEY, Event, ImageRef,
-                                   JudgeEvent, ModelCall, ModelEvent, ModelResponse, StepEvent, ToolEvent, Transcript,
-                                   TranscriptImage)
+                                   JudgeEvent, ModelCall, ModelEvent, ModelResponse, StepEvent, ToolEvent, Transcript)
 
 
 
@@ -65,16 +67,26 @@ def reasoning_text(message: AIMessage) -> str | None:
     return text or None
 
 
-def tool_images(artifact: Any) -> list[TranscriptImage]:
-    """The images a tool result's artifact lists (``{"name", "ref", "size"}``)."""
+def tool_images(artifact: Any) -> list[SavedImage]:
+    """The images a tool result's artifact lists (``{"name", "ref", "size", "region"}``)."""
     images = artifact.get("images", []) if isinstance(artifact, dict) else []
-    return [TranscriptImage(sha256=i["ref"], name=i.get("name", ""), size=i.get("size")) for i in images
-            if isinstance(i, dict) and isinstance(i.get("ref"), str)]
+    return [SavedImage.model_validate(i) for i in images
+            if isinstance(i, dict) and isinstance(i.get("ref"), str) and isinstance(i.get("name"), str)]
 
 
 def error_line(error: BaseException) -> str:
     """An error as one line: its type and message."""
     return f"{type(error).__name__}: {error}"
+
+
+def _unfinished(event: Event) -> Event:
+    """A copy of a call the episode's end cut off, saying so in its ``error`` (one it had stays)."""
+    if isinstance(event, ToolEvent):
+        return event.model_copy(update={"call": event.call.model_copy(
+            update={"error": event.call.error or UNFINISHED, "ok": False})})
+    if isinstance(event, ModelEvent):
+        return event.model_copy(update={"error": event.error or UNFINISHED})
+    return event
 
 
 class TranscriptRecorder(BaseCallbackHandler):
@@ -105,10 +117,27 @@ class TranscriptRecorder(BaseCallbackHandler):
         call still open (one whose end a time limit cut off) says so in its ``error``."""
         with self._lock:
             judged = sorted(self._judged, key=lambda event: event.index)
-            open_calls = {id(event): event for event, _ in self._pending.values()}
-            events = [event.model_copy(update={"error": open_calls[id(event)].error or UNFINISHED})
-                      if id(event) in open_calls else event for event in self._events]
+            open_calls = {id(event) for event, _ in self._pending.values()}
+            events = [_unfinished(event) if id(event) in open_calls else event for event in self._events]
             return Transcript(task_id=task_id, events=[*events, *judged])
+
+    def adopt(self, calls: Sequence[ToolCallRecord]) -> None:
+        """Make the tool events of ``calls`` (a turn's records, by call id and turn) carry those very
+        records: one record of each call, in the result and in the transcript. A record takes the
+        duration the recorder measured when the tool did not report one, and the error it saw."""
+        by_key = {(call.id, call.turn): call for call in calls if call.id}
+        with self._lock:
+            for event in self._events:
+                if not isinstance(event, ToolEvent):
+                    continue
+                record = by_key.get((event.call.id, event.call.turn))
+                if record is None or record is event.call:
+                    continue
+                if record.duration_s is None:
+                    record.duration_s = event.call.duration_s
+                if record.error is None:
+                    record.error = event.call.error
+                event.call = record
 
     def strategy_image_ops(self) -> dict[str, int]:
         """Images the strategy's own steps made, by operation (``crop``, ``mark``)."""
@@ -133,7 +162,7 @@ class TranscriptRecorder(BaseCallbackHandler):
         event, started = found
         elapsed = round(time.perf_counter() - started, 4)
         if isinstance(event, ToolEvent):
-            event.duration_s = elapsed
+            event.call.duration_s = elapsed
         else:
             event.latency_s = elapsed
         return event
@@ -141,7 +170,9 @@ class TranscriptRecorder(BaseCallbackHandler):
     def _failed(self, run_id: UUID, error: BaseException) -> None:
         with self._lock:
             event = self._finish(run_id)
-            if event is not None:
+            if isinstance(event, ToolEvent):
+                event.call.error, event.call.ok = error_line(error), False
+            elif event is not None:
                 event.error = error_line(error)
 
     def _ancestors(self, run_id: UUID | None) -> list[UUID]:
@@ -226,10 +257,9 @@ class TranscriptRecorder(BaseCallbackHandler):
             turn = meta.get(TURN_METADATA_KEY)
             name = str(kwargs.get("name") or (serialized or {}).get("name") or "tool")
             call_id = kwargs.get("tool_call_id")
-            event = ToolEvent(step=str(meta.get("langgraph_node") or "tools"),
-                              turn=turn if isinstance(turn, int) else None, name=name,
-                              call_id=call_id if isinstance(call_id, str) else None,
-                              args=plain(inputs if inputs is not None else input_str))
+            event = ToolEvent(step=str(meta.get("langgraph_node") or "tools"), call=ToolCallRecord(
+                turn=turn if isinstance(turn, int) else None, id=call_id if isinstance(call_id, str) else "",
+                name=name, args=plain(inputs if inputs is not None else input_str), ok=True))
             self._events.append(event)
             self._pending[run_id] = (event, time.perf_counter())
 
@@ -239,15 +269,16 @@ class TranscriptRecorder(BaseCallbackHandler):
             event = self._finish(run_id)
             if not isinstance(event, ToolEvent):
                 return
+            call = event.call
             if isinstance(output, ToolMessage):
-                event.output = output.text
-                event.images = tool_images(output.artifact)
+                call.output = output.text
+                call.images = tool_images(output.artifact)
                 artifact = output.artifact if isinstance(output.artifact, dict) else {}
                 if output.status == "error" or artifact.get("ok") is False:
-                    event.error = output.text or "error"
-                event.call_id = event.call_id or output.tool_call_id
+                    call.error, call.ok = output.text or "error", False
+                call.id = call.id or output.tool_call_id or ""
             else:
-                event.output = output if isinstance(output, str) else json.dumps(plain(output), ensure_ascii=False)
+                call.output = output if isinstance(output, str) else json.dumps(plain(output), ensure_ascii=False)
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """Finish the tool event with the error the tool raised."""

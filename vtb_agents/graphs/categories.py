@@ -31,8 +31,8 @@ from vtb_agents.graphs.clarify import clarify, wants_clarification
 from vtb_agents.graphs.state import EpisodeContext, EpisodeInput, EpisodeOutput, EpisodeState
 from vtb_agents.strategies.base import Strategy
 from vtb_agents.strategies.react import react
+from vtb_agents.tasks.normalize import CATEGORIES
 
-CATEGORIES = ("region_switch", "hybrid_tool", "follow_up", "temporal", "progressive")
 CLARIFYING = frozenset({"follow_up"})
 
 

@@ -5,60 +5,88 @@ The grading graph that applies them to an episode is :mod:`vtb_agents.judges.gra
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
+from vtb_agents.defaults import OBJECT_PREFIX
 from vtb_agents.extensions import build_extension, is_extension, load_extension
 from vtb_agents.judges.base import Judgement, RubricJudge, RuleJudge, judge_problem
 from vtb_agents.judges.grade import rubric_verdict, score_verdicts
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
-from vtb_agents.models.limiter import Budgets
+
+if TYPE_CHECKING:  # models.spec loads LangChain's chat models: only where a spec is resolved
+    from vtb_agents.models.limiter import Budgets
+    from vtb_agents.models.spec import ModelChoice
 
 
-def load_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
-               limiters: Budgets | None = None) -> RubricJudge:
-    """The judge for ``spec``: ``rule`` (deterministic checks only), ``provider:model`` (LLM judge),
-    or your own judge object (the contract of :class:`RubricJudge`) as ``package.module:attr`` or
-    an installed judge's name (entry point group ``vtb_agents.judges``).
+JudgeKind = Literal["rule", "model", "yours", "object"]
+"""What a judge spec names: the ``rule`` judge, a model (the LLM judge), your own judge, or a Python
+object a run was given (its name in ``run.json``, :data:`~vtb_agents.defaults.OBJECT_PREFIX`)."""
+
+
+@dataclass(frozen=True)
+class JudgeChoice:
+    """A judge spec classified once: its ``kind`` and, for a model, the model resolved (``model``:
+    what ``run.json`` records of the judge, :meth:`~vtb_agents.models.spec.ModelChoice.record`)."""
+
+    spec: str
+    kind: JudgeKind
+    model: ModelChoice
+
+    @property
+    def calls_model(self) -> bool:
+        """Whether the judge is one of ours that asks a model (your own and objects say it themselves)."""
+        return self.kind == "model"
+
+
+def judge_choice(spec: str) -> JudgeChoice:
+    """Classify the judge spec ``spec``: ``rule`` (deterministic checks only), ``provider:model`` or
+    a preset name (the LLM judge; ``vtb models``, the paper's judge is ``o4-mini``), your own judge
+    object (the contract of :class:`RubricJudge`) as ``package.module:attr`` or an installed
+    judge's name (entry point group ``vtb_agents.judges``), or a recorded object's name.
 
     ``provider:model`` and ``package.module:attr`` tell apart by the dot: a provider name
     (``openai``) has none, so your judge's module is named with its package (``my_pkg.judges:strict``).
-    An installed judge's name wins over a preset of the same name. A preset name (``vtb models``;
-    the paper's judge is ``o4-mini``) works as a spec. LLM judges go
-    through ``init_chat_model`` (:func:`~vtb_agents.models.spec.chat_model`: temperature
-    0, or 1 for reasoning models such as the paper's o4-mini judge), so OPENAI_BASE_URL works for
-    OpenAI-compatible servers; each request times out after ``request_timeout_s`` and is paced by
-    ``limiters``, the run's (shared with the model's calls to the same account and model).
+    An installed judge's name wins over a preset of the same name. A spec of none of these raises ValueError.
     """
-    if spec == "rule":
-        return RuleJudge()
     from vtb_agents.models.presets import find_preset
-    from vtb_agents.models.spec import chat_model, refuse_object_name
+    from vtb_agents.models.spec import ModelChoice, model_choice, resolve_model
 
-    refuse_object_name(spec, "judge")
+    if spec == "rule" or spec.startswith(OBJECT_PREFIX):
+        return JudgeChoice(spec, "rule" if spec == "rule" else "object", model_choice(spec))
     if names_extension(spec):
-        return judge_extension(spec)
+        return JudgeChoice(spec, "yours", ModelChoice(spec))
     if ":" not in spec and find_preset(spec) is None:
         raise ValueError(f"judge spec {spec!r} is not 'rule', 'provider:model' (e.g. 'openai:o4-mini') "
                          "or a preset (see `vtb models`)")
+    return JudgeChoice(spec, "model", resolve_model(spec))
+
+
+def build_judge(choice: JudgeChoice, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+                budgets: Budgets | None = None) -> RubricJudge:
+    """The judge of a classified spec (:func:`judge_choice`). LLM judges go through ``init_chat_model``
+    (:func:`~vtb_agents.models.spec.build_chat_model`: temperature 0, or 1 for reasoning models such
+    as the paper's o4-mini judge), so OPENAI_BASE_URL works for OpenAI-compatible servers; each
+    request times out after ``request_timeout_s`` and is paced by ``budgets``, the run's limiters (shared
+    with the model's calls to the same account and model). A recorded object's name raises ValueError:
+    the object itself is gone."""
+    from vtb_agents.models.spec import build_chat_model, refuse_object_name
+
+    if choice.kind == "rule":
+        return RuleJudge()
+    if choice.kind == "object":
+        refuse_object_name(choice.spec, "judge")
+    if choice.kind == "yours":
+        return judge_extension(choice.spec)
     from vtb_agents.judges.llm import LLMJudge
 
-    return LLMJudge(chat_model(spec, request_timeout_s=request_timeout_s, limiters=limiters), name=spec)
+    return LLMJudge(build_chat_model(choice.model, request_timeout_s, budgets=budgets), name=choice.spec)
 
 
 def names_extension(spec: str) -> bool:
     """Whether the judge spec ``spec`` names your own judge (``package.module:attr`` or an installed
-    judge's name) rather than a model (``provider:model`` or a preset), by :func:`load_judge`'s rule."""
+    judge's name) rather than a model (``provider:model`` or a preset), by :func:`judge_choice`'s rule."""
     return "." in spec.partition(":")[0] and ":" in spec or (":" not in spec and is_extension("judges", spec))
-
-
-def judge_record(spec: str) -> dict[str, Any]:
-    """What ``run.json`` records of the judge ``spec``: a model's resolved settings, or only the spec
-    of your own judge (it has no chat-model settings of ours)."""
-    if names_extension(spec):
-        return {"spec": spec, "preset": None, "settings": {}}
-    from vtb_agents.models.spec import model_record
-
-    return model_record(spec)
 
 
 def judge_extension(spec: str) -> RubricJudge:
@@ -73,5 +101,5 @@ def judge_extension(spec: str) -> RubricJudge:
     return judge
 
 
-__all__ = ["Judgement", "RubricJudge", "RuleJudge", "judge_extension", "judge_record", "load_judge",
-           "names_extension", "rubric_verdict", "score_verdicts"]
+__all__ = ["JudgeChoice", "JudgeKind", "Judgement", "RubricJudge", "RuleJudge", "build_judge", "judge_choice",
+           "judge_extension", "names_extension", "rubric_verdict", "score_verdicts"]

@@ -14,13 +14,17 @@ whose result was never written (a kill, a full disk): it counts as the judge cal
 usage, and not as a cache hit, so that a resumed run's summary equals an uninterrupted run's
 (``judge.calls``, ``judge.cache_hits``, ``usage.judge``; docs/concepts/run-directory.md). Any other verdict found
 is a cache hit (``cached``): judged by an earlier run or regrade, paid for there, not here.
+
+A verdict a provider's batch API gave (``vtb grade --batch``, :mod:`vtb_agents.judges.batch`) is stored
+like a live one, with its usage also recorded as ``batch``: the part billed at the batch price
+(docs/how-to/batch-judging.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vtb_agents.judges.base import Judgement, RubricJudge
@@ -35,9 +39,10 @@ from vtb_agents.tasks.model import Rubric, Task
 _SCHEMA = ["CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, judge TEXT NOT NULL, status TEXT NOT NULL, "
            "justification TEXT NOT NULL)",
            "CREATE TABLE IF NOT EXISTS verdict_payers (key TEXT PRIMARY KEY, usage TEXT NOT NULL, "
-           "from_cache TEXT NOT NULL, grading TEXT, task_id TEXT, epoch INTEGER)"]
+           "from_cache TEXT NOT NULL, grading TEXT, task_id TEXT, epoch INTEGER)",
+           "CREATE TABLE IF NOT EXISTS verdict_batch (key TEXT PRIMARY KEY, usage TEXT NOT NULL)"]
 """Verdicts, and apart from them (a file written before payers were kept still reads: its verdicts have
-none) the usage of the call behind each and who paid for it."""
+none) the usage of the call behind each and who paid for it, and the usage billed at batch price."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +57,14 @@ class Payer:
 @dataclass(frozen=True)
 class StoredVerdict:
     """A cached verdict: the judgement, the usage of the call that made it (``from_cache``: the part
-    the model cache answered) and who paid for it (None: not known, a cache used outside a run)."""
+    the model cache answered; ``batch``: the part a provider's batch API answered, billed at batch
+    price) and who paid for it (None: not known, a cache used outside a run)."""
 
     judgement: Judgement
     usage: TokenUsage
     from_cache: TokenUsage
     payer: Payer | None
+    batch: TokenUsage = field(default_factory=TokenUsage)
 
 
 class JudgeCache:
@@ -75,23 +82,25 @@ class JudgeCache:
 
     def get(self, key: str) -> StoredVerdict | None:
         """The cached verdict for ``key``, if any."""
-        row = self._db.one("SELECT status, justification, usage, from_cache, grading, task_id, epoch FROM verdicts "
-                           "LEFT JOIN verdict_payers USING (key) WHERE key = ?", (key,))
+        row = self._db.one("SELECT status, justification, verdict_payers.usage, from_cache, grading, task_id, epoch, "
+                           "verdict_batch.usage FROM verdicts LEFT JOIN verdict_payers USING (key) "
+                           "LEFT JOIN verdict_batch USING (key) WHERE key = ?", (key,))
         if row is None:
             return None
-        status, justification, usage, from_cache, grading, task_id, epoch = row
+        status, justification, usage, from_cache, grading, task_id, epoch, batch = row
         payer = Payer(grading, task_id, epoch) if grading is not None else None
-        return StoredVerdict(Judgement(status, justification),
-                             TokenUsage.model_validate_json(usage) if usage else TokenUsage(),
-                             TokenUsage.model_validate_json(from_cache) if from_cache else TokenUsage(), payer)
+        return StoredVerdict(Judgement(status, justification), _usage(usage), _usage(from_cache), payer, _usage(batch))
 
     def put(self, key: str, judge: str, judgement: Judgement, usage: TokenUsage | None = None,
-            from_cache: TokenUsage | None = None, payer: Payer | None = None) -> None:
-        """Store a met / not_met judgement with the usage of its call and who paid for it (anything
-        else is ignored)."""
+            from_cache: TokenUsage | None = None, payer: Payer | None = None, batch: TokenUsage | None = None) -> None:
+        """Store a met / not_met judgement with the usage of its call, who paid for it and the part of
+        the usage billed at batch price (anything else is ignored)."""
         if judgement.status not in ("met", "not_met"):
             return
+        billed_in_batch = [("INSERT INTO verdict_batch VALUES (?, ?)", (key, batch.model_dump_json()))
+                           ] if batch is not None and batch.calls else []
         self._db.write_all([
+            ("DELETE FROM verdict_batch WHERE key = ?", (key,)), *billed_in_batch,
             ("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)",
              (key, judge, judgement.status, judgement.justification)),
             ("INSERT OR REPLACE INTO verdict_payers VALUES (?, ?, ?, ?, ?, ?)",
@@ -101,6 +110,17 @@ class JudgeCache:
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+
+def _usage(text: str | None) -> TokenUsage:
+    """A stored usage (none stored: no tokens)."""
+    return TokenUsage.model_validate_json(text) if text else TokenUsage()
+
+
+def verdict_key(judge: str, task: Task, turn: int, rubric: Rubric, answer: str, epoch: int = 1) -> str:
+    """The cache key of the verdict of ``judge`` on ``rubric`` (turn ``turn``, 0-based) of ``task``'s
+    episode of ``epoch`` against ``answer``: what the live judge and the batch judge both look up."""
+    return JudgeCache.key(judge, judge_prompt(task, turn, rubric, answer), epoch)
 
 
 class CachedJudge:
@@ -113,6 +133,11 @@ class CachedJudge:
         self.inner, self.cache, self.name, self.calls_model = judge, cache, judge.name, judge.calls_model
         self.epoch, self.grading = epoch, grading
         self._paid_here = paid_here if paid_here is not None else PaidHere()
+
+    def around(self, judge: RubricJudge) -> CachedJudge:
+        """The same cache, epoch and grading pass in front of ``judge`` instead (a deferring judge:
+        :func:`~vtb_agents.judges.batch.defer_verdicts`)."""
+        return CachedJudge(judge, self.cache, self.epoch, self.grading, self._paid_here)
 
     def for_epoch(self, epoch: int) -> CachedJudge:
         """The same judge and cache, keeping the verdicts of ``epoch`` apart (see the module docstring)."""
@@ -132,12 +157,13 @@ class CachedJudge:
         a run that never failed would), and the cache's own disk errors propagate (a full disk
         stops the run, ``runner/saving.py``). A verdict is stored with the usage of its call and
         who paid for it (see the module docstring)."""
-        key = self.cache.key(self.name, judge_prompt(task, turn, rubric, answer), self.epoch)
+        key = verdict_key(self.name, task, turn, rubric, answer, self.epoch)
         payer = Payer(self.grading, task.id, self.epoch) if self.grading is not None else None
         hit = self.cache.get(key)
         if hit is not None:
             if payer is not None and hit.payer == payer and self._paid_here.claim(key):
-                add_usage(hit.usage, hit.from_cache)  # this pass paid for it, in an attempt that left no result
+                # this pass paid for it, in an attempt that left no result (or in a batch)
+                add_usage(hit.usage, hit.from_cache, hit.batch)
                 return hit.judgement
             return replace(hit.judgement, cached=True)
         with measure_usage() as used:  # to store with the verdict; the task's tracker counts the call too

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from vtb_agents.judges import RubricJudge, load_judge
+from vtb_agents.judges import RubricJudge, RuleJudge
 from vtb_agents.config import CriticalRule
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.results import Episode, TaskGrade, TurnRecord
@@ -129,14 +129,15 @@ def _comments(grade: TaskGrade) -> tuple[str, str]:
 
 
 def make_rubric_evaluator(task_lookup: Mapping[str, Task] | Iterable[Task] | None = None,
-                          judge: RubricJudge | str = "rule",
+                          judge: RubricJudge | None = None,
                           critical_rule: CriticalRule = "weight") -> RubricEvaluator:
     """An openevals-style evaluator grading answers against VTB rubrics (see the module contract).
 
-    ``judge`` is a :class:`RubricJudge` or a spec for :func:`load_judge` (``rule`` or ``provider:model``).
+    ``judge`` is a :class:`RubricJudge` (None: the ``rule`` judge); the judge a spec names is
+    :func:`vtb_agents.runner.plan.plan_judge`'s (``plan_judge("openai:o4-mini").judge``).
     """
     lookup = dict(task_lookup) if isinstance(task_lookup, Mapping) else {t.id: t for t in task_lookup or ()}
-    rubric_judge = load_judge(judge) if isinstance(judge, str) else judge
+    rubric_judge = judge if judge is not None else RuleJudge()
 
     def vtb_rubric_evaluator(*, inputs: dict[str, Any] | None = None, outputs: dict[str, Any] | None = None,
                              reference_outputs: Any = None, **_: Any) -> list[dict[str, Any]]:

@@ -25,16 +25,15 @@ def uses_judge_prompt(judge: RubricJudge) -> bool:
 
 
 def judge_event(task: Task, episode: Episode, judge: RubricJudge, index: int, verdict: RubricVerdict) -> JudgeEvent:
-    """The transcript's record of ``verdict`` on rubric ``index`` of ``task`` (without its model
-    calls, which the recorder attaches); ``prompt`` is the judge prompt when the package's LLM
-    judge decided it (asked or from its cache, which is keyed by that prompt)."""
+    """The transcript's event of ``verdict`` on rubric ``index`` of ``task``: the result's verdict itself,
+    with the rubric's text (without its model calls, which the recorder attaches); ``prompt`` is the
+    judge prompt when the package's LLM judge decided it (asked or from its cache, which is keyed by
+    that prompt)."""
     turn, rubric = task.rubrics[index]
     answers = {record.index: record.answer for record in episode.turns}
     prompt = (judge_prompt(task, turn, rubric, answers[turn])
               if verdict.judge == judge.name and turn in answers and uses_judge_prompt(judge) else None)
-    return JudgeEvent(turn=turn, index=index, rubric_id=rubric.id, rubric=rubric.description, weight=rubric.weight,
-                      critical=verdict.critical, judge=verdict.judge, status=verdict.status,
-                      explanation=verdict.justification, cached=verdict.cached, prompt=prompt)
+    return JudgeEvent(index=index, rubric=rubric.description, prompt=prompt, verdict=verdict)
 
 
 def record_verdict(config: RunnableConfig | None, task: Task, episode: Episode, judge: RubricJudge, index: int,

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vtb_agents.models.replay import ReplayChatModel
-    from vtb_agents.models.spec import chat_model, load_model, model_factory
+    from vtb_agents.models.spec import chat_model, model_factory
 
-__all__ = ["ReplayChatModel", "chat_model", "load_model", "model_factory"]
+__all__ = ["ReplayChatModel", "chat_model", "model_factory"]
 
-_HOMES = {"ReplayChatModel": "replay", "chat_model": "spec", "load_model": "spec", "model_factory": "spec"}
+_HOMES = {"ReplayChatModel": "replay", "chat_model": "spec", "model_factory": "spec"}
 
 
 def __getattr__(name: str) -> Any:

@@ -17,6 +17,9 @@ from typing import Any
 
 PRESETS_FILE = "presets.toml"
 PRICE_KEYS = ("input", "cached_input", "cache_write", "output")
+FACTOR_KEYS = ("batch",)
+"""Keys of a preset's ``prices`` that are shares of the list prices, not prices: ``batch`` is what
+tokens billed at the provider's batch rate cost (0.5: half of every list price)."""
 PRESET_KEYS = frozenset({"spec", "settings", "vision", "prices", "note"})
 
 
@@ -26,16 +29,19 @@ class PresetError(ValueError):
 
 @dataclass(frozen=True)
 class Prices:
-    """USD per million tokens; ``None`` is unknown (never read as zero)."""
+    """USD per million tokens; ``None`` is unknown (never read as zero). ``batch`` is the share of
+    every list price paid for tokens billed at the batch rate (the provider's batch API, or
+    OpenAI's ``service_tier="flex"``, which OpenAI bills at batch rates): 0.5 for OpenAI and Anthropic."""
 
     input: float | None = None
     cached_input: float | None = None
     cache_write: float | None = None
     output: float | None = None
+    batch: float | None = None
 
     def known(self) -> dict[str, float]:
         """The prices that are known, by name."""
-        return {k: v for k in PRICE_KEYS if (v := getattr(self, k)) is not None}
+        return {k: v for k in (*PRICE_KEYS, *FACTOR_KEYS) if (v := getattr(self, k)) is not None}
 
 
 @dataclass(frozen=True)
@@ -62,11 +68,13 @@ def _preset(name: str, body: Any) -> Preset:
     settings, prices = body.get("settings", {}), body.get("prices", {})
     if not isinstance(settings, dict):
         raise PresetError(f"preset {name!r}: 'settings' must be a table")
-    if not isinstance(prices, dict) or set(prices) - set(PRICE_KEYS):
-        raise PresetError(f"preset {name!r}: 'prices' must be a table of {', '.join(PRICE_KEYS)}")
+    if not isinstance(prices, dict) or set(prices) - {*PRICE_KEYS, *FACTOR_KEYS}:
+        raise PresetError(f"preset {name!r}: 'prices' must be a table of {', '.join((*PRICE_KEYS, *FACTOR_KEYS))}")
     for key, value in prices.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise PresetError(f"preset {name!r}: price {key!r} must be a number >= 0, got {value!r}")
+        if key in FACTOR_KEYS and value > 1:
+            raise PresetError(f"preset {name!r}: {key!r} is a share of the list prices (0 to 1), got {value!r}")
     vision = body.get("vision", True)
     if not isinstance(vision, bool):
         raise PresetError(f"preset {name!r}: 'vision' must be true or false")
@@ -95,7 +103,7 @@ def find_preset(name_or_spec: str) -> Preset | None:
 
 
 _OBJECT_MODEL = re.compile(r"^object:\w+\(model=(?P<model>[^()]+)\)$")
-"""A model object's name in ``run.json`` (:func:`vtb_agents.models.spec.object_name`)."""
+"""A model object's name in ``run.json`` (:func:`vtb_agents.runner.plan.object_name`)."""
 
 
 def prices_for(name_or_spec: str) -> Prices | None:

@@ -46,8 +46,11 @@ class ReplayChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "vtb-replay"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ReplayChatModel:
-        """Remember which tool names the graph offers (the rest of the trajectory is skipped)."""
+    def bind_tools(self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any) -> ReplayChatModel:
+        """Remember which tool names the graph offers (the rest of the trajectory is skipped); a
+        ``tool_choice`` of "none" offers none."""
+        if tool_choice == "none":
+            return self.model_copy(update={"bound_tools": ()})
         names = []
         for tool in tools:
             if isinstance(tool, dict):

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.rate_limiters import InMemoryRateLimiter
+from langchain_core.rate_limiters import BaseRateLimiter, InMemoryRateLimiter
 
 from vtb_agents.defaults import OBJECT_PREFIX, REPLAY, AgentSpec
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S, PACED_PROVIDERS, client_options
@@ -41,21 +41,6 @@ class ModelChoice:
         return {"spec": self.spec, "preset": self.preset, "settings": dict(self.settings)}
 
 
-def object_name(obj: object) -> str:
-    """What ``run.json`` records of a Python object used in a run (:data:`~vtb_agents.defaults.OBJECT_PREFIX`):
-    its class and the model it calls (``object:ChatOpenAI(model=gpt-4o)``), or its name."""
-    model = getattr(obj, "model_name", None) or getattr(obj, "model", None)
-    if isinstance(model, str):
-        return f"{OBJECT_PREFIX}{type(obj).__name__}(model={model})"
-    name = getattr(obj, "name", None)
-    if isinstance(name, str):
-        return f"{OBJECT_PREFIX}{type(obj).__name__}(name={name})"
-    qualname = getattr(obj, "__qualname__", None)  # a function, such as an agent factory
-    if isinstance(qualname, str):
-        return f"{OBJECT_PREFIX}{getattr(obj, '__module__', '?')}.{qualname}"
-    return f"{OBJECT_PREFIX}{type(obj).__name__}"
-
-
 def refuse_object_name(spec: str, role: str) -> None:
     """Raise ValueError if ``spec`` is an object's name from ``run.json`` rather than a spec: the
     object itself is gone, so only Python, given it again, can run with it."""
@@ -81,61 +66,71 @@ def resolve_model(spec: str, extra: dict[str, Any] | None = None) -> ModelChoice
     return ModelChoice(spec, None, {"temperature": temperature_for(name), **(extra or {})})
 
 
-def model_record(spec: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The resolved settings of any model or judge spec, for ``run.json`` (``replay``, ``rule`` and
-    ``agent:`` specs and objects' names have no chat-model settings of ours)."""
+def model_choice(spec: str, extra: dict[str, Any] | None = None) -> ModelChoice:
+    """Any model or judge spec resolved once, for ``run.json`` and for building the model
+    (:func:`model_factory`): ``replay``, ``rule`` and ``agent:`` specs and objects' names have no
+    chat-model settings of ours and stay as they are."""
     if spec in (REPLAY, "rule") or spec.startswith(OBJECT_PREFIX) or AgentSpec.parse(spec) is not None:
-        return {"spec": spec, "preset": None, "settings": dict(extra or {})}
-    return resolve_model(spec, extra).record()
+        return ModelChoice(spec, None, dict(extra or {}))
+    return resolve_model(spec, extra)
+
+
+def rate_limiter(requests_per_second: float | None) -> InMemoryRateLimiter | None:
+    """A limiter pacing every call that shares it to ``requests_per_second`` (None: no pacing)."""
+    if not requests_per_second:
+        return None
+    return InMemoryRateLimiter(requests_per_second=requests_per_second, check_every_n_seconds=0.05,
+                               max_bucket_size=max(1.0, requests_per_second))
+
+
+def build_chat_model(choice: ModelChoice, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
+                     limiter: BaseRateLimiter | None = None, budgets: Budgets | None = None) -> BaseChatModel:
+    """The chat model of a resolved ``choice``, through ``init_chat_model``.
+
+    OPENAI_BASE_URL / OPENAI_API_KEY work as in langchain-openai, so any OpenAI-compatible server
+    (vLLM, Ollama, LM Studio) is a model. An OpenAI(-compatible) model's requests go through vtb's
+    transport, paced by ``budgets`` (the run's limiters, :mod:`vtb_agents.models.limiter`: one budget
+    per account and model, shared with every client of the run that spends it); other providers'
+    calls are paced by ``limiter`` (langchain-core's, at ``--rps``). Every request times out after
+    ``request_timeout_s`` or at the task's time limit, whichever comes first
+    (:mod:`vtb_agents.models.http`). The choice's settings (its preset's, ``--model-kwargs`` over
+    them) go to the chat model.
+    """
+    from langchain.chat_models import init_chat_model
+
+    provider, _, name = choice.spec.partition(":")
+    if budgets is not None and provider in PACED_PROVIDERS:
+        options: dict[str, Any] = {**client_options(provider, request_timeout_s, budgets, name), **choice.settings}
+        return init_chat_model(choice.spec, **options)
+    options = {**client_options(provider, request_timeout_s), **choice.settings}
+    if limiter is not None:
+        options["rate_limiter"] = limiter
+    return init_chat_model(choice.spec, **options)
 
 
 def chat_model(spec: str, requests_per_second: float | None = None,
                request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
-               extra: dict[str, Any] | None = None, limiters: Budgets | None = None) -> BaseChatModel:
-    """The chat model of a preset or ``provider:model`` spec, through ``init_chat_model``.
-
-    OPENAI_BASE_URL / OPENAI_API_KEY work as in langchain-openai, so any OpenAI-compatible server
-    (vLLM, Ollama, LM Studio) is a model. An OpenAI(-compatible) model is paced by ``limiters``, the
-    run's (:mod:`vtb_agents.models.limiter`: one budget per account and model, shared with every
-    client of the run that spends it), or limiters of its own capped at ``requests_per_second``;
-    other providers' calls are paced at ``requests_per_second`` by langchain-core's
-    ``InMemoryRateLimiter``. Every request times out after ``request_timeout_s``
-    or at the task's time limit, whichever comes first (:mod:`vtb_agents.models.http`). ``extra``
-    settings (``--model-kwargs``) go to the chat model, over the preset's.
-    """
-    choice = resolve_model(spec, extra)
-    from langchain.chat_models import init_chat_model
-
-    provider, _, name = choice.spec.partition(":")
-    if provider in PACED_PROVIDERS:
-        budgets = limiters or Limiters(Caps(requests_per_second=requests_per_second))
-        options: dict[str, Any] = {**client_options(provider, request_timeout_s, budgets, name), **choice.settings}
-        return init_chat_model(choice.spec, **options)
-    options = {**client_options(provider, request_timeout_s), **choice.settings}
-    if requests_per_second:
-        options["rate_limiter"] = InMemoryRateLimiter(requests_per_second=requests_per_second,
-                                                      check_every_n_seconds=0.05,
-                                                      max_bucket_size=max(1.0, requests_per_second))
-    return init_chat_model(choice.spec, **options)
+               extra: dict[str, Any] | None = None, budgets: Budgets | None = None) -> BaseChatModel:
+    """The chat model of a preset or ``provider:model`` spec (:func:`resolve_model`, then
+    :func:`build_chat_model`), paced by ``budgets`` (default: limiters of its own capped at
+    ``requests_per_second``; other providers: langchain-core's limiter at that rate); ``extra``
+    settings (``--model-kwargs``) go over the preset's."""
+    budgets = budgets or Limiters(Caps(requests_per_second=requests_per_second))
+    return build_chat_model(resolve_model(spec, extra), request_timeout_s, limiter=rate_limiter(requests_per_second),
+                            budgets=budgets)
 
 
-def model_factory(spec: str, requests_per_second: float | None = None,
-                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
-                  extra: dict[str, Any] | None = None, model: BaseChatModel | None = None,
-                  limiters: Budgets | None = None) -> ModelFactory:
+def model_factory(choice: ModelChoice, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
+                  limiter: BaseRateLimiter | None = None, budgets: Budgets | None = None,
+                  model: BaseChatModel | None = None) -> ModelFactory:
     """A function giving the chat model for each task: a replay agent per task, or one shared
-    :func:`chat_model` (built once, so its rate limiter is shared by every task of the process);
-    ``model``, a chat model object from Python, is used as it is (its own timeouts and limits);
-    ``limiters``: the run's (:func:`chat_model`)."""
+    :func:`build_chat_model` of ``choice`` (built once, so ``budgets`` and ``limiter`` pace every task
+    of the process); ``model``, a chat model object from Python, is used as it is (its own timeouts and limits)."""
     if model is not None:
         given = model
         return lambda task: given
-    if spec == REPLAY:
+    if choice.spec == REPLAY:
         return lambda task: ReplayChatModel(task=task)
-    model = chat_model(spec, requests_per_second, request_timeout_s, extra=extra, limiters=limiters)
-    return lambda task: model
-
-
-def load_model(spec: str, task: Task) -> BaseChatModel:
-    """The chat model for ``spec`` on ``task`` (the replay agent needs the task; others ignore it)."""
-    return model_factory(spec)(task)
+    refuse_object_name(choice.spec, "model")
+    built = build_chat_model(choice, request_timeout_s, limiter=limiter, budgets=budgets)
+    return lambda task: built

@@ -20,17 +20,16 @@ import base64
 import binascii
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from vtb_agents.tracing import DATA_URL, MIME_KEYS
+
 __all__ = ["WireImage", "WireRequest", "request_key", "wire_request"]
 
-_DATA_URL = re.compile(r"data:(image/[\w.+-]+);base64,", re.IGNORECASE)
 _BASE64_KEYS = ("base64", "data")
-_MIME_KEYS = ("mime_type", "media_type")
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ class _Hasher:
 
     def value(self, value: Any) -> Any:
         if isinstance(value, str):
-            match = _DATA_URL.match(value)
+            match = DATA_URL.match(value)
             if match:
                 return self.image(value, match.group(1).lower(), match.end()) or value
             return value
@@ -89,11 +88,11 @@ class _Hasher:
         return value
 
     def mapping(self, block: Mapping[str, Any]) -> dict[str, Any]:
-        mime = next((block[k] for k in _MIME_KEYS if isinstance(block.get(k), str)), "")
+        mime = next((block[k] for k in MIME_KEYS if isinstance(block.get(k), str)), "")
         is_image = mime.startswith("image/") or block.get("type") == "image"
         out: dict[str, Any] = {}
         for key, item in block.items():
-            if is_image and key in _BASE64_KEYS and isinstance(item, str) and not _DATA_URL.match(item):
+            if is_image and key in _BASE64_KEYS and isinstance(item, str) and not DATA_URL.match(item):
                 out[key] = self.image(item, mime or "application/octet-stream") or item
             else:
                 out[key] = self.value(item)

@@ -63,6 +63,8 @@ class RunRow:
     cost: float | None
     cost_per_pass: float | None
     tokens: int | None
+    cache_share: float | None = None
+    cache_saving: float | None = None
     looked_turns: int = 0
     share_looked: float | None = None
     pass_when_looked: float | None = None
@@ -71,14 +73,15 @@ class RunRow:
 
 def run_row(meta: RunMeta, label: str) -> RunRow:
     """The comparison row of one run."""
-    s, settings = meta.summary, meta.settings
+    s, settings = meta.summary, meta.run.config
     return RunRow(
         run=label, path=str(meta.path), model=s.model or settings.model, judge=s.judge.model or settings.judge,
         settings=settings_text(settings), tasks=s.tasks, graded=s.graded, apr=s.apr, ars=s.ars,
         category_apr={name: block.apr for name, block in s.by_category.items()},
         proactivity=s.tool_metrics.proactivity, volume=s.tool_metrics.volume,
         success_rate=s.tool_metrics.success_rate, cost=s.cost.total, cost_per_pass=s.cost.per_passed_task,
-        tokens=reported_tokens(s.usage), looked_turns=s.region_iou.turns, share_looked=s.region_iou.share_iou_ge_0_5,
+        tokens=reported_tokens(s.usage), cache_share=s.prompt_cache.share, cache_saving=s.prompt_cache.saving,
+        looked_turns=s.region_iou.turns, share_looked=s.region_iou.share_iou_ge_0_5,
         pass_when_looked=s.region_iou.pass_rate_when_looked, pass_when_not=s.region_iou.pass_rate_when_not)
 
 
@@ -140,8 +143,8 @@ class Comparison:
         """Column names, in the order of :meth:`cells`."""
         return ["run", "model", "judge", "settings", "graded/n", "APR", "ARS",
                 *(c.replace("_", " ") for c in self.categories), "proactivity", "volume", "success rate",
-                "tokens", "cost (USD)", "cost per pass", "turns measured", "IoU ≥ 0.5", "pass when looked",
-                "pass when not"]
+                "tokens", "cost (USD)", "cost per pass", "input from cache", "cache saved (USD)", "turns measured",
+                "IoU ≥ 0.5", "pass when looked", "pass when not"]
 
     def cells(self, row: RunRow) -> list[str]:
         """A row's cells as plain text (rates as percentages, volume as calls per task)."""
@@ -149,7 +152,8 @@ class Comparison:
                 pct(row.apr), pct(row.ars), *(pct(row.category_apr.get(c)) for c in self.categories),
                 pct(row.proactivity), num(row.volume), pct(row.success_rate),
                 "unknown" if row.tokens is None else f"{row.tokens:,}", usd(row.cost), usd(row.cost_per_pass),
-                str(row.looked_turns), pct(row.share_looked), pct(row.pass_when_looked), pct(row.pass_when_not)]
+                pct(row.cache_share), usd(row.cache_saving), str(row.looked_turns), pct(row.share_looked),
+                pct(row.pass_when_looked), pct(row.pass_when_not)]
 
     def to_rich(self) -> Group:
         """The comparison for the terminal: scores and tool metrics, APR per category, tokens and cost
@@ -160,7 +164,8 @@ class Comparison:
                                                    "success\nrate"))], title="Runs compared", box=box.SIMPLE_HEAD)
         by_category = Sheet([run, *(Col(name.replace("_", "\n")) for name in self.categories)],
                             title="APR per category", box=box.SIMPLE_HEAD)
-        costs = Sheet([run, Col("tokens"), Col("cost\n(USD)"), Col("cost per\npass")],
+        costs = Sheet([run, Col("tokens"), Col("cost\n(USD)"), Col("cost per\npass"), Col("input from\ncache"),
+                       Col("cache\nsaved")],
                       title="Tokens and estimated cost", box=box.SIMPLE_HEAD)
         looked = Sheet([run, Col("turns\nmeasured"), Col("IoU\n≥ 0.5"), Col("pass when\nlooked"),
                         Col("pass when\nnot")], title="Where it looked (best crop IoU)", box=box.SIMPLE_HEAD)
@@ -168,9 +173,9 @@ class Comparison:
             cells = self.cells(row)
             first = safe_text(cells[0], style="bold")
             first.append(safe(f"\n{cells[1]} · judge {cells[2]}\n{cells[3]}"), style="dim")
-            scores.add_row(first, *cells[4:7], *cells[-10:-7])
-            by_category.add_row(safe_text(cells[0]), *cells[7:-10])
-            costs.add_row(safe_text(cells[0]), *cells[-7:-4])
+            scores.add_row(first, *cells[4:7], *cells[-12:-9])
+            by_category.add_row(safe_text(cells[0]), *cells[7:-12])
+            costs.add_row(safe_text(cells[0]), *cells[-9:-4])
             looked.add_row(safe_text(cells[0]), *cells[-4:])
         tables: list[RenderableType] = [Fitted(scores), Fitted(by_category), Fitted(costs), Fitted(looked)]
         if not self.paired:
@@ -213,8 +218,8 @@ def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
     paths = [Path(p) for p in run_dirs]
     labels = _labels(paths)
     metas = [read_meta(path) for path in paths]
-    runs = [RunResults(label=label, results=complete_results(meta.path, ReportError), model=meta.settings.model,
-                       judge=meta.settings.judge) for meta, label in zip(metas, labels)]
+    runs = [RunResults(label=label, results=complete_results(meta.path, ReportError), model=meta.run.config.model,
+                       judge=meta.run.config.judge) for meta, label in zip(metas, labels)]
     return Comparison(rows=[run_row(meta, label) for meta, label in zip(metas, labels)],
                       task_ids={run.label: {r.task_id for r in run.results} for run in runs},
                       paired=compare_pairs(runs))

@@ -5,11 +5,14 @@ annotate page (:mod:`vtb_agents.annotate.server`), which both call :func:`event_
 - A model call shows its step, the response (reasoning, text, tool calls) open, and the request
   (messages as sent, images as thumbnails; a request that extends the step's previous one shows only
   its new messages) and the parameters collapsed; tokens, latency; an error is highlighted (``failed``).
-- A tool call shows its arguments (the code), output, saved images, duration; a failed one is ``.call.failed``.
+- A tool call (its :class:`~vtb_agents.results.ToolCallRecord`, the one record of a call in results and
+  transcripts: :func:`call_html`) shows its arguments (the code), output, saved images, duration; a
+  failed one is ``.call.failed``.
 - A strategy step sits in ``<div class="step">``: its text (plan, critique), data (zoom proposals and
   boxes) and the images it made (views, marked images).
-- :func:`judge_table`: each rubric's verdict with explanation, judge model, cached flag, and the judge
-  prompt and raw verdict collapsed.
+- :func:`judge_table`: each rubric's verdict (its :class:`~vtb_agents.results.RubricVerdict`, one row
+  layout: :func:`verdict_row`) with justification, judge, cached flag, and the judge prompt and raw
+  verdict collapsed.
 
 Everything from the model, the tools, the task or the judge is escaped (:func:`~vtb_agents.report.markup.esc`).
 Images are links from an :class:`ImageSource`: the report's files (thumbnail, full size) or the annotate
@@ -24,9 +27,8 @@ from typing import Any, Protocol
 
 from vtb_agents.report.images import ImageLink
 from vtb_agents.report.markup import badge, esc, pre, table
-from vtb_agents.results import RubricVerdict
-from vtb_agents.transcript import (Event, JudgeEvent, ModelCall, ModelEvent, StepEvent, ToolEvent, TranscriptImage,
-                                   image_refs)
+from vtb_agents.results import RubricVerdict, SavedImage, ToolCallRecord
+from vtb_agents.transcript import Event, JudgeEvent, ModelCall, ModelEvent, StepEvent, ToolEvent, image_refs
 
 OUTPUT_LIMIT = 8_000
 CODE_LIMIT = 20_000
@@ -82,27 +84,24 @@ def args_html(args: Any) -> str:
     return pre(json.dumps(args, indent=2, ensure_ascii=False, default=str), limit=CODE_LIMIT)
 
 
-def call_box(name: str, note: str, args: Any, output: str, images_html: str, *, error: str | None,
-             ok: bool) -> str:
-    """One tool call's box (the one layout of a tool call, from a transcript or a result): name, ``note``
-    (round, step, duration), status, arguments, output, images, and the error; ``failed`` when not ``ok``."""
-    status = badge("ok", "ok") if ok else badge("error", "err")
-    shown_error = f'<div class="error-line">{esc(error)}</div>' if error and error not in output else ""
-    return (f'<div class="call{"" if ok else " failed"}"><div class="call-head"><code>{esc(name)}</code>'
-            f'<span class="note">{esc(note)}</span>{status}</div>{args_html(args)}'
-            f'{pre(format_output(output), limit=OUTPUT_LIMIT, cls="out")}{shown_error}{images_html}</div>')
+def call_html(call: ToolCallRecord, images: ImageSource, *, base: str, step: str | None = None) -> str:
+    """One tool call's box (the one layout of a tool call, from a transcript or a result): name, where
+    it ran (``step``, round, duration), status, arguments, output, saved images, and the error seen;
+    ``failed`` when the call failed."""
+    note = " · ".join([*([step] if step else []), *([f"round {call.round + 1}"] if call.round is not None else []),
+                       *([f"{call.duration_s:.2f} s"] if call.duration_s is not None else [])])
+    status = badge("ok", "ok") if call.ok else badge("error", "err")
+    error = call.error
+    shown_error = f'<div class="error-line">{esc(error)}</div>' if error and error not in call.output else ""
+    return (f'<div class="call{"" if call.ok else " failed"}"><div class="call-head"><code>{esc(call.name)}</code>'
+            f'<span class="note">{esc(note)}</span>{status}</div>{args_html(call.args)}'
+            f'{pre(format_output(call.output), limit=OUTPUT_LIMIT, cls="out")}{shown_error}'
+            f'{saved_figures(call.images, images, base=base)}</div>')
 
 
-def transcript_figures(found: list[TranscriptImage], images: ImageSource, *, base: str) -> str:
-    """The images a tool or a step made, as thumbnails."""
-    return figures([images.from_ref(image.sha256, image.name) for image in found], base=base)
-
-
-def tool_html(event: ToolEvent, images: ImageSource, *, base: str) -> str:
-    """A tool call of the transcript."""
-    took = f" · {event.duration_s:.2f} s" if event.duration_s is not None else ""
-    return call_box(event.name, f"{event.step}{took}", event.args, event.output,
-                    transcript_figures(event.images, images, base=base), error=event.error, ok=event.error is None)
+def saved_figures(found: list[SavedImage], images: ImageSource, *, base: str) -> str:
+    """The images a tool call or a step saved, as thumbnails."""
+    return figures([images.from_ref(image.ref, image.name) for image in found], base=base)
 
 
 def step_html(event: StepEvent, images: ImageSource, *, base: str) -> str:
@@ -115,7 +114,7 @@ def step_html(event: StepEvent, images: ImageSource, *, base: str) -> str:
     if event.data:
         parts.append(pre(json.dumps(event.data, indent=2, ensure_ascii=False, default=str), limit=CODE_LIMIT,
                          cls="data"))
-    parts.append(transcript_figures(event.images, images, base=base))
+    parts.append(saved_figures(event.images, images, base=base))
     return "".join(parts) + "</div>"
 
 
@@ -231,7 +230,7 @@ def event_html(event: Event, images: ImageSource, calls: ModelCalls, *, base: st
     if isinstance(event, ModelEvent):
         return model_html(event, images, calls, base=base)
     if isinstance(event, ToolEvent):
-        return tool_html(event, images, base=base)
+        return call_html(event.call, images, base=base, step=event.step)
     if isinstance(event, StepEvent):
         return step_html(event, images, base=base)
     return ""
@@ -251,20 +250,29 @@ def judge_details(event: JudgeEvent) -> str:
     return f'<details class="judge-call"><summary>prompt and raw verdict</summary>{"".join(parts)}</details>'
 
 
-def judge_table(events: list[JudgeEvent], verdicts: dict[str, RubricVerdict]) -> str:
-    """The verdicts of one turn (``verdicts``: the result's, by rubric id, for the dataset's critical flag),
-    colour-coded by status, each with its explanation, judge, cached flag, prompt and raw verdict."""
-    rows = []
-    for event in events:
-        critical = "yes" if event.critical else "no"
-        result = verdicts.get(event.rubric_id)
-        if result is not None and result.critical != result.critical_flag:
-            critical += f' <span class="note">(dataset flag: {"yes" if result.critical_flag else "no"})</span>'
-        judge = esc(event.judge) + (' <span class="note">(cached verdict)</span>' if event.cached else "")
-        if any(call.cached for call in event.calls):
-            judge += ' <span class="note">(judge call from the model cache)</span>'
-        rows.append([esc(event.rubric_id), esc(event.rubric), esc(event.weight), critical,
-                     badge(event.status.replace("_", " "), event.status), judge,
-                     esc(event.explanation) + judge_details(event)])
-    return table(["rubric", "description", "weight", "critical", "status", "judge", "explanation"], rows,
-                 cls="wide verdicts", row_classes=[e.status for e in events])
+def verdict_row(verdict: RubricVerdict, rubric: str | None, details: str = "", note: str = "") -> list[str]:
+    """The table row of one verdict (the one layout of a verdict, from a transcript or a result): rubric
+    id and text, weight, critical (and the dataset's flag where it differs), status, judge (``note``
+    after it), justification and ``details`` (HTML: the judge prompt and raw verdict)."""
+    critical = "yes" if verdict.critical else "no"
+    if verdict.critical != verdict.critical_flag:
+        critical += f' <span class="note">(dataset flag: {"yes" if verdict.critical_flag else "no"})</span>'
+    judge = esc(verdict.judge) + (' <span class="note">(cached verdict)</span>' if verdict.cached else "") + note
+    return [esc(verdict.rubric_id), esc(rubric) if rubric is not None else '<span class="note">-</span>',
+            esc(verdict.weight), critical, badge(verdict.status.replace("_", " "), verdict.status), judge,
+            esc(verdict.justification) + details]
+
+
+def verdict_table(verdicts: list[RubricVerdict], rows: list[list[str]]) -> str:
+    """A turn's verdicts (``rows`` from :func:`verdict_row`), colour-coded by status."""
+    return table(["rubric", "description", "weight", "critical", "status", "judge", "justification"], rows,
+                 cls="wide verdicts", row_classes=[v.status for v in verdicts])
+
+
+def judge_table(events: list[JudgeEvent]) -> str:
+    """The verdicts of one turn from the transcript: each verdict's row with the rubric's text, the
+    judge prompt and raw verdict, and whether the judge's call came from the model cache."""
+    rows = [verdict_row(event.verdict, event.rubric, judge_details(event),
+                        ' <span class="note">(judge call from the model cache)</span>'
+                        if any(call.cached for call in event.calls) else "") for event in events]
+    return verdict_table([event.verdict for event in events], rows)

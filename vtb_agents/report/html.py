@@ -51,13 +51,13 @@ def _reason_group(reason: str | None) -> str:
 
 def _setting_counts(data: RunData, key: str) -> Counter[str]:
     """How many episodes recorded each value of the episode setting ``key``."""
-    values = (getattr(r.episode.settings, key) for r in data.results)
+    values = (getattr(r.episode.settings, key) for r in data.results if r.episode.settings is not None)
     return Counter(str(value) for value in values if value is not None)
 
 
 def title(data: RunData) -> str:
     """Title, headline numbers, links to the sections, and whether the run is incomplete."""
-    s, settings = data.summary, data.settings
+    s, settings = data.summary, data.run.config
     model = s.model or settings.model
     kpis = [("APR", pct(s.apr)), ("ARS", pct(s.ars)), ("tasks", s.tasks), ("graded", s.graded),
             ("ungraded", s.ungraded), ("tool calls", s.tool_metrics.calls)]
@@ -82,9 +82,9 @@ def title(data: RunData) -> str:
 
 def run_section(data: RunData) -> str:
     """Run settings and counts, and why tasks are ungraded."""
-    s, settings = data.summary, data.settings
+    s, settings = data.summary, data.run.config
     isolation = _setting_counts(data, "sandbox_isolation")
-    tools = next((r.episode.settings.tools for r in data.results if r.episode.settings.tools is not None), None)
+    tools = next((r.episode.settings.tools for r in data.results if r.episode.settings is not None), None)
     model = s.model or settings.model
     parts = []
     episodes = s.episodes
@@ -164,7 +164,8 @@ def judge_section(summary: RunSummary) -> str:
     j, usage = summary.judge, summary.usage
     rows = [("judge", j.model), ("LLM judge verdicts (a judge model asked)", j.calls),
             ("deterministic checks", j.checks), ("unjudged rubrics", j.unjudged), ("judge errors", j.errors),
-            ("verdict cache hits (verdicts reused, no judge call)", j.cache_hits)]
+            ("verdict cache hits (verdicts reused, no judge call)", j.cache_hits),
+            *([("verdicts pending in a batch (vtb run --judge-batch)", j.pending)] if j.pending else [])]
     caches = [("model calls", usage.model.calls), ("of them answered by the model cache", usage.model_from_cache.calls),
               ("judge calls", usage.judge.calls), ("of them answered by the model cache", usage.judge_from_cache.calls),
               ("model cache hits in all (model and judge)", usage.cache_hits)]
@@ -175,7 +176,8 @@ def judge_section(summary: RunSummary) -> str:
 def task_pages(data: RunData) -> list[TaskPage]:
     """The page of every result (task and epoch) of the run with its cost, by task id and epoch (the
     table's first order)."""
-    model_prices, judge_prices = prices_for(data.summary.model or data.settings.model), prices_for(data.settings.judge)
+    settings = data.run.config
+    model_prices, judge_prices = prices_for(data.summary.model or settings.model), prices_for(settings.judge)
     return [TaskPage(r, data.tasks.get(r.task_id), task_cost(r, model_prices, judge_prices), epoch=r.epoch)
             for r in sorted(data.results, key=lambda r: (r.task_id, r.epoch))]
 
@@ -205,7 +207,7 @@ def _write_report(data: RunData) -> Path:
             + tool_use(data.summary) + judge_section(data.summary) + usage_section(data.summary))
     out = data.path / REPORT_FILE
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(page(f"VTB report: {data.summary.model or data.settings.model}", body, script="table.js"),
+    tmp.write_text(page(f"VTB report: {data.summary.model or data.run.config.model}", body, script="table.js"),
                    encoding="utf-8")
     tmp.replace(out)
     return out

@@ -5,8 +5,10 @@ images, then what happened, then the answer beside the golden answer with each r
 under it. What happened comes from the task's transcript record (``transcripts/<stem>.json``,
 :mod:`vtb_agents.transcript`) when the run has one: every model call, tool call and strategy step in
 order (:mod:`vtb_agents.report.events_html`), and the judge events as the verdicts (explanation, judge
-model, cached flag, prompt and raw verdict). A task without a transcript (a run written before them)
-falls back to the ``TaskResult``: its tool calls (failed ones highlighted) and verdicts.
+model, cached flag, prompt and raw verdict). A task without a transcript file falls back to the
+``TaskResult``: its tool calls (failed ones highlighted) and verdicts, the same records the transcript's
+events carry, drawn by the same functions (:func:`~vtb_agents.report.events_html.call_html`,
+:func:`~vtb_agents.report.events_html.verdict_row`).
 
 Task text, model output, tool output and judge justifications are untrusted and always escaped.
 Images appear as thumbnails linking to full-size files (see :mod:`vtb_agents.report.images`); the
@@ -18,43 +20,14 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from vtb_agents.report.events_html import ModelCalls, call_box, event_html, figures, judge_table
+from vtb_agents.report.events_html import (ModelCalls, call_html, event_html, figures, judge_table, verdict_row,
+                                           verdict_table)
 from vtb_agents.report.images import ReportImages
-from vtb_agents.report.markup import badge, esc, table
+from vtb_agents.report.markup import badge, esc
 from vtb_agents.report.regions_html import regions_html
-from vtb_agents.results import RubricVerdict, TaskResult, ToolCallRecord, TurnRecord
-from vtb_agents.tasks.model import Rubric, Task, TaskImage
+from vtb_agents.results import RubricVerdict, TaskResult, TurnRecord
+from vtb_agents.tasks.model import Task, TaskImage
 from vtb_agents.transcript import JudgeEvent, Transcript
-
-def call_html(call: ToolCallRecord, images: ReportImages, *, base: str) -> str:
-    """One tool call of a result (a run without transcripts): name, round, status, the code (or
-    arguments), the output and output images; a failed call is marked ``failed`` (highlighted)."""
-    took = f" · {call.duration_s:.2f} s" if call.duration_s is not None else ""
-    links = [images.from_ref(img.ref, img.name) for img in call.images]
-    return call_box(call.name, f"round {call.round + 1}{took}", call.args, call.output, figures(links, base=base),
-                    error=None, ok=call.ok)
-
-
-def verdict_rows(verdicts: list[RubricVerdict], rubrics: dict[str, Rubric]) -> list[list[str]]:
-    """Table rows of a turn's verdicts."""
-    rows = []
-    for v in verdicts:
-        rubric = rubrics.get(v.rubric_id)
-        critical = "yes" if v.critical else "no"
-        if v.critical != v.critical_flag:
-            critical += f' <span class="note">(dataset flag: {"yes" if v.critical_flag else "no"})</span>'
-        judge = esc(v.judge) + (' <span class="note">(cached)</span>' if v.cached else "")
-        rows.append([esc(v.rubric_id), esc(rubric.description) if rubric else '<span class="note">-</span>',
-                     esc(v.weight), critical, badge(v.status.replace("_", " "), v.status), judge,
-                     esc(v.justification)])
-    return rows
-
-
-def verdict_table(verdicts: list[RubricVerdict], rubrics: dict[str, Rubric]) -> str:
-    """The verdicts of one turn, colour-coded by status."""
-    return table(["rubric", "description", "weight", "critical", "status", "judge", "justification"],
-                 verdict_rows(verdicts, rubrics), cls="wide verdicts", row_classes=[v.status for v in verdicts])
-
 
 def turn_images(task: Task, index: int) -> list[tuple[TaskImage, str]]:
     """The task's own images shown with turn ``index`` (its prompt's images), with their file names."""
@@ -96,11 +69,11 @@ def turn_html(index: int, task: Task | None, record: TurnRecord | None, verdicts
     if record is not None:
         parts.append(regions_html(record, task, images, base=base))
     if events is not None and events.judges:
-        parts.append("<h4>Rubric verdicts on this answer</h4>"
-                     + judge_table(events.judges, {v.rubric_id: v for v in verdicts}))
+        parts.append("<h4>Rubric verdicts on this answer</h4>" + judge_table(events.judges))
     elif events is None and verdicts:
-        rubrics = {r.id: r for r in spec.rubrics} if spec is not None else {}
-        parts.append("<h4>Rubric verdicts on this answer</h4>" + verdict_table(verdicts, rubrics))
+        rubrics = {r.id: r.description for r in spec.rubrics} if spec is not None else {}
+        parts.append("<h4>Rubric verdicts on this answer</h4>"
+                     + verdict_table(verdicts, [verdict_row(v, rubrics.get(v.rubric_id)) for v in verdicts]))
     return f'<div class="turn">{"".join(parts)}</div>'
 
 
@@ -138,6 +111,6 @@ def transcript_section(result: TaskResult, task: Task | None, images: ReportImag
     outside = events.get(None) if events is not None else None
     if outside is not None:
         turns += '<div class="turn"><h3>Outside any turn</h3>' + f'<div class="events">{outside.html}</div>' + (
-            judge_table(outside.judges, {}) if outside.judges else "") + "</div>"
+            judge_table(outside.judges) if outside.judges else "") + "</div>"
     source = "the task's transcript" if transcript is not None else "the run's results (no transcript recorded)"
     return f'<section id="transcript"><h2>Transcript</h2><p class="note">From {source}.</p>{turns}</section>'

@@ -11,17 +11,19 @@ from vtb_agents.defaults import OBJECT_PREFIX
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import RUN_FILE, SUMMARY_FILE
+from vtb_agents.rundir.read import read_record
 from vtb_agents.rundir.records import RunRecord, RunSummary
 from vtb_agents.rundir.store import ResultsStore, write_json_atomic
 
 
-def prepare_run_dir(out: Path, record: RunRecord, *, resume: bool, defaults: dict[str, Any],
+def prepare_run_dir(out: Path, record: RunRecord, *, resume: bool,
                     may_change: Collection[str] = ()) -> list[TaskResult]:
     """Create ``out`` and write its ``run.json`` (``record``), or reopen it: return the results already
     there (``resume``) or refuse to clobber.
 
-    A resume must keep the recorded settings, except those in ``may_change``; a setting newer than
-    the run (absent from its record) counts as its value in ``defaults``.
+    A resume must keep the recorded settings, except those in ``may_change``; a run of another format
+    version is refused (:class:`~vtb_agents.rundir.errors.FormatVersionError`) before anything in it
+    changes.
     """
     out.mkdir(parents=True, exist_ok=True)
     store = ResultsStore(out)
@@ -29,11 +31,11 @@ def prepare_run_dir(out: Path, record: RunRecord, *, resume: bool, defaults: dic
     if run_file.exists() or store.path.exists():
         if not resume:
             raise RunError(f"{out} already holds a run: pass --resume to continue it, or choose another --out")
-        recorded = json.loads(run_file.read_text(encoding="utf-8")).get("config") if run_file.exists() else None
-        if recorded is not None:
+        if run_file.exists():
+            recorded = read_record(out).config.to_dict()
             current = record.config.to_dict()
             changed = sorted(k for k in set(recorded) | set(current)
-                             if k not in may_change and recorded.get(k, defaults.get(k)) != current.get(k))
+                             if k not in may_change and recorded.get(k) != current.get(k))
             objects = [f"{k}: {recorded[k]}" for k in changed if OBJECT_PREFIX in json.dumps(recorded.get(k))]
             if objects:
                 raise RunError(f"{out} was run from Python with objects ({'; '.join(objects)}): resume it from "

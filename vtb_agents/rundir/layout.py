@@ -8,6 +8,7 @@ RUN_DIR/
   artifacts/           content-addressed images of the episodes (ARTIFACTS_DIR)
   checkpoints.sqlite   the LangGraph checkpoints (CHECKPOINT_FILE; checkpoints-N.sqlite per worker process)
   judge_cache.sqlite   cached verdicts of an LLM judge (JUDGE_CACHE_FILE)
+  judge_batches.json   verdict batches submitted and not yet graded (JUDGE_BATCHES_FILE, `vtb grade --batch`)
   transcripts/         one JSON transcript per task and epoch (TRANSCRIPTS_DIR, transcript_file)
   tasks/               one offline HTML page per task and epoch, linked from report.html (TASK_PAGES_DIR)
   run.lock             held by the one process writing the directory (LOCK_FILE)
@@ -19,16 +20,16 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from vtb_agents.config import RUN_FILE
-
-__all__ = ["ARTIFACTS_DIR", "CHECKPOINT_FILE", "CORRUPT_SUFFIX", "JUDGE_CACHE_FILE", "LOCK_FILE", "RESULTS_FILE",
-           "RUN_FILE", "SUMMARY_FILE", "TASK_PAGES_DIR", "TRANSCRIPTS_DIR", "artifacts_dir", "task_file_stem",
-           "task_page_file", "transcript_file", "worker_checkpoints"]
+__all__ = ["ARTIFACTS_DIR", "CHECKPOINT_FILE", "CORRUPT_SUFFIX", "JUDGE_BATCHES_FILE", "JUDGE_CACHE_FILE", "LOCK_FILE",
+           "RESULTS_FILE", "RUN_FILE", "SUMMARY_FILE", "TASK_PAGES_DIR", "TRANSCRIPTS_DIR", "artifacts_dir",
+           "task_file_stem", "task_page_file", "transcript_file", "worker_checkpoints"]
+RUN_FILE = "run.json"
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
 ARTIFACTS_DIR = "artifacts"
 CHECKPOINT_FILE = "checkpoints.sqlite"
 JUDGE_CACHE_FILE = "judge_cache.sqlite"
+JUDGE_BATCHES_FILE = "judge_batches.json"
 LOCK_FILE = "run.lock"
 TRANSCRIPTS_DIR = "transcripts"
 TASK_PAGES_DIR = "tasks"

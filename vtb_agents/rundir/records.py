@@ -2,8 +2,11 @@
 (:class:`RunSummary`); a result line is a :class:`~vtb_agents.results.TaskResult`.
 
 Every reader of a run gets these records (:mod:`vtb_agents.rundir.read`): attributes, not dict
-look-ups, so that a misspelt or missing field is a type error, not a silent ``None``. The records
-allow extra fields, so that files written by newer versions still read.
+look-ups, so that a misspelt or missing field is a type error, not a silent ``None``.
+
+``run.json`` carries its format version (``format_version``, :data:`RUN_FORMAT`): the reader refuses a
+file of another version before it reads anything else (:func:`~vtb_agents.rundir.errors.check_format`).
+A change to what ``run.json`` holds raises :data:`RUN_FORMAT`; there is no upgrade of older files.
 """
 
 from __future__ import annotations
@@ -18,8 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from vtb_agents.config import RunConfig, complete_record
 from vtb_agents.results import TaskResult, TokenUsage
 
-__all__ = ["EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord", "RegionIoU",
-           "RegionScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics", "Uncertainty"]
+__all__ = ["RUN_FORMAT", "EpisodeCounts", "GroupScore", "InfrastructureErrors", "JudgeCounts", "ModelRecord",
+           "RegionIoU", "RegionScore", "RunCost", "RunRecord", "RunSummary", "RunUsage", "TaskResult", "ToolMetrics",
+           "Uncertainty"]
+
+
+RUN_FORMAT = 1
+"""The format version of ``run.json`` that this vtb writes and reads (its ``format_version``)."""
 
 
 class ModelRecord(BaseModel):
@@ -44,6 +52,8 @@ class RunRecord(BaseModel):
     as cache hits)."""
 
     model_config = ConfigDict(extra="allow")
+    format_version: int = RUN_FORMAT
+    """The format of this file (:data:`RUN_FORMAT` when this vtb wrote it)."""
     config: RunConfig
     vtb_agents: str | None = None
     model: ModelRecord | None = None
@@ -148,6 +158,8 @@ class JudgeCounts(BaseModel):
     unjudged: int = 0
     errors: int = 0
     cache_hits: int = 0
+    pending: int = 0
+    """Verdicts a ``vtb run --judge-batch`` left for its batch grading (docs/how-to/batch-judging.md)."""
 
 
 class RateLimitCounts(BaseModel):
@@ -178,7 +190,8 @@ class EpisodeCounts(BaseModel):
 class RunUsage(BaseModel):
     """Tokens of the model and of the judge over a run, how many results had no usage, and how many
     calls the model cache answered (``cache_hits``; their tokens are counted as originally reported),
-    of the model's and the judge's apart (``model_from_cache``, ``judge_from_cache``)."""
+    of the model's and the judge's apart (``model_from_cache``, ``judge_from_cache``), and the judge's
+    usage a batch API answered (``judge_batch``, billed at the batch price)."""
 
     model_config = ConfigDict(extra="allow")
     model: TokenUsage = Field(default_factory=TokenUsage)
@@ -187,6 +200,7 @@ class RunUsage(BaseModel):
     cache_hits: int = 0
     model_from_cache: TokenUsage = Field(default_factory=TokenUsage)
     judge_from_cache: TokenUsage = Field(default_factory=TokenUsage)
+    judge_batch: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class RunCost(BaseModel):
@@ -199,6 +213,28 @@ class RunCost(BaseModel):
     total: float | None = None
     per_passed_task: float | None = None
     prices: dict[str, Any] = Field(default_factory=dict)
+
+
+class PromptCacheSide(BaseModel):
+    """The provider's prompt cache on one side (model or judge) of a run, over the calls made in it:
+    input tokens, those read from the cache and written to it, the share read (0..1) and the USD it
+    saved (docs/concepts/prompt-caching.md); None where unknown."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    share: float | None = None
+    saving: float | None = None
+
+
+class PromptCache(BaseModel):
+    """``prompt_cache`` of ``summary.json``: the model's and the judge's, and of both together the share
+    of the input served from the cache and the USD saved."""
+
+    model: PromptCacheSide = Field(default_factory=PromptCacheSide)
+    judge: PromptCacheSide = Field(default_factory=PromptCacheSide)
+    share: float | None = None
+    saving: float | None = None
 
 
 class RunSummary(Uncertainty):
@@ -225,6 +261,7 @@ class RunSummary(Uncertainty):
     critical_disagreements: int = 0
     episodes: EpisodeCounts = Field(default_factory=EpisodeCounts)
     usage: RunUsage = Field(default_factory=RunUsage)
+    prompt_cache: PromptCache = Field(default_factory=PromptCache)
     cost: RunCost = Field(default_factory=RunCost)
     model: str | None = None
     strategy: str | None = None

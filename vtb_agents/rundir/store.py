@@ -12,6 +12,13 @@ the file stays append-only. Any other second line for an episode (what two write
 would leave) is ignored, and loading says so: the first record of each (task id, epoch) is kept.
 The JSON lines are the only record (no index beside them: a run's readers load the whole file, see
 :mod:`vtb_agents.rundir.read`).
+
+Each line begins with its format version (``{"format_version": 1, "task_id": ...``,
+:data:`~vtb_agents.results.RESULTS_FORMAT`): a version on every line, not a header, so that an append
+stays one self-contained ``write`` and a file never depends on a first line a crash could tear. Every
+read (:meth:`ResultsStore.load`, :meth:`ResultsStore.task_ids`, :meth:`ResultsStore.load_for_resume`)
+refuses the file at its first whole line of another version (or of none: written before versions),
+before it parses or repairs anything (:class:`~vtb_agents.rundir.errors.FormatVersionError`).
 """
 
 from __future__ import annotations
@@ -19,15 +26,20 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from vtb_agents.results import TaskResult
+from vtb_agents.results import RESULTS_FORMAT, TaskResult
+from vtb_agents.rundir.errors import check_format, format_version
 from vtb_agents.rundir.layout import CORRUPT_SUFFIX, RESULTS_FILE
 
-_RECORD_START = b'{"task_id":'
+_RECORD_START = b'{"format_version":%d,"task_id":' % RESULTS_FORMAT
+"""How a line this vtb writes begins (``TaskResult.model_dump_json``: its first two fields)."""
+_ID_AT_START = re.compile(rb'\{\s*"format_version"\s*:\s*-?\d+\s*,\s*"task_id"\s*:\s*')
+"""A line's start up to its task id, however the JSON is spaced (the version is checked apart)."""
 _log = logging.getLogger(__name__)
 APPENDING = threading.Lock()
 """Held while a line is being appended to any results file of this process: a process that must end
@@ -95,7 +107,9 @@ class ResultsStore:
         data = self.path.read_bytes()
         results: list[TaskResult] = []
         offset = 0
-        for number, raw in enumerate(data.splitlines(keepends=True), start=1):
+        lines = data.splitlines(keepends=True)
+        self._check_format(lines)
+        for number, raw in enumerate(lines, start=1):
             is_last = offset + len(raw) == len(data)
             try:
                 results.append(TaskResult.model_validate_json(raw))
@@ -115,11 +129,13 @@ class ResultsStore:
         decoder = json.JSONDecoder()
         ids: set[str] = set()
         with self.path.open("rb") as handle:
-            for raw in handle:
-                if not (raw.startswith(_RECORD_START) and raw.endswith(b"\n")):
+            for number, raw in enumerate(handle, start=1):
+                self._check_line(number, raw)
+                start = _ID_AT_START.match(raw)
+                if start is None or not raw.endswith(b"\n"):
                     continue  # a partial or torn line is no complete record (load() and resume report it)
                 try:
-                    value, _ = decoder.raw_decode(raw[len(_RECORD_START):].decode().lstrip())
+                    value, _ = decoder.raw_decode(raw[start.end():].decode())
                 except ValueError:
                     continue  # torn inside the id: likewise
                 ids.add(str(value))
@@ -131,10 +147,11 @@ class ResultsStore:
         and the file rewritten with every whole record (a record glued after torn bytes is kept)."""
         if not self.path.exists():
             return []
-        data = self.path.read_bytes()
+        lines = self.path.read_bytes().splitlines(keepends=True)
+        self._check_format(lines)  # before any repair: a file of another version stays as it is
         records: list[bytes] = []
         torn: list[bytes] = []
-        for raw in data.splitlines(keepends=True):
+        for raw in lines:
             record, junk = _split_torn(raw)
             records += [record] if record is not None else []
             torn += [junk] if junk else []
@@ -148,6 +165,22 @@ class ResultsStore:
             _log.warning("%s: %d torn line(s) moved to %s; their tasks run again", self.path, len(torn), corrupt)
         results, _ = self.load()
         return results
+
+
+    def _check_format(self, lines: list[bytes]) -> None:
+        """Refuse the file at its first whole line of another format version (see :meth:`_check_line`)."""
+        for number, raw in enumerate(lines, start=1):
+            self._check_line(number, raw)
+
+    def _check_line(self, number: int, raw: bytes) -> None:
+        """Refuse line ``number`` if it is of another format version: one that begins with another
+        ``format_version``, or a whole JSON object without one (written before versions). Torn bytes
+        have no version to check: loading and resuming deal with them."""
+        try:
+            found = format_version(raw)
+        except ValueError:
+            return
+        check_format(f"{self.path} (line {number})", found, RESULTS_FORMAT)
 
 
 def latest_results(results: list[TaskResult], *, source: Path | str) -> list[TaskResult]:

@@ -5,7 +5,9 @@ when the task ends and before its line in ``results.jsonl``: a crash leaves eith
 file or none, a task re-run after a crash replaces its own file (never a second copy), and a
 resumed run leaves the files of finished tasks as they are. One file per task and epoch, named
 by :func:`~vtb_agents.rundir.layout.transcript_file`; images are ``{"sha256"}`` references
-into ``artifacts/``, never inlined.
+into ``artifacts/``, never inlined. Every read checks the file's ``format_version``
+(:data:`~vtb_agents.transcript.TRANSCRIPT_FORMAT`) first: a transcript of another version is refused
+(:class:`~vtb_agents.rundir.errors.FormatVersionError`), never read or rewritten.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.errors import RunError, check_format, format_version
 from vtb_agents.rundir.layout import transcript_file
 from vtb_agents.rundir.read import read_record
 from vtb_agents.rundir.store import ResultsStore, write_json_atomic
-from vtb_agents.transcript import JudgeEvent, Transcript
+from vtb_agents.transcript import TRANSCRIPT_FORMAT, JudgeEvent, Transcript
 
 __all__ = ["find_transcript", "open_transcript", "read_transcript", "regraded_transcript", "write_transcript"]
 
@@ -33,14 +35,20 @@ def write_transcript(run_dir: Path, transcript: Transcript, epoch: int = 1) -> P
 
 
 def read_transcript(run_dir: Path, task_id: str, epoch: int = 1) -> Transcript:
-    """The transcript of ``task_id`` (and ``epoch``) in ``run_dir``; a missing or unreadable file
-    is a :class:`~vtb_agents.rundir.errors.RunError` naming it."""
+    """The transcript of ``task_id`` (and ``epoch``) in ``run_dir``; a missing or unreadable file, or
+    one of another format version, is a :class:`~vtb_agents.rundir.errors.RunError` naming it."""
     path = transcript_file(run_dir, task_id, epoch)
     try:
-        transcript = Transcript.model_validate_json(path.read_bytes())
+        raw = path.read_bytes()
+        found = format_version(raw)
     except FileNotFoundError:
         raise RunError(f"{path}: no transcript of task {task_id!r} (epoch {epoch}) in {run_dir}") from None
-    except (OSError, ValidationError, ValueError) as exc:
+    except (OSError, ValueError) as exc:
+        raise RunError(f"{path}: not a readable transcript: {exc}") from None
+    check_format(path, found, TRANSCRIPT_FORMAT)
+    try:
+        transcript = Transcript.model_validate_json(raw)
+    except (ValidationError, ValueError) as exc:
         raise RunError(f"{path}: not a readable transcript: {exc}") from None
     if transcript.task_id != task_id:
         raise RunError(f"{path}: holds the transcript of task {transcript.task_id!r}, not {task_id!r}")
@@ -68,10 +76,10 @@ def open_transcript(run_dir: Path, task_id: str, epoch: int = 1) -> Transcript:
     """The transcript ``vtb transcript`` shows, with errors a user can act on: a folder that is not a
     run directory, a task id the run does not have (naming the closest ids it has), or a task
     without a transcript (still running, or a run written before transcripts)."""
-    read_record(run_dir)  # no such folder / not a run directory: a RunError naming it
+    read_record(run_dir)  # no such folder / not a run directory / another format: a RunError naming it
+    ids = ResultsStore(run_dir).task_ids()  # results.jsonl of another format: likewise
     if transcript_file(run_dir, task_id, epoch).exists():
         return read_transcript(run_dir, task_id, epoch)
-    ids = ResultsStore(run_dir).task_ids()
     if task_id not in ids:
         close = difflib.get_close_matches(task_id, sorted(ids), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else (

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from vtb_agents.config import RunConfig
+from vtb_agents.rundir.records import RunSummary
 from vtb_agents.runner.executors import Executor
 from vtb_agents.runner.preflight import check_run
 from vtb_agents.runner.run import ProgressFn, run_suite
@@ -37,22 +38,21 @@ def ablation_config(base: RunConfig, setting: str) -> RunConfig:
 def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings: Sequence[str] = tuple(ABLATIONS),
                   resume: bool = False, executor: Executor | None = None,
                   stop: threading.Event | None = None, progress: ProgressFn | None = None,
-                  retry_errors: bool = False, judge_cache: Path | None = None) -> dict[str, dict[str, Any]]:
+                  retry_errors: bool = False, judge_cache: Path | None = None) -> dict[str, RunSummary]:
     """Run every setting into ``out/<setting>`` and return their summaries, in order (``retry_errors``
     and ``judge_cache``: as :func:`~vtb_agents.runner.run.run_suite`'s, for each setting; one
     ``judge_cache`` serves all settings, the same answer getting the same verdict).
 
-    Every setting's parts are checked before the first setting runs
+    Every setting is planned and checked before the first setting runs
     (:func:`~vtb_agents.runner.preflight.check_run`: a user's compiled agent may hold one setting's
-    tools and not another's), so a failure writes nothing."""
+    tools and not another's), so a failure writes nothing; each runs on its plan."""
     configs = {setting: ablation_config(base, setting) for setting in settings}  # bad names fail first
-    for config in configs.values():
-        check_run(config)
-    summaries: dict[str, dict[str, Any]] = {}
-    for setting, config in configs.items():
+    plans = {setting: check_run(config) for setting, config in configs.items()}
+    summaries: dict[str, RunSummary] = {}
+    for setting, plan in plans.items():
         if stop is not None and stop.is_set():
             break
-        summaries[setting] = run_suite(tasks, config, Path(out) / setting, resume=resume, executor=executor,
+        summaries[setting] = run_suite(tasks, plan, Path(out) / setting, resume=resume, executor=executor,
                                        stop=stop, progress=progress, retry_errors=retry_errors,
                                        judge_cache=judge_cache, checked=True)
     return summaries

@@ -5,6 +5,9 @@ slot (a worker's room for one more task) as long as tasks are left and ``stop`` 
 finished task frees its slot, and its ``results.jsonl`` line reaches ``sink`` here, in the
 driver's thread, in the order tasks finish. A task that raised and a worker that died are kept as
 errors and reported once every running task has finished; a lost worker's slots take no more tasks.
+Each worker rebuilds the run's plan from its records and says what it built; a worker that built
+another plan than the driver's (another version of vtb_agents or of a plugin there) fails the run before any task
+(:func:`check_built`).
 A disk error in a worker sets ``stop`` at once (``runner/saving.py``: no task starts whose result
 could not be saved).
 """
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from vtb_agents.results import TaskResult
-from vtb_agents.rundir.errors import StoppedRun
+from vtb_agents.rundir.errors import RunError, StoppedRun
 from vtb_agents.runner.executors import Sink, TaskEpoch
 from vtb_agents.runner.saving import storage_cause
 
@@ -36,6 +39,14 @@ def check_sizes(concurrency: int, workers: int | None) -> None:
         raise ValueError(f"concurrency must be at least 1, not {concurrency}")
     if workers is not None and workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
+
+
+def check_built(where: str, built: str | None, expected: str) -> None:
+    """Raise a RunError unless the worker ``where`` built the plan the driver built (``expected``)."""
+    if built != expected:
+        raise RunError(f"{where} built another plan from the run's records than this process did: {built} "
+                       f"instead of {expected} (is the same version of vtb_agents and of your plugins "
+                       "installed there?)")
 
 
 def task_label(item: TaskEpoch) -> str:

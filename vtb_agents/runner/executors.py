@@ -24,8 +24,7 @@ from vtb_agents.results import TaskResult
 from vtb_agents.tasks.model import Task
 
 if TYPE_CHECKING:
-    from vtb_agents.config import RunConfig
-    from vtb_agents.models.limiter import Limiters
+    from vtb_agents.runner.plan import RunPlan
 
 
 
@@ -44,14 +43,16 @@ Sink = Callable[[TaskResult], None]
 @dataclass(frozen=True)
 class RunJob:
     """What running a run's tasks takes: ``work`` runs one task in this process (with the resources
-    it opened); workers in other processes rebuild it from ``config``, the run directory ``out`` and
-    the verdict cache ``judge_cache``, and pace their requests by the run's ``limiters``, served to them."""
+    it opened); workers in other processes are sent the records of the run's ``plan`` and rebuild its
+    objects from them (:func:`~vtb_agents.runner.plan.build_plan`), with the run directory ``out`` and
+    the verdict cache ``judge_cache``; each reports what it built (:attr:`RunPlan.built
+    <vtb_agents.runner.plan.RunPlan.built>`), which must be what ``plan`` built here; their requests
+    spend the account budgets of ``plan``'s limiters, which their executor serves them."""
 
     work: Work
-    config: RunConfig
+    plan: RunPlan
     out: Path
     judge_cache: Path
-    limiters: Limiters | None = None
 
 
 class Executor(Protocol):

@@ -7,6 +7,8 @@
   causes, since stopping the sandbox at the limit makes the running call fail first), unless the
   provider gave no answer within the time given: then ``provider_error``;
 - ``step_limit``: the graph's recursion limit (an agent that kept stepping without ending its turn);
+- ``token_limit``: the task's model calls used more tokens than ``--task-token-limit``
+  (:class:`~vtb_agents.models.usage.TokenLimitReached`);
 - ``context_exceeded``: the provider rejected a request as longer than the model's context window;
 - ``provider_error``: the model provider failed after its retries (HTTP status, connection,
   HTTP timeout, malformed responses);
@@ -31,6 +33,7 @@ from langgraph.errors import GraphRecursionError
 from vtb_agents.graphs.partial import partial_episode
 from vtb_agents.models.blame import provider_outcome, timeout_outcome
 from vtb_agents.models.deadline import TaskTimeout
+from vtb_agents.models.usage import TokenLimitReached
 from vtb_agents.results import Episode, Outcome
 from vtb_agents.sandbox import SandboxError
 
@@ -59,6 +62,8 @@ def classify_failure(exc: BaseException) -> Outcome:
     for error in chain:
         if isinstance(error, GraphRecursionError):
             return "step_limit"
+        if isinstance(error, TokenLimitReached):
+            return "token_limit"
         provider = provider_outcome(error)
         if provider is not None:
             return provider

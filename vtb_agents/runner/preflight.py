@@ -1,7 +1,7 @@
 """Checks before a run spends anything: every part built once and checked against its kind's contract.
 
-A run's parts come from specs and objects (:func:`~vtb_agents.runner.resources.resolve_parts`:
-a spec that cannot be loaded or built already fails there, as ValueError naming it). Then, before
+A run's parts come from specs and objects (:func:`~vtb_agents.runner.plan.plan_run`: a spec that
+cannot be loaded or built already fails there, as ValueError naming it). Then, before
 the first task and before the run directory is created or written:
 
 - **judge**: it meets :class:`~vtb_agents.judges.RubricJudge` (``name``, ``calls_model``, ``judge``);
@@ -36,7 +36,7 @@ from vtb_agents.config import RunConfig
 from vtb_agents.graphs.prompts import system_prompt
 from vtb_agents.judges import RubricJudge, judge_problem
 from vtb_agents.rundir.errors import RunError
-from vtb_agents.runner.resources import NO_OBJECTS, RunObjects, RunParts, SandboxOpener, resolve_parts, sandbox_opener
+from vtb_agents.runner.plan import NO_OBJECTS, RunObjects, RunPlan, SandboxOpener, plan_run, sandbox_opener
 from vtb_agents.sandbox.base import SandboxError
 from vtb_agents.sandbox.canary import run_canary
 from vtb_agents.strategies.base import Strategy
@@ -157,13 +157,14 @@ def _fork_server(box: object) -> str:
     return "n/a" if used is None else "yes" if used else "no"
 
 
-def check_parts(parts: RunParts, config: RunConfig) -> Iterator[Check]:
-    """Every check of ``parts``, the cheap ones first and the sandbox's canary last."""
-    yield check_judge(parts.judge, config.judge)
-    yield from (check_tool(tool) for tool in parts.tools)
-    prompt = system_prompt(config.episode.prompt_level, tools=bool(parts.tools))
-    yield from check_strategy(parts.strategy, parts.tools, prompt)
-    yield check_sandbox(parts.open_sandbox, config.sandbox)
+def check_plan(plan: RunPlan) -> Iterator[Check]:
+    """Every check of ``plan``'s parts, the cheap ones first and the sandbox's canary last."""
+    config = plan.config
+    yield check_judge(plan.judge, config.judge)
+    yield from (check_tool(tool) for tool in plan.tools)
+    prompt = system_prompt(config.episode.prompt_level, tools=bool(plan.tools))
+    yield from check_strategy(plan.strategy, plan.tools, prompt)
+    yield check_sandbox(plan.open_sandbox, config.sandbox)
 
 
 def require(checks: Iterable[Check]) -> None:
@@ -173,19 +174,19 @@ def require(checks: Iterable[Check]) -> None:
             raise PreflightError(check)
 
 
-def check_run(config: RunConfig, objects: RunObjects = NO_OBJECTS) -> RunParts:
-    """The run's parts, resolved and checked (:func:`require`): a spec that cannot be loaded raises
+def check_run(config: RunConfig, objects: RunObjects = NO_OBJECTS) -> RunPlan:
+    """The run's plan, resolved and checked (:func:`require`): a spec that cannot be loaded raises
     ValueError, a part that fails its check :class:`PreflightError`."""
-    parts = resolve_parts(config, objects)
-    require(check_parts(parts, config))
-    return parts
+    plan = plan_run(config, objects)
+    require(check_plan(plan))
+    return plan
 
 
 def doctor_checks(config: RunConfig) -> list[Check]:
     """Every check of a run of ``config``, all run (``vtb doctor``). A spec that cannot be loaded is one
     failed check (the loader's error names which); the sandbox is then checked on its own."""
     try:
-        parts = resolve_parts(config)
+        plan = plan_run(config)
     except ValueError as exc:
         checks = [Check("specs", "", str(exc))]  # the loader's message names the part
         try:
@@ -193,7 +194,7 @@ def doctor_checks(config: RunConfig) -> list[Check]:
         except ValueError as bad:
             return [*checks, Check("sandbox", config.sandbox, str(bad))]
         return [*checks, check_sandbox(opener, config.sandbox)]
-    return list(check_parts(parts, config))
+    return list(check_plan(plan))
 
 
 def host_libraries() -> dict[str, str]:

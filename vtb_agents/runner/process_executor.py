@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import logging
 import multiprocessing
 import os
 import signal
@@ -60,6 +61,7 @@ if TYPE_CHECKING:  # the runner loads in run(), the worker's libraries in serve(
     from vtb_agents.runner.shared_limiters import LimiterServer
     from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
 
+_log = logging.getLogger(__name__)
 WORKER_MODULE = "vtb_agents.runner.worker"
 """What a worker runs tasks with: loaded once by the fork server, before it forks the workers."""
 TASKS_PER_WORKER = 32
@@ -100,7 +102,7 @@ class ProcessExecutor:
 
     @property
     def in_process(self) -> bool:
-        """Never: workers rebuild the run's resources from ``job.config`` in their own processes."""
+        """Never: workers rebuild the run's plan from ``job.plan``'s records in their own processes."""
         return False
 
     @property
@@ -130,7 +132,8 @@ class ProcessExecutor:
             if not pending:  # nothing left (a resumed, finished run)
                 workers.clean = True
                 return
-            served = serving.enter_context(LimiterServer(job.limiters)) if job.limiters is not None else None
+            registry = job.plan.limiters.own  # the run's budgets, served to every worker
+            served = serving.enter_context(LimiterServer(registry)) if registry is not None else None
             workers.begin(job, shares(self.concurrency, count), self.start_timeout_s, served)
             slots = [i for i, share in enumerate(workers.shares) for _ in range(share)]
             errors = drive(pending, slots, workers, sink, stop, self.poll_s)
@@ -214,7 +217,10 @@ class WorkerProcesses:
     def begin(self, job: RunJob, threads: list[int], timeout: float, limiters: LimiterServer | None = None) -> None:
         """Hand ``job`` to the first ``len(threads)`` workers, each to run up to its number of tasks
         at once (the others end), with the address of the run's ``limiters`` (served here), and return
-        once they are up; a RunError names the first that is not."""
+        once they are up, each having rebuilt the job's plan from its records (what it built is logged);
+        a RunError names the first that is not, or that built another plan."""
+        from vtb_agents.runner.dispatch import check_built
+
         self._started()
         self.shares = threads
         for index, connection in enumerate(self.connections):
@@ -223,7 +229,7 @@ class WorkerProcesses:
                 self.gone.add(index)
                 continue
             try:
-                connection.send(("job", dict(os.environ), job.config, str(job.out.resolve()),
+                connection.send(("job", dict(os.environ), job.plan.records, str(job.out.resolve()),
                                  str(job.judge_cache.resolve()), threads[index],
                                  (limiters.address, limiters.authkey) if limiters is not None else None))
             except OSError:  # the worker died while loading: reported below, with how it ended
@@ -237,12 +243,14 @@ class WorkerProcesses:
                 raise RunError(f"{len(waiting)} worker process(es) did not start within {timeout:g} s")
             for index in [i for i in waiting if self.connections[i] in ready]:
                 try:
-                    _, pid, error = self.connections[index].recv()
+                    _, pid, error, built = self.connections[index].recv()
                 except EOFError:
                     self.processes[index].join(timeout=5)
                     raise RunError(f"worker process {index} {_death(self.processes[index])} while starting") from None
                 if error:
                     raise RunError(f"worker process {index} could not start: {error}")
+                check_built(f"worker process {index}", built, job.plan.built)
+                _log.info("worker process %d: pid %d, %s", index, pid, built)
                 self.pids[index] = pid
                 waiting.discard(index)
 
@@ -329,8 +337,9 @@ def die_with_parent(name: str) -> None:
 
 
 def serve(connection: Connection, index: int) -> None:
-    """A worker process: take the job (the run's environment, config, run directory and verdict
-    cache, and how many tasks at once), build the run's resources, say ready, then run each task
+    """A worker process: take the job (the run's environment, the records of its plan, run directory
+    and verdict cache, and how many tasks at once), rebuild the plan and open the run's resources
+    (:class:`~vtb_agents.runner.worker.TaskWorker`), say ready and what it built, then run each task
     sent, in threads, and send back its result line; end when the parent closes the connection."""
     die_with_parent(f"vtb-worker-{index}")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
@@ -338,12 +347,12 @@ def serve(connection: Connection, index: int) -> None:
     from vtb_agents.runner.worker import TaskWorker, failure_record  # preloaded by the fork server
 
     try:
-        _, environment, config, out, judge_cache, threads, limiters = connection.recv()
+        _, environment, records, out, judge_cache, threads, limiters = connection.recv()
     except EOFError:  # not needed after all
         return
     os.environ.clear()  # the parent's as the run begins (the fork server's dates from its start)
     os.environ.update(environment)
-    worker = TaskWorker(config, out, judge_cache, index, RemoteBudgets(*limiters) if limiters else None)
+    worker = TaskWorker(records, out, judge_cache, index, RemoteBudgets(*limiters) if limiters else None)
     lock = threading.Lock()
 
     def send(message: tuple[Any, ...]) -> None:
@@ -357,7 +366,7 @@ def serve(connection: Connection, index: int) -> None:
             message = ("failed", number, *failure_record(exc))
         send(message)
 
-    send(("ready", os.getpid(), worker.error))
+    send(("ready", *worker.ready()))
     if worker.error is not None:
         return
     try:

@@ -2,9 +2,11 @@
 
 The ``work`` closure that ``run_suite`` hands a local executor holds the run's SQLite checkpointer,
 judge cache and models, which cannot cross processes. ``RayExecutor.run`` ships what a
-worker needs to rebuild them instead: the ``RunConfig``, the run directory and the judge-cache path.
-Each actor is a :class:`~vtb_agents.runner.worker.TaskWorker` (shared with the local process
-executor): it builds its resources once, with its own checkpoint database
+worker needs to rebuild them instead: the records of the run's plan (:mod:`vtb_agents.runner.plan`),
+the run directory and the judge-cache path. Each actor is a
+:class:`~vtb_agents.runner.worker.TaskWorker` (shared with the local process executor): it rebuilds
+the plan's objects from its records and opens its resources once (a worker that built another plan
+than the driver's fails the run before any task), with its own checkpoint database
 ``OUT/checkpoints-{i}.sqlite`` (no two processes write one checkpoint file) and its own connection
 to the shared judge cache (SQLite WAL: one writer at a time, the others wait up to a busy timeout),
 and runs up to its share of ``concurrency`` tasks at once in threads (a threaded actor,
@@ -47,7 +49,7 @@ from typing import Any
 
 from vtb_agents.models.limiter import Caps, Grant, Limiters, LimitKey
 from vtb_agents.models.token_estimate import TokenEstimate
-from vtb_agents.runner.dispatch import Finished, WorkerLost, check_sizes, drive, task_label
+from vtb_agents.runner.dispatch import Finished, WorkerLost, check_built, check_sizes, drive, task_label
 from vtb_agents.runner.executors import RunJob, Sink, TaskEpoch
 from vtb_agents.runner.run import RunError
 from vtb_agents.runner.worker import TaskWorker
@@ -199,7 +201,7 @@ class RayExecutor:
 
     @property
     def in_process(self) -> bool:
-        """Never: workers rebuild the run's resources from ``job.config`` in their own processes."""
+        """Never: workers rebuild the run's plan from ``job.plan``'s records in their own processes."""
         return False
 
     def run(self, tasks: Iterable[TaskEpoch], job: RunJob, sink: Sink, stop: threading.Event) -> None:
@@ -220,13 +222,14 @@ class RayExecutor:
         workers = RayWorkers()
         up = False
         budgets: Any = None
+        registry = job.plan.limiters.own  # the run's budgets, which the actor holds for every worker
         try:
-            name = f"vtb-limiters-{job.limiters.id}" if job.limiters is not None else None
-            if job.limiters is not None:  # named: the workers find it by its name
+            name = f"vtb-limiters-{registry.id}" if registry is not None else None
+            if registry is not None:  # named: the workers find it by its name
                 calls = max(64, LIMITER_CALLS_PER_TASK * self.concurrency)
-                budgets = ray.remote(LimitersActor).options(name=name, max_concurrency=calls).remote(job.limiters.caps)
+                budgets = ray.remote(LimitersActor).options(name=name, max_concurrency=calls).remote(registry.caps)
             actors, slots = self._start(job, RayBudgets(name) if name else None)
-            nodes = self._check_started(actors, slots)
+            nodes = self._check_started(actors, slots, job.plan.built)
             up = True
             errors = drive(pending, interleaved(actors, slots), workers, sink, stop, self.poll_s)
         finally:
@@ -239,9 +242,9 @@ class RayExecutor:
                     _log.info("Ray worker %d (node %s): %d task(s)", index, node, workers.ran[actor])
             for actor in actors:
                 ray.kill(actor)
-            if budgets is not None and job.limiters is not None:
+            if budgets is not None and registry is not None:
                 try:
-                    job.limiters.adopt(ray.get(budgets.summary.remote(), timeout=30))
+                    registry.adopt(ray.get(budgets.summary.remote(), timeout=30))
                 finally:
                     ray.kill(budgets)
             if started:
@@ -259,11 +262,12 @@ class RayExecutor:
         for index, count in enumerate(slots):
             placement = NodeAffinitySchedulingStrategy(nodes[index % len(nodes)], soft=True) if nodes else "DEFAULT"
             actors.append(remote.options(max_concurrency=count, scheduling_strategy=placement).remote(
-                job.config, str(job.out.resolve()), str(job.judge_cache.resolve()), index, budgets))
+                job.plan.records, str(job.out.resolve()), str(job.judge_cache.resolve()), index, budgets))
         return actors, slots
 
-    def _check_started(self, actors: list[Any], slots: list[int]) -> list[str]:
-        """The node of every worker once all are up (each logged); a RunError naming the first that is not."""
+    def _check_started(self, actors: list[Any], slots: list[int], built: str) -> list[str]:
+        """The node of every worker once all are up, each having built the plan ``built`` (each logged);
+        a RunError naming the first that is not, or that built another plan."""
         try:
             states = ray.get([a.ready.remote() for a in actors], timeout=self.start_timeout_s)
             nodes = ray.get([a.node.remote() for a in actors], timeout=self.start_timeout_s)
@@ -272,11 +276,12 @@ class RayExecutor:
                            "has the Ray cluster free CPUs?") from exc
         except RayError as exc:
             raise RunError(f"a Ray worker died while starting: {exc}") from exc
-        for index, (_, error) in enumerate(states):
+        for index, (_, error, theirs) in enumerate(states):
             if error:
                 raise RunError(f"Ray worker {index} could not start: {error} (workers import from PYTHONPATH and "
                                "the driver's working directory: see vtb_agents.runner.ray_executor)")
-        for index, ((pid, _), node, count) in enumerate(zip(states, nodes, slots)):
-            _log.info("Ray worker %d: node %s, pid %d, %d task(s) at once", index, node, pid, count)
+            check_built(f"Ray worker {index}", theirs, built)
+        for index, ((pid, _, theirs), node, count) in enumerate(zip(states, nodes, slots)):
+            _log.info("Ray worker %d: node %s, pid %d, %d task(s) at once, %s", index, node, pid, count, theirs)
         _log.info("Ray: %d worker(s) on %d node(s)", len(actors), len(set(nodes)))
         return list(nodes)

@@ -1,73 +1,41 @@
-"""Everything a run needs, opened and closed in one place: :func:`open_resources`.
+"""What a run opens and closes, in one place: :func:`open_plan`.
 
-The runner, the Ray workers, the LangSmith experiment and the Studio graphs all get their
-strategy, model factory, judge (behind its verdict cache), sandbox opener, network tools,
-artifact store, checkpointer and resumer from it. Specs are resolved when it is called
-(:func:`resolve_parts`: the run's parts, which the pre-run checks take), so a bad one raises
-ValueError before any file is touched; files open when its block is entered (:func:`open_parts`)
-and close when the block ends, whatever happens in it.
+A run is resolved first (:mod:`vtb_agents.runner.plan`: its specs decoded and its objects built,
+so that a bad spec raises ValueError before any file is touched); the files it writes open when
+:func:`open_plan`'s block is entered (the artifact store, the checkpointer, the verdict cache, the
+model cache) and close when the block ends, whatever happens in it. The runner, the process and
+Ray workers, the LangSmith experiment and the Studio graphs all run tasks on the
+:class:`RunResources` it yields.
 """
 
 from __future__ import annotations
 
-import functools
-from collections import Counter
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
-from vtb_agents.episodes.regions import ReferenceRegionCache
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.defaults import OBJECT_PREFIX, AgentSpec
+from vtb_agents.config import RunConfig
+from vtb_agents.episodes.regions import ReferenceRegionCache
 from vtb_agents.graphs.categories import build_category_graph
-from vtb_agents.graphs.resumers import Resumer, load_resumer
-from vtb_agents.judges import RubricJudge, load_judge
+from vtb_agents.graphs.resumers import Resumer
+from vtb_agents.judges import RubricJudge
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.models.cache import ModelCache
-from vtb_agents.models.limiter import Budgets, Caps, Limiters
-from vtb_agents.models.spec import ModelFactory, chat_model, model_factory, refuse_object_name
-from vtb_agents.config import RunConfig
 from vtb_agents.rundir.read import record_if_any
-from vtb_agents.sandbox import backend, open_sandbox, probe_in_background
-from vtb_agents.sandbox.base import Sandbox
-from vtb_agents.strategies import DEFAULT_STRATEGY, EpisodeContext, Strategy, load_strategy
-from vtb_agents.tasks.sources import SAMPLE, SAMPLE_CASSETTE
-from vtb_agents.tools import extension_tools, guard_tools, select_tools
-from vtb_agents.tools.network import NetworkSettings
-
-SandboxOpener = Callable[[], AbstractContextManager[Sandbox]]
-
-
-@dataclass(frozen=True)
-class RunObjects:
-    """Objects a run from Python uses instead of what the config's specs name (the config records
-    their names, :func:`~vtb_agents.models.spec.object_name`): a chat model, a judge, a strategy,
-    and ``tools`` added to the run's tool set. They live in this process only (no remote workers)."""
-
-    model: BaseChatModel | None = None
-    judge: RubricJudge | None = None
-    strategy: Strategy | None = None
-    tools: tuple[BaseTool, ...] = ()
-
-    def __bool__(self) -> bool:
-        return any((self.model, self.judge, self.strategy, self.tools))
-
-
-NO_OBJECTS = RunObjects()
-"""A run of specs only (the CLI's)."""
-
+from vtb_agents.runner.plan import ModelFactory, RunPlan, SandboxOpener
+from vtb_agents.strategies import EpisodeContext, Strategy
 
 @dataclass(frozen=True)
 class RunResources:
-    """What every task of a run shares, complete from creation (built by :func:`open_resources`).
+    """What every task of a run shares, complete from creation (built by :func:`open_plan`).
 
     ``open_sandbox()`` opens a fresh sandbox of the run's kind for one episode; ``artifacts`` and
     ``checkpointer`` are None where a caller keeps its own (the Studio server); ``model_cache`` is the
@@ -94,39 +62,6 @@ class RunResources:
         if category not in self.graphs:  # a memo of compiled graphs, not a setting
             self.graphs[category] = build_category_graph(category, self.strategy, checkpointer=self.checkpointer)
         return self.graphs[category]
-
-
-def network_settings(config: RunConfig) -> NetworkSettings:
-    """Settings of the network tools: live, or recording to / replaying from ``tools_cache``.
-
-    Without a mode, the bundled suite replays its shipped cassette (its web pages and weather
-    are authored for the demo, so live answers would not match) and other sources go live.
-    """
-    mode, cache = config.tools_mode, config.tools_cache
-    if mode is None:
-        sample = config.tasks == SAMPLE and cache is None
-        mode, cache = ("replay", str(SAMPLE_CASSETTE)) if sample else ("live", cache)
-    return NetworkSettings(mode=mode, cache_path=Path(cache) if cache else None)
-
-
-def sandbox_opener(config: RunConfig) -> SandboxOpener:
-    """Opens a sandbox of the run's kind: ``sandbox_strict`` refuses anything short of full
-    isolation, ``sandbox_network`` lets an E2B sandbox reach the internet (off by default)."""
-    options: dict[str, Any] = {"strict": True} if config.sandbox_strict else {}
-    if config.sandbox_network:
-        options["network"] = True
-    backend(config.sandbox)  # your own backend is loaded now: a bad spec fails before any task runs
-    return functools.partial(open_sandbox, config.sandbox, **options)
-
-
-def added_tools(config: RunConfig, objects: RunObjects) -> list[BaseTool]:
-    """The tools a run adds to its set, guarded: the tool objects given from Python and those the
-    specs of ``extra_tools`` name (``--tool``); a recorded object's name without its object is refused."""
-    specs = [spec for spec in config.extra_tools if not spec.startswith(OBJECT_PREFIX)]
-    if not objects.tools:
-        for spec in config.extra_tools:
-            refuse_object_name(spec, "tool")
-    return [*guard_tools(list(objects.tools)), *extension_tools(specs)]
 
 
 @contextmanager
@@ -171,60 +106,10 @@ def open_checkpoints(path: Path) -> Iterator[SqliteSaver]:
         connection.close()
 
 
-@dataclass(frozen=True)
-class RunParts:
-    """The parts of a run resolved from its specs and objects, before any file is opened: what the
-    pre-run checks (:mod:`vtb_agents.runner.preflight`) build and check, and what
-    :func:`open_parts` hands every task."""
-
-    strategy: Strategy
-    judge: RubricJudge
-    tools: list[BaseTool]
-    open_sandbox: SandboxOpener
-    models: ModelFactory | None = None
-    resumer: Resumer | None = None
-
-
-def run_limiters(config: RunConfig) -> Limiters:
-    """A run's limiters (one per account and model), capped by ``--rps`` and ``--max-connections``."""
-    return Limiters(Caps(requests_per_second=config.requests_per_second, max_connections=config.max_connections))
-
-
-def resolve_parts(config: RunConfig, objects: RunObjects = NO_OBJECTS, limiters: Budgets | None = None) -> RunParts:
-    """The run's parts: ``objects`` from Python, else what the config's specs (strategy, model, judge,
-    resumer, user model, tools, sandbox) name, each loaded and built once. A spec that cannot be
-    loaded or built raises ValueError naming it and the cause; no file is touched. Model, judge and
-    simulated user are paced by ``limiters`` (the run's; default: new ones, :func:`run_limiters`)."""
-    limiters = limiters or run_limiters(config)
-    if AgentSpec.parse(config.model) is not None and config.strategy != DEFAULT_STRATEGY:
-        raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
-                         f"it cannot be combined with --strategy {config.strategy}")
-    if config.model_cache_only and not Path(str(config.model_cache)).is_file():
-        raise ValueError(f"model cache {config.model_cache}: no such file (a cache-only run replays a recorded cache)")
-    if config.sandbox == "local":  # probed while the model's libraries load: first tasks need not wait
-        probe_in_background()
-    strategy = objects.strategy or load_strategy(config.strategy_spec)
-    models = (model_factory(config.model, config.requests_per_second, config.request_timeout_s,
-                            extra=config.model_kwargs, model=objects.model, limiters=limiters)
-              if strategy.needs_model else None)
-    user_model = (chat_model(config.user_model, request_timeout_s=config.request_timeout_s, limiters=limiters)
-                  if config.user_model else None)
-    resumer = load_resumer(config.resumer, user_model)
-    judge = objects.judge or load_judge(config.judge, config.request_timeout_s, limiters)
-    tools = [*select_tools(no_tools=config.no_tools, no_vision_tool=config.no_vision_tool,
-                           network=network_settings(config)), *added_tools(config, objects)]
-    open_box = sandbox_opener(config)
-    clashes = sorted(name for name, n in Counter(t.name for t in tools).items() if n > 1)
-    if clashes:
-        raise ValueError(f"tool name(s) {', '.join(clashes)} given twice: rename the tool objects you add")
-    return RunParts(strategy=strategy, judge=judge, tools=tools, open_sandbox=open_box, models=models,
-                    resumer=resumer)
-
-
 @contextmanager
-def open_parts(parts: RunParts, config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
-               judge_cache: Path | None = None, run_dir: Path | None = None) -> Iterator[RunResources]:
-    """The resources of a run of ``parts``, closed when the block ends: on entering, the artifact
+def open_plan(plan: RunPlan, *, artifacts: Path | None = None, checkpoints: Path | None = None,
+              judge_cache: Path | None = None, run_dir: Path | None = None) -> Iterator[RunResources]:
+    """The resources of a run of ``plan``, closed when the block ends: on entering, the artifact
     store at ``artifacts``, the checkpointer at ``checkpoints`` and the verdict cache at
     ``judge_cache`` open (each only if given), and the config's model cache; tasks' transcripts
     are written into ``run_dir`` (if given), whose record says who pays for the calls (read on
@@ -232,21 +117,9 @@ def open_parts(parts: RunParts, config: RunConfig, *, artifacts: Path | None = N
     record = record_if_any(run_dir)
     with ExitStack() as stack:
         yield RunResources(
-            judge=stack.enter_context(open_judge(parts.judge, judge_cache, record.grading_id if record else None)),
-            strategy=parts.strategy, tools=parts.tools, open_sandbox=parts.open_sandbox, models=parts.models,
-            resumer=parts.resumer, artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
+            judge=stack.enter_context(open_judge(plan.judge, judge_cache, record.grading_id if record else None)),
+            strategy=plan.strategy, tools=plan.tools, open_sandbox=plan.open_sandbox, models=plan.models,
+            resumer=plan.resumer, artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
             checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None,
-            model_cache=stack.enter_context(open_model_cache(config, record.run_id if record else None)),
+            model_cache=stack.enter_context(open_model_cache(plan.config, record.run_id if record else None)),
             run_dir=run_dir)
-
-
-def open_resources(config: RunConfig, *, artifacts: Path | None = None, checkpoints: Path | None = None,
-                   judge_cache: Path | None = None, objects: RunObjects = NO_OBJECTS,
-                   run_dir: Path | None = None,
-                   limiters: Budgets | None = None) -> AbstractContextManager[RunResources]:
-    """The run's resources, as a context manager that closes them: :func:`resolve_parts` now (a bad
-    spec raises ValueError before any file is touched), :func:`open_parts` when the block is entered.
-    ``objects`` from Python stand in for the specs of ``config`` that name them; ``limiters`` pace
-    the model and judge calls (a worker's: its run's, served by the parent)."""
-    return open_parts(resolve_parts(config, objects, limiters), config, artifacts=artifacts, checkpoints=checkpoints,
-                      judge_cache=judge_cache, run_dir=run_dir)

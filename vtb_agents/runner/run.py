@@ -9,13 +9,12 @@ own judge verdicts); a result line is one (task, epoch), and a resume skips the 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from vtb_agents.version import __version__
 from vtb_agents.analysis.metrics import summarize
@@ -25,9 +24,8 @@ from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.episodes.regions import has_reference_code, locate_untracked
 from vtb_agents.judges.bounded import judge_time_limit
 from vtb_agents.judges.graph import grade_episode
-from vtb_agents.judges import judge_record
+from vtb_agents.judges.batch import batch_provider, defer_verdicts
 from vtb_agents.judges.cache import judge_for_epoch
-from vtb_agents.models.spec import model_record
 from vtb_agents.models.cache import ModelCacheMiss, task_model_calls
 from vtb_agents.models.usage import track_usage
 from vtb_agents.results import Episode, Outcome, TaskGrade, TaskResult, TaskUsage, is_infrastructure, task_outcome
@@ -36,26 +34,33 @@ from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.errors import RunError, StoppedRun
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
 from vtb_agents.rundir.lock import run_dir_lock
-from vtb_agents.rundir.records import RunRecord, new_run_id
+from vtb_agents.rundir.read import recorded_pacing
+from vtb_agents.rundir.records import RunRecord, RunSummary, new_run_id
 from vtb_agents.rundir.store import ResultsStore, episode_key, latest_results
 from vtb_agents.rundir.transcripts import write_transcript
-from vtb_agents.config import DEFAULTS, PACING_KEYS, RunConfig
+from vtb_agents.config import PACING_KEYS, RunConfig
+from vtb_agents.runner.batch_grade import BatchSettings
+from vtb_agents.runner.budget import BudgetReached, run_budget
 from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob, TaskEpoch
 from vtb_agents.runner.outcomes import failed_episode
-from vtb_agents.runner.preflight import check_parts, require
-from vtb_agents.runner.resources import (NO_OBJECTS, RunObjects, RunResources, open_parts, resolve_parts,
-                                         run_limiters)
+from vtb_agents.runner.plan import NO_OBJECTS, PlanRecords, RunObjects, RunPlan, plan_run
+from vtb_agents.runner.preflight import check_plan, require
+from vtb_agents.runner.regrade import regrade_run
+from vtb_agents.runner.resources import RunResources, open_plan
 from vtb_agents.runner.saving import ResultSaver, storage_cause
 from vtb_agents.sandbox.base import Sandbox, SandboxError
 from vtb_agents.tasks.model import Task
 from vtb_agents.tracing import install_tracing_from_env
 
-__all__ = ["CHECKPOINT_FILE", "EXIT_INCOMPLETE", "JUDGE_CACHE_FILE", "RUN_FILE", "SUMMARY_FILE", "RunConfig",
-           "RunError", "RunObjects", "RunResources", "episode_for_task", "prepare_run_dir", "run_suite", "run_task"]
+__all__ = ["CHECKPOINT_FILE", "EXIT_BUDGET", "EXIT_INCOMPLETE", "JUDGE_CACHE_FILE", "RUN_FILE", "SUMMARY_FILE",
+           "RunConfig", "RunError", "RunObjects", "RunResources", "episode_for_task", "prepare_run_dir", "run_suite",
+           "run_task"]
 
 _log = logging.getLogger(__name__)
 EXIT_INCOMPLETE = 3
 """Exit status of ``vtb run`` / ``vtb grade`` while infrastructure failures leave tasks ungraded."""
+EXIT_BUDGET = 4
+"""Exit status of ``vtb run`` stopped by its ``--cost-limit`` or ``--token-limit`` (runner/budget.py)."""
 
 
 ProgressFn = Callable[[TaskResult, int, int], None]
@@ -78,7 +83,7 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
     started = time.perf_counter()
     recorder = TranscriptRecorder(resources.artifacts) if resources.artifacts is not None else None
     with task_model_calls(resources.model_cache, task.id, epoch) as calls:
-        with track_usage() as model_usage:
+        with track_usage(config.episode.task_token_limit) as model_usage:
             try:
                 with resources.open_sandbox() as sandbox:
                     episode = episode_for_task(task, config, resources, sandbox, epoch=epoch, recorder=recorder)
@@ -93,7 +98,8 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
         outcome: Outcome | None = None
         with track_usage() as judge_usage:
             try:
-                grade = grade_episode(task, episode, judge_for_epoch(resources.judge, epoch), config.critical_rule,
+                judge = defer_verdicts(resources.judge) if defers_verdicts(config) else resources.judge
+                grade = grade_episode(task, episode, judge_for_epoch(judge, epoch), config.critical_rule,
                                       callbacks=[recorder] if recorder is not None else None,
                                       time_limit_s=config.episode.task_timeout_s,
                                       call_limit_s=judge_time_limit(config.request_timeout_s))
@@ -113,7 +119,8 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
         episode=episode, grade=grade, duration_s=round(time.perf_counter() - started, 4),
         outcome=outcome or task_outcome(episode, grade),
         usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total,
-                        model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache),
+                        model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache,
+                        judge_batch=judge_usage.batch),
     )
 
 
@@ -155,49 +162,40 @@ def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: 
     score_regions(episode, reference)
 
 
-def model_records(model: str, model_kwargs: dict[str, Any] | None, judge: str) -> dict[str, Any]:
-    """The resolved settings of the run's model and judge (presets expanded), kept in ``run.json``."""
-    return {"model": model_record(model, model_kwargs), "judge": judge_record(judge)}
-
-
-def prepare_run_dir(out: Path, config: RunConfig, *, resume: bool) -> list[TaskResult]:
-    """Create or reopen ``out`` for ``config`` (:func:`vtb_agents.rundir.create.prepare_run_dir`):
-    a resume may change only the pacing settings."""
+def prepare_run_dir(out: Path, records: PlanRecords, *, resume: bool) -> list[TaskResult]:
+    """Create or reopen ``out`` for a run of ``records`` (its config and its resolved model and judge,
+    :mod:`vtb_agents.runner.plan`; :func:`vtb_agents.rundir.create.prepare_run_dir`): a resume may
+    change only the pacing settings."""
     run_id = new_run_id()
-    record = RunRecord(config=config, vtb_agents=__version__,
-                       **model_records(config.model, config.model_kwargs, config.judge),
-                       started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), run_id=run_id, grading_id=run_id)
-    return create_run_dir(out, record, resume=resume, defaults=DEFAULTS.to_dict(), may_change=PACING_KEYS)
+    record = RunRecord(config=records.config, vtb_agents=__version__, model=records.model_record(),
+                       judge=records.judge_record(), started_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       run_id=run_id, grading_id=run_id)
+    return create_run_dir(out, record, resume=resume, may_change=PACING_KEYS)
 
 
-def earlier_pacing(out: Path) -> dict[str, Any] | None:
-    """The ``rate_limits`` of the summary in ``out`` (a resumed run adds its counts to them); None if there
-    is none (a run killed before its first summary: its requests are not counted), or it is unreadable (logged)."""
-    path = out / SUMMARY_FILE
-    if not path.is_file():
-        return None
-    try:
-        pacing = json.loads(path.read_text(encoding="utf-8")).get("rate_limits")
-    except (OSError, ValueError, AttributeError) as exc:
-        _log.warning("%s: the earlier rate-limit counts are not readable (%s): this run counts its own only", path, exc)
-        return None
-    return pacing if isinstance(pacing, dict) else None
-
-
-def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bool = False,
+def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, resume: bool = False,
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
               executor: Executor | None = None, stop: threading.Event | None = None,
-              objects: RunObjects = NO_OBJECTS, retry_errors: bool = False, checked: bool = False) -> dict[str, Any]:
+              objects: RunObjects = NO_OBJECTS, retry_errors: bool = False, checked: bool = False,
+              batch: BatchSettings | None = None) -> RunSummary:
     """Run every episode (task and epoch, ``config.epochs`` per task) not yet in ``out``, append each
-    result as it finishes, write ``summary.json``.
+    result as it finishes, write ``summary.json`` and return it (typed, with ``run_dir`` ``out``).
+
+    ``run`` is the run's plan (:mod:`vtb_agents.runner.plan`), or its config, planned here
+    (:func:`~vtb_agents.runner.plan.plan_run`, with ``objects``): the run is resolved once, and
+    workers in other processes rebuild its objects from the plan's records.
 
     ``executor`` spreads the episodes (default: one at a time here); setting ``stop`` finishes the
     running tasks and writes the summary of what is done. ``retry_errors`` (with ``resume``) runs
     again the episodes an infrastructure failure left ungraded, and only those; their new lines
     supersede the old ones (:func:`~vtb_agents.rundir.store.latest_results`). The summary's
     ``complete`` is False while any episode is missing or ungraded by an infrastructure failure.
-    Every model, judge and simulated-user request of the run, in every worker, is paced by the run's
+    Every model, judge and simulated-user request of the run, in every worker, is paced by the plan's
     limiters (:mod:`vtb_agents.models.limiter`), whose counts the summary keeps as ``rate_limits``.
+    With ``config.cost_limit`` or ``config.token_limit``, no episode starts once the run's results spent
+    it (:mod:`vtb_agents.runner.budget`): the summary of what is done is written, then
+    :class:`~vtb_agents.runner.budget.BudgetReached` raised if episodes are left (a ValueError before
+    any file when a cost limit meets a model or judge without known prices).
     ``objects`` from Python (a model, judge, strategy, tools) stand in for the specs of ``config``,
     which records their names.
 
@@ -205,8 +203,10 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     (:mod:`vtb_agents.runner.preflight`: the sandbox runs the canary cell): a spec that cannot be
     loaded raises ValueError, a part that fails its check
     :class:`~vtb_agents.runner.preflight.PreflightError`, each naming the part and the cause.
-    ``checked``: the caller ran these checks already for this config's parts (``vtb ablate``, once
-    for all its settings).
+    ``checked``: the caller ran these checks already for this plan (``vtb ablate``, once for all its
+    settings). With ``config.judge_batch`` (and a judge with a batch API) verdicts stay pending while
+    the episodes run; once all are done the run is graded through the judge provider's batch API
+    (:func:`~vtb_agents.runner.regrade.regrade_run`, polling as ``batch`` says).
     """
     out = Path(out)
     tracing = install_tracing_from_env()  # LANGSMITH_TRACING=true: every trace goes through an image-safe client
@@ -215,16 +215,19 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
     if duplicates:
         raise RunError(f"duplicate task ids: {', '.join(duplicates)}")
     executor = executor or LocalExecutor()
-    if objects and not executor.in_process:
+    if isinstance(run, RunPlan) and objects:
+        raise ValueError("objects from Python belong in the plan (plan_run(config, objects)), not beside it")
+    plan = run if isinstance(run, RunPlan) else plan_run(run, objects)  # bad specs fail here, before any file
+    config = plan.config
+    if plan.in_process_only and not executor.in_process:
         raise RunError("objects from Python (a model, judge, strategy, agent or tools) cannot reach remote workers: "
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
+    budget = run_budget(config.model, plan.records.judge, config.cost_limit, config.token_limit)  # before any file
     cache = judge_cache or out / JUDGE_CACHE_FILE
-    limiters = run_limiters(config)  # one budget per account and model, for every client and worker of the run
-    parts = resolve_parts(config, objects, limiters)  # bad specs fail here, before any file
     if not checked:
-        require(check_parts(parts, config))  # and parts that break their contract or cannot run code
-    opening = open_parts(parts, config, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
-                         judge_cache=cache, run_dir=out)
+        require(check_plan(plan))  # and parts that break their contract or cannot run code
+    opening = open_plan(plan, artifacts=out / ARTIFACTS_DIR, checkpoints=out / CHECKPOINT_FILE,
+                        judge_cache=cache, run_dir=out)
     out.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     with run_dir_lock(out, "vtb run"):  # one writer per run directory, for the whole run
@@ -233,20 +236,26 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
 
         def saved(result: TaskResult) -> None:
             results.append(result)
+            budget.spend.add(result)
+            if budget.reached:  # no task starts: the running ones finish (runner/budget.py)
+                stop.set()
             if progress:
                 progress(result, len(results), total)
 
         store = ResultsStore(out)
         sink = ResultSaver(store, stop, saved)  # a disk error stops the run, loses nothing saved
         try:
-            done = prepare_run_dir(out, config, resume=resume)
+            done = prepare_run_dir(out, plan.records, resume=resume)
             results.extend(done)
+            budget.spend.add_all(done)
+            if budget.reached:
+                stop.set()
             finished = {episode_key(r) for r in done if not (retry_errors and r.infrastructure_failed)}
             with opening as resources:  # epoch by epoch: a stopped run has whole epochs first
                 todo = [TaskEpoch(t, epoch) for epoch in range(1, config.epochs + 1) for t in tasks
                         if (t.id, epoch) not in finished]
                 job = RunJob(sink.guard(lambda item: run_task(item.task, config, resources, epoch=item.epoch)),
-                             config, out, cache, limiters)
+                             plan, out, cache)
                 executor.run(todo, job, sink, stop)  # workers in other processes open their own resources
         except ModelCacheMiss as miss:  # results written so far stay; a resume continues
             raise RunError(f"{miss}; the run stopped with {sink.saved} new result(s) saved in {out}; resume without "
@@ -264,8 +273,23 @@ def run_suite(tasks: Sequence[Task], config: RunConfig, out: Path, *, resume: bo
         summary = summarize(kept, judge_name=config.judge, expected=len(wanted), epochs=config.epochs,
                             extra={"model": config.model, "strategy": config.strategy_spec,
                                    "critical_rule": config.critical_rule,
-                                   "rate_limits": limiters.summary(earlier_pacing(out) if resume else None)})
-        write_summary(out, summary)
+                                   "rate_limits": plan.limiters.counts(recorded_pacing(out) if resume else None)})
+        typed = write_summary(out, summary)
+    if defers_verdicts(config) and not typed.missing and not stop.is_set():
+        batch = batch or BatchSettings()
+        if batch.before is not None:
+            batch.before()
+        typed = regrade_run(out, tasks=list(tasks), judge_cache=judge_cache,  # the pending verdicts, in batches
+                            request_timeout_s=config.request_timeout_s, batch=batch)
     if tracing is not None:
         tracing.flush()
-    return summary
+    if (reached := budget.reached) and typed.missing:
+        raise BudgetReached(f"{reached}; {len(kept)} of {len(kept) + typed.missing} episode(s) done, the "
+                            f"summary of those in {out}; continue with a higher limit")
+    return typed.model_copy(update={"run_dir": out})
+
+
+def defers_verdicts(config: RunConfig) -> bool:
+    """Whether a run of ``config`` leaves its verdicts pending for a batch grading at its end
+    (``--judge-batch`` with a judge that has a batch API: docs/how-to/batch-judging.md)."""
+    return config.judge_batch and batch_provider(config.judge) is not None

@@ -1,12 +1,15 @@
-"""One worker process's share of a run: its resources built once, then one task at a time.
+"""One worker process's share of a run: its plan rebuilt and its resources opened once, then one task at a time.
 
 Executors whose tasks run in other processes (the Ray actors of ``ray_executor.py``, the local
 processes of ``process_executor.py``) cannot ship the ``work`` closure of a :class:`RunJob`: it
-holds the run's SQLite checkpointer, verdict cache and models. Each worker process builds its own
-from what the job says (``config``, the run directory ``out``, the verdict cache ``judge_cache``)
-with a checkpoint database of its own, ``OUT/checkpoints-{index}.sqlite`` (no two processes write
-one checkpoint file), and sends each result back as its ``results.jsonl`` line: the parent alone
-writes ``results.jsonl`` (``rundir/lock.py``).
+holds the run's SQLite checkpointer, verdict cache and models. Each worker process is sent the
+records of the run's plan and rebuilds its objects from them, once
+(:func:`~vtb_agents.runner.plan.build_plan`, the function the driver built its own with: no spec
+is decoded anew), its clients paced by the driver's account budgets that its executor serves it,
+then opens its resources with the run directory ``out`` and the verdict cache
+``judge_cache`` the job names, and a checkpoint database of its own,
+``OUT/checkpoints-{index}.sqlite`` (no two processes write one checkpoint file), and sends each
+result back as its ``results.jsonl`` line: the parent alone writes ``results.jsonl`` (``rundir/lock.py``).
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ import tempfile
 from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
-from vtb_agents.config import RunConfig
 from vtb_agents.models.limiter import Budgets
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, RUN_FILE, worker_checkpoints
 from vtb_agents.runner.executors import TaskEpoch
-from vtb_agents.runner.resources import RunResources, open_resources
+from vtb_agents.runner.plan import PlanRecords, RunPlan, build_plan
+from vtb_agents.runner.resources import RunResources, open_plan
 from vtb_agents.runner.run import run_task
 from vtb_agents.runner.saving import storage_cause
 
@@ -39,34 +42,38 @@ def check_writable(root: Path) -> None:
 
 
 class TaskWorker:
-    """Worker ``index`` of a run: resources built once, then one episode at a time (from any thread).
+    """Worker ``index`` of a run: its plan rebuilt from the plan's ``records`` and its resources
+    opened, once, then one episode at a time (from any thread).
 
     Start-up failures are kept (not raised) so that ``ready`` can report them to the driver.
-    ``limiters``: the run's, served by the driver (None: the worker's own, for its calls alone).
+    ``budgets``: the run's account budgets, served by the driver (None: the worker's own, for its calls alone).
     """
 
-    def __init__(self, config: RunConfig, out: str, judge_cache: str, index: int,
-                 limiters: Budgets | None = None) -> None:
-        self.config, self.index, self.limiters = config, index, limiters
+    def __init__(self, records: PlanRecords, out: str, judge_cache: str, index: int,
+                 budgets: Budgets | None = None) -> None:
+        self.config, self.index, self.budgets = records.config, index, budgets
+        self.plan: RunPlan | None = None
         self.resources: RunResources | None = None
         self.error: str | None = None
         self._open = ExitStack()
         try:
-            self.resources = self._open.enter_context(self._resources(Path(out), Path(judge_cache)))
+            self.resources = self._open.enter_context(self._resources(records, Path(out), Path(judge_cache)))
         except Exception as exc:  # reported by ready()
             self.error = f"{type(exc).__name__}: {exc}"
 
-    def _resources(self, out: Path, judge_cache: Path) -> AbstractContextManager[RunResources]:
+    def _resources(self, records: PlanRecords, out: Path, judge_cache: Path) -> AbstractContextManager[RunResources]:
         if not (out / RUN_FILE).is_file():
             raise RunError(f"{out / RUN_FILE} is not visible on {socket.gethostname()}: the run directory "
                            "must be on storage every worker process shares")
         check_writable(out / ARTIFACTS_DIR)
-        return open_resources(self.config, artifacts=out / ARTIFACTS_DIR, judge_cache=judge_cache,
-                              checkpoints=out / worker_checkpoints(self.index), run_dir=out, limiters=self.limiters)
+        self.plan = build_plan(records, budgets=self.budgets)
+        return open_plan(self.plan, artifacts=out / ARTIFACTS_DIR, judge_cache=judge_cache,
+                         checkpoints=out / worker_checkpoints(self.index), run_dir=out)
 
-    def ready(self) -> tuple[int, str | None]:
-        """(process id, start-up error or None)."""
-        return os.getpid(), self.error
+    def ready(self) -> tuple[int, str | None, str | None]:
+        """(process id, start-up error or None, what its plan built: :attr:`RunPlan.built
+        <vtb_agents.runner.plan.RunPlan.built>`, None if it did not start)."""
+        return os.getpid(), self.error, self.plan.built if self.plan is not None and self.error is None else None
 
     def run(self, item: TaskEpoch) -> str:
         """Run and grade one episode; its ``results.jsonl`` line (validated again by the driver)."""

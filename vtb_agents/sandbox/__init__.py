@@ -1,8 +1,9 @@
 """Sandboxes where model-written code runs: ``open_sandbox("local")`` gives one per episode.
 
 ``base.py`` is the contract (the ``Sandbox`` protocol, ``ExecResult``, ``SandboxError``); the
-local backend (``local.py`` with its host plumbing ``host.py``, the worker, isolation, cgroup and
-seccomp modules) and the E2B backend (``e2b.py``) implement it; ``BACKENDS`` is the registry.
+local backend (``local.py`` with its host plumbing ``host.py``, its ``Limits`` (``limits.py``),
+the worker, isolation, cgroup and seccomp modules) and the E2B backend (``e2b.py``) implement it;
+``BACKENDS`` is the registry.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from vtb_agents.extensions import is_extension, load_extension
 
 from .base import OUTPUT_CAP_CHARS, ExecResult, Sandbox, SandboxError, missing_members, sandbox_settings
 from .e2b import E2BSandbox
-from .local import Limits, LocalSandbox, probe_in_background, worker_command
+from .limits import Limits
+from .local import LocalSandbox, probe_in_background, worker_command
 
 __all__ = [
     "BACKENDS",
@@ -30,6 +32,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "backend",
+    "open_backend",
     "open_sandbox",
     "probe_in_background",
     "sandbox_settings",
@@ -100,7 +103,7 @@ def backend(kind: str) -> Backend:
 def open_sandbox(
     kind: str = "local", workdir: Path | None = None, **options: Any
 ) -> Iterator[Sandbox]:
-    """Open a sandbox of ``kind`` (:func:`backend`) and close it on exit.
+    """Open a sandbox of ``kind`` (:func:`backend`) and close it on exit (:func:`open_backend`).
 
     ``workdir=None`` uses a temporary directory that is removed on close; a given ``workdir`` is
     created if missing and kept. ``options`` go to the backend (``LocalSandbox``: ``limits``,
@@ -109,11 +112,20 @@ def open_sandbox(
     ``E2BSandbox``: ``api_key``, ``template``, ``lifetime_s``, ``network`` (internet access, off by
     default)). The level reached is
     ``sandbox.isolation``; ``isolation.py`` says what each local level guarantees.
+    """
+    with open_backend(backend(kind), kind, workdir, **options) as sandbox:
+        yield sandbox
+
+
+@contextmanager
+def open_backend(build: Backend, kind: str, workdir: Path | None = None, **options: Any) -> Iterator[Sandbox]:
+    """Open a sandbox with the backend ``build`` (of ``kind``, as messages name it: a run's plan loads
+    the backend once, :mod:`vtb_agents.runner.plan`) and close it on exit.
 
     Once the body has finished, a failure to close is logged, never raised: the episode's answer
     is in, and tearing its sandbox down must not change how it ended.
     """
-    sandbox = backend(kind)(workdir, dict(options))
+    sandbox = build(workdir, dict(options))
     try:
         yield sandbox
     except BaseException:

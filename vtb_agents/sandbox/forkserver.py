@@ -49,12 +49,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import isolation as iso
 from .base import SandboxError
+from .limits import Limits
 from .spawner import spawn
 from .zygote_protocol import FDS, GO, HELLO, STATUS
 
 if TYPE_CHECKING:
     from .cgroup import MemoryCgroup
-    from .local import Limits
 
 ENV_VAR = "VTB_SANDBOX_FORK_SERVER"
 PRELOAD = ("PIL.Image", "PIL.ImageOps", "PIL.ImageEnhance", "PIL.ImageFilter", "PIL.ImageDraw",

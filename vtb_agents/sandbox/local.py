@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 import weakref
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from .forkserver import ForkServer
 from .host import (SpawnedProcess, TreeScan, WorkerPipes, WorkerProcess, changed_files, remove_changes,
                    scan_tree, snapshot)
 from .leftovers import owned_tempdir
+from .limits import Limits
 from .output import CappedText
 from .removal import RemovalError, discard_tree
 from .spawner import spawn
@@ -59,31 +60,6 @@ _log = logging.getLogger(__name__)
 _PASSTHROUGH_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
 QUOTA_POLL_S = 0.1
 """How often the host measures the working directory while a call runs."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """rlimits of the worker process (0 disables one) and the size of its private /tmp.
-
-    ``cpu_seconds`` is CPU time over the whole life of one worker (it restarts after a timeout or
-    crash), not per call. ``processes`` (RLIMIT_NPROC, threads included) applies at the bwrap and
-    fallback levels only, where the worker has its own uid or user namespace; at the "process"
-    level it would count the host user's processes. ``tmp_bytes`` caps the private /tmp tmpfs.
-    ``workdir_bytes`` caps everything in the working directory together (as ``host.scan_tree``
-    counts it): the host measures it every ``QUOTA_POLL_S`` during a call, and a call that goes
-    over it is killed and what it wrote removed, so code cannot fill the host's disk with many
-    files each under ``file_size_bytes``. ``memory_bytes`` caps the memory of the worker and all
-    its processes together, through a cgroup where the machine allows one (``cgroup.py``);
-    ``LocalSandbox.memory_cap`` says whether it does.
-    """
-
-    address_space_bytes: int = 4 << 30
-    cpu_seconds: int = 600
-    file_size_bytes: int = 512 << 20
-    processes: int = 256
-    tmp_bytes: int = 256 << 20
-    workdir_bytes: int = 2 << 30
-    memory_bytes: int = 4 << 30
 
 
 def supervisor_reply_problem(reply: dict[str, Any], cell: int) -> str | None:

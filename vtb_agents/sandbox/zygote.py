@@ -68,7 +68,6 @@ from zygote_protocol import FDS, GO, HELLO, STATUS  # noqa: E402
 
 del sys.path[0]  # code cells must not import these by name
 
-INSIDE_WORKDIR = "/sandbox"
 _NEWCGROUP = 0x02000000
 _MOVE_MOUNT_F_EMPTY_PATH = 4
 _AT_FDCWD = -100
@@ -199,7 +198,7 @@ def _task(request: dict[str, Any], fds: list[int], handshake: tuple[int, int]) -
     _call("mount", b"devpts", b"/dev/pts", b"devpts", isolation._NOSUID | isolation._NOEXEC,
           b"newinstance,ptmxmode=0666,mode=620")  # ptys of its own: /dev/ptmx is bwrap's pts/ptmx link
     number = _SYS_MOVE_MOUNT[os.uname().machine]
-    if _libc.syscall(number, tree, b"", _AT_FDCWD, INSIDE_WORKDIR.encode(), _MOVE_MOUNT_F_EMPTY_PATH) != 0:
+    if _libc.syscall(number, tree, b"", _AT_FDCWD, isolation.INSIDE_WORKDIR.encode(), _MOVE_MOUNT_F_EMPTY_PATH) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"move_mount of the working directory: {os.strerror(err)}")
     os.close(tree)

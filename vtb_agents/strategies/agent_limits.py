@@ -12,9 +12,9 @@ included) and the tools it is given.
   the rounds the built-in loop records.
 - **Time limit.** The task's ``TaskDeadline`` reaches the agent through the same callbacks
   (:mod:`vtb_agents.models.deadline`), which also refuses a reply that came after the limit.
-- **Tool descriptions.** The vision tool's description lists the working directory's files, as
-  the built-in loop's does (:func:`~vtb_agents.strategies.loop.tool_description`), refreshed when
-  a turn starts and after every tool call, the only times the files change.
+- **Tool descriptions** stay as they are for the whole episode, as the built-in loop's do, so that
+  every request of the agent can extend the one before (docs/concepts/prompt-caching.md): the files
+  the tools save are named in their results.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from langchain_core.tools import BaseTool
 
 from vtb_agents.models.deadline import QuietHandlerErrors
 from vtb_agents.strategies.base import EpisodeContext
-from vtb_agents.strategies.loop import cap_notice, tool_description
-from vtb_agents.tools import VISION_TOOLS
+from vtb_agents.strategies.loop import cap_notice
 
 
 class RoundCapReached(Exception):
@@ -60,19 +59,12 @@ class AgentLimits(BaseCallbackHandler):
         self.start_turn()
 
     def start_turn(self) -> None:
-        """Reset the turn's count and list the files the turn starts with."""
+        """Reset the turn's count."""
         with self._lock:
             self.rounds, self.capped = 0, False
             self.refused: set[str] = set()
             self.transcript: list[AnyMessage] = []
             self.stopped: list[AnyMessage] | None = None
-        self.relist()
-
-    def relist(self) -> None:
-        """Describe the tools as the built-in loop would now (the vision tool lists the files)."""
-        files = self.ctx.sandbox.list_files() if any(t.name in VISION_TOOLS for t in self.tools) else []
-        for tool in self.tools:
-            tool.description = tool_description(tool.inner, files)
 
     def refusal(self, tool_call_id: str | None, name: str) -> ToolMessage | None:
         """The cap notice for a call made past the cap (None for a call that may run)."""
@@ -122,17 +114,13 @@ class LimitedTool(BaseTool):
         refused = self.limits.refusal(tool_call_id, self.name)
         if refused is not None:
             return refused
-        output = self.inner.run(tool_input, *args, tool_call_id=tool_call_id, **kwargs)
-        self.limits.relist()
-        return output
+        return self.inner.run(tool_input, *args, tool_call_id=tool_call_id, **kwargs)
 
     async def arun(self, tool_input: Any, *args: Any, tool_call_id: str | None = None, **kwargs: Any) -> Any:
         refused = self.limits.refusal(tool_call_id, self.name)
         if refused is not None:
             return refused
-        output = await self.inner.arun(tool_input, *args, tool_call_id=tool_call_id, **kwargs)
-        self.limits.relist()
-        return output
+        return await self.inner.arun(tool_input, *args, tool_call_id=tool_call_id, **kwargs)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("LimitedTool runs its inner tool through run/arun")

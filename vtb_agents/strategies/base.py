@@ -80,7 +80,9 @@ class EpisodeContext:
     ``model`` is the chat model before tools are bound (None for a user's agent, which brings its
     own); ``tools`` are the episode's tools, bound to ``sandbox``. ``native_tool_images`` puts new
     images inside the tool results (Responses API, Anthropic) instead of one user message after
-    them. ``scratch`` is per-episode memory for a strategy (for example a user's agent, built once).
+    them. ``prompt_cache`` marks each request's stable prefix for the provider's prompt cache
+    (:mod:`vtb_agents.models.prompt_cache`). ``scratch`` is per-episode memory for a strategy (for
+    example a user's agent, built once).
     """
 
     model: BaseChatModel | None
@@ -92,6 +94,7 @@ class EpisodeContext:
     max_image_side: int = DEFAULT_MAX_IMAGE_SIDE
     code_timeout_s: float = DEFAULT_CODE_TIMEOUT_S
     native_tool_images: bool = False
+    prompt_cache: bool = True
     scratch: dict[str, Any] = field(default_factory=dict)
 
     def materialize(self, messages: list[AnyMessage]) -> list[AnyMessage]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence, cast
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage, ToolCall, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import merge_configs
@@ -26,11 +27,11 @@ from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy, Send
 from typing_extensions import TypedDict
 
+from vtb_agents.models.prompt_cache import mark_prefix, wants_breakpoints
 from vtb_agents.models.retry import model_retry_policy
 from vtb_agents.strategies.base import EpisodeContext, TurnState, as_node
 from vtb_agents.strategies.observe import observation_message, round_messages, with_native_images
 from vtb_agents.tools import VISION_TOOLS, guard_tool
-from vtb_agents.tool_names import VISION_TOOL_NAME
 from vtb_agents.transcript import STEP_METADATA_KEY
 
 ROUND_CAP_MESSAGE = ("Not run: the limit of {cap} tool rounds for this turn is reached. "
@@ -62,39 +63,40 @@ def openai_tool_spec(tool: BaseTool) -> dict[str, Any]:
     return spec
 
 
-def tool_description(tool: BaseTool, files: list[str]) -> str:
-    """What the model reads about ``tool``: the vision tool's description also lists ``files``, the
-    working directory's files at the time of the request."""
-    if tool.name != VISION_TOOL_NAME or not files:
-        return tool.description
-    return f"{tool.description} Files in the working directory now: {', '.join(files)}."
+def tool_specs(tools: Sequence[BaseTool]) -> list[dict[str, Any]]:
+    """OpenAI-format tool specs, the same in every request of an episode (the prompt-cache prefix:
+    the files the tools save are named in the conversation, never in the tools' descriptions)."""
+    return [openai_tool_spec(tool) for tool in tools]
 
 
-def tool_specs(tools: Sequence[BaseTool], files: list[str]) -> list[dict[str, Any]]:
-    """OpenAI-format tool specs; the vision tool's description lists the working directory's files."""
-    specs = []
-    for tool in tools:
-        spec = openai_tool_spec(tool)
-        described = tool_description(tool, files)
-        if described != tool.description:
-            spec = {**spec, "function": {**spec["function"], "description": described}}
-        specs.append(spec)
-    return specs
+def no_tool_choice(model: BaseChatModel) -> str | dict[str, str]:
+    """The ``tool_choice`` that lets ``model`` call none of its bound tools, in its client's form
+    (LangChain's Anthropic client reads the string "none" as the name of a tool to force)."""
+    return {"type": "none"} if wants_breakpoints(model) else "none"
 
 
 def call_model(ctx: EpisodeContext, messages: Sequence[AnyMessage], *, tools: bool = True,
-               instruction: str | None = None, config: RunnableConfig | None = None,
-               step: str | None = None) -> AIMessage:
-    """One model call: the system prompt (plus ``instruction``), the conversation with its images
-    materialised, and the episode's tools bound unless ``tools`` is False. ``step`` names the
-    strategy step making the call in its transcript (default: the graph node)."""
+               config: RunnableConfig | None = None, step: str | None = None) -> AIMessage:
+    """One model call: the system prompt, the conversation with its images materialised and the
+    episode's tools; with ``tools`` False the tools stay in the request and ``tool_choice`` forbids
+    calling them, so that the request keeps the prefix of the ones before it (docs/concepts/prompt-caching.md).
+    A step's own instruction is a message of the conversation, never a change of the system prompt.
+    With ``ctx.prompt_cache`` the prefix is marked for providers that need it
+    (:mod:`vtb_agents.models.prompt_cache`). ``step`` names the strategy step making the call in its
+    transcript (default: the graph node)."""
     if step is not None:
         config = merge_configs(config, {"metadata": {STEP_METADATA_KEY: step}})
     if ctx.model is None:
         raise ValueError("this strategy needs a model: pass --model provider:model (or replay)")
-    model = ctx.model.bind_tools(tool_specs(ctx.tools, ctx.sandbox.list_files())) if tools and ctx.tools else ctx.model
-    system = ctx.system_prompt + (f"\n\n{instruction}" if instruction else "")
-    reply = model.invoke([SystemMessage(system), *ctx.materialize(list(messages))], config)
+    model: Any = ctx.model
+    if ctx.tools and tools:
+        model = ctx.model.bind_tools(tool_specs(ctx.tools))
+    elif ctx.tools:  # LangChain types tool_choice as a string; Anthropic's "none" is a dict
+        model = ctx.model.bind_tools(tool_specs(ctx.tools), tool_choice=cast(Any, no_tool_choice(ctx.model)))
+    system, conversation = SystemMessage(ctx.system_prompt), ctx.materialize(list(messages))
+    if ctx.prompt_cache and wants_breakpoints(ctx.model):
+        system, conversation = mark_prefix(system, conversation)
+    reply = model.invoke([system, *conversation], config)
     return reply if isinstance(reply, AIMessage) else AIMessage(content=reply.content)
 
 

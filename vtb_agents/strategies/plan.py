@@ -1,8 +1,10 @@
 """``plan``: plan-then-act.
 
-One model call without tools writes a short plan (which regions, which tools, what to compute);
-then the tool loop carries it out. Plan-and-Solve prompting (Wang et al., 2023, arXiv 2305.04091)
-and LangChain's plan-and-execute agents, with the plan kept in the conversation.
+One model call that may not call tools writes a short plan (which regions, which tools, what to
+compute); then the tool loop carries it out. The request for the plan stays in the conversation, so
+that every request extends the one before (docs/concepts/prompt-caching.md). Plan-and-Solve prompting
+(Wang et al., 2023, arXiv 2305.04091) and LangChain's plan-and-execute agents, with the plan kept in
+the conversation.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ EXECUTE_REQUEST = ("Now carry out your plan step by step with the tools, revise 
 
 
 def write_plan(state: TurnState, runtime: Runtime[EpisodeContext], config: RunnableConfig) -> dict[str, Any]:
-    """Ask for the plan (no tools), keep it, and ask for its execution."""
-    plan = call_model(runtime.context, state["messages"], tools=False, instruction=PLAN_INSTRUCTION, config=config,
-                      step="plan")
+    """Ask for the plan (no tool call), keep the request and the plan, and ask for its execution."""
+    request = HumanMessage(content=PLAN_INSTRUCTION)
+    plan = call_model(runtime.context, [*state["messages"], request], tools=False, config=config, step="plan")
     record_step(config, "plan", text=plan.text)
-    return {"messages": [AIMessage(content=plan.text), HumanMessage(content=EXECUTE_REQUEST)]}
+    return {"messages": [request, AIMessage(content=plan.text), HumanMessage(content=EXECUTE_REQUEST)]}
 
 
 def build_plan_graph() -> TurnGraph:

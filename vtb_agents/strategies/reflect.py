@@ -1,6 +1,6 @@
 """``reflect``: answer, critique the answer against the question, revise once.
 
-The tool loop answers; one model call without tools reviews that answer against the question
+The tool loop answers; one model call that may not call tools reviews that answer against the question
 (missed parts, unverified readings, arithmetic); the tool loop runs again to revise, sharing the
 turn's tool-round budget. Self-Refine (Madaan et al., 2023, arXiv 2303.17651) and Reflexion
 (Shinn et al., 2023, arXiv 2303.11366), limited to one revision.

@@ -14,7 +14,8 @@ from langchain_core.callbacks import dispatch_custom_event
 from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
 
-from vtb_agents.transcript import STEP_EVENT, StepEvent, TranscriptImage
+from vtb_agents.results import SavedImage
+from vtb_agents.transcript import STEP_EVENT, StepEvent
 
 
 def record_step(config: RunnableConfig | None, step: str, *, text: str | None = None,
@@ -25,6 +26,6 @@ def record_step(config: RunnableConfig | None, step: str, *, text: str | None = 
     config = ensure_config(config)
     if not config.get("callbacks"):
         return  # no run to record into
-    images = [TranscriptImage(sha256=v["ref"], name=v["name"], size=v.get("size")) for v in views]
+    images = [SavedImage(name=v["name"], ref=v["ref"], size=v.get("size")) for v in views]
     event = StepEvent(step=step, text=text, data=data or {}, images=images, image_op=image_op if images else None)
     dispatch_custom_event(STEP_EVENT, event, config=config)

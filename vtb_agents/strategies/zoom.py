@@ -4,7 +4,9 @@ The model proposes regions of the turn's images that may hold the answer, each w
 the strategy crops and upscales them in the sandbox and shows the zoomed views; where the model's
 confidence in a view stays low it proposes sub-regions of that view, searched one level deeper,
 within a bound on depth and on the number of views. The tool loop then answers with the views in
-the conversation. ZoomEye (Shen et al., 2024, arXiv 2411.16044: tree search over zoomed views
+the conversation. Each request for regions is a user message kept in the conversation (the views
+and then the request to refine them), so that every request extends the one before
+(docs/concepts/prompt-caching.md). ZoomEye (Shen et al., 2024, arXiv 2411.16044: tree search over zoomed views
 guided by the model's confidence) and ViCrop (Zhang et al., 2025, arXiv 2502.17422: training-free
 cropping of the regions a model attends to), with the model itself as the region proposer.
 """
@@ -16,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
@@ -151,19 +153,19 @@ def zoom_search(state: TurnState, runtime: Runtime[EpisodeContext], config: Runn
     images = turn_images(state["messages"])
     if not images:
         return {}
-    messages, added = list(state["messages"]), list[AnyMessage]()
-    turn = current_turn(messages)[0] + 1
+    added: list[AnyMessage] = []
+    turn = current_turn(state["messages"])[0] + 1
     known: dict[str, View] = {}
-    instruction = PROPOSE_INSTRUCTION.replace("{sources}", ", ".join(images))
+    request = HumanMessage(content=PROPOSE_INSTRUCTION.replace("{sources}", ", ".join(images)))
     step = "zoom.propose"
     while True:
-        reply = call_model(ctx, messages, tools=False, instruction=instruction, config=config, step=step)
+        reply = call_model(ctx, [*state["messages"], *added, request], tools=False, config=config, step=step)
         proposal = AIMessage(content=reply.text)
         regions = parse_regions(reply.text)
         record_step(config, step, text=reply.text, data={"regions": [r.model_dump(mode="json") for r in regions]})
         views = plan_views(regions, known, images, len(known), turn)
         if not views:
-            return {"messages": [*added, proposal]}
+            return {"messages": [*added, request, proposal]}
         made = make_views(ctx, CROP_CODE.format(jobs=[(v.name, v.image, v.box) for v in views], side=ZOOM_SIDE))
         known.update({v.name: v for v in views})
         captions = "\n".join(f"{v.name}: {v.image} box {tuple(round(x, 3) for x in v.box)} (depth {v.depth})"
@@ -174,9 +176,8 @@ def zoom_search(state: TurnState, runtime: Runtime[EpisodeContext], config: Runn
         step = "zoom.refine"
         shown = views_message("Zoomed views of the proposed regions (boxes in fractions of the image):\n" + captions,
                               made)
-        messages += [proposal, shown]
-        added += [proposal, shown]
-        instruction = REFINE_INSTRUCTION
+        added += [request, proposal]
+        request = HumanMessage(content=[*shown.content, {"type": "text", "text": REFINE_INSTRUCTION}])
 
 
 def build_zoom_graph() -> TurnGraph:

@@ -30,7 +30,7 @@ from vtb_agents.graphs.clarify import asks_user
 from vtb_agents.models.replay import TURN_MESSAGE_PREFIX, turn_message_id
 from vtb_agents.strategies.base import TurnOutcome, as_node
 from vtb_agents.config import RunConfig
-from vtb_agents.studio.context import context_of
+from vtb_agents.studio.context import context_of, resources_for
 from vtb_agents.studio.inputs import ingest_message, thread_images, user_image_count
 from vtb_agents.studio.sessions import SESSIONS
 from vtb_agents.studio.turns import make_turn_node, reply_message, thread_id
@@ -82,7 +82,8 @@ def ingest(state: ChatState, config: RunnableConfig, runtime: Runtime[RunConfig]
     merged = HumanMessage(content=[block for m in fresh for block in
                                    (m.content if isinstance(m.content, list) else [m.content])])
     ctx = context_of(runtime.context)
-    with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(messages)) as session:
+    opener = resources_for(ctx, chat=True).open_sandbox
+    with SESSIONS.use(thread_id(config), ctx.sandbox, opener, thread_images(messages)) as session:
         message = ingest_message(merged, user_image_count(messages),
                                  lambda name, data: place_image(name, data, session.sandbox, session.artifacts),
                                  turn_message_id(turn))

@@ -4,7 +4,8 @@
 (model, sandbox, tools). Over the LangGraph API only JSON travels, so the Studio graphs take the
 run configuration itself as their context schema (the same model ``run.json`` holds, no copy of its
 fields) and build the live objects the way a run does
-(:func:`vtb_agents.runner.resources.open_resources`, kept open for the server's lifetime). Every
+(its plan, :func:`vtb_agents.runner.plan.plan_run`, opened by
+:func:`vtb_agents.runner.resources.open_plan`, kept open for the server's lifetime). Every
 field has a default, so a run with no context works: ``model`` from ``$VTB_MODEL`` (else
 ``replay``), ``judge`` from ``$VTB_JUDGE`` (else ``rule``), ``tasks`` from ``$VTB_TASKS`` (else the
 bundled ``sample`` suite); the rest as ``vtb run``. Example context:
@@ -23,10 +24,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from vtb_agents.config import RunConfig, field_error
-from vtb_agents.judges import RubricJudge, load_judge
-from vtb_agents.models.spec import REPLAY
+from vtb_agents.defaults import REPLAY
+from vtb_agents.judges import RubricJudge
 from vtb_agents.rundir.layout import JUDGE_CACHE_FILE
-from vtb_agents.runner.resources import RunResources, open_judge, open_resources
+from vtb_agents.runner.plan import plan_judge, plan_run
+from vtb_agents.runner.resources import RunResources, open_judge, open_plan
 from vtb_agents.studio.sessions import studio_root
 
 CHAT = "studio-chat"
@@ -70,13 +72,13 @@ def resources_for(context: RunConfig, *, chat: bool) -> RunResources:
 @lru_cache(maxsize=8)
 def _resources(config: str) -> RunResources:
     """The resources of one configuration (by its JSON: a config with ``model_kwargs`` is no hash key)."""
-    return _OPEN.enter_context(open_resources(RunConfig.model_validate_json(config), judge_cache=_judge_cache()))
+    return _OPEN.enter_context(open_plan(plan_run(RunConfig.model_validate_json(config)), judge_cache=_judge_cache()))
 
 
 @lru_cache(maxsize=4)
 def judge_for(spec: str) -> RubricJudge:
     """The judge of ``spec`` (built once per spec); LLM verdicts are cached under the Studio root."""
-    return _OPEN.enter_context(open_judge(load_judge(spec), _judge_cache()))
+    return _OPEN.enter_context(open_judge(plan_judge(spec).judge, _judge_cache()))
 
 
 def _judge_cache() -> Path:

@@ -26,11 +26,14 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vtb_agents.artifacts import ArtifactStore
-from vtb_agents.sandbox import open_sandbox
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.tasks.local import safe_dirname
+
+if TYPE_CHECKING:
+    from vtb_agents.runner.plan import SandboxOpener
 
 MAX_OPEN_SANDBOXES = 8
 STUDIO_DIR_ENV = "VTB_STUDIO_DIR"
@@ -70,8 +73,10 @@ class SessionRegistry:
         self._lock = threading.Lock()
 
     @contextmanager
-    def use(self, thread_id: str, kind: str, images: Iterable[ImageFile] = ()) -> Iterator[Session]:
-        """The session of ``thread_id`` for the length of a run, opened (holding ``images``) if missing."""
+    def use(self, thread_id: str, kind: str, opener: SandboxOpener,
+            images: Iterable[ImageFile] = ()) -> Iterator[Session]:
+        """The session of ``thread_id`` for the length of a run, opened with ``opener`` (a sandbox of
+        ``kind``, from the run's plan) holding ``images`` if missing."""
         with self._lock:
             session = self._sessions.get(thread_id)
             if session is not None and session.kind != kind:  # the thread's context changed sandbox kind
@@ -79,7 +84,7 @@ class SessionRegistry:
                 session = None
             if session is None:
                 self._make_room()
-                session = self._open(thread_id, kind, images)
+                session = self._open(thread_id, kind, opener, images)
             self._sessions.move_to_end(thread_id)
             session.busy += 1
         try:
@@ -101,10 +106,10 @@ class SessionRegistry:
             for thread_id in list(self._sessions):
                 self._close(thread_id)
 
-    def _open(self, thread_id: str, kind: str, images: Iterable[ImageFile]) -> Session:
+    def _open(self, thread_id: str, kind: str, opener: SandboxOpener, images: Iterable[ImageFile]) -> Session:
         stack = ExitStack()
         try:
-            sandbox = stack.enter_context(open_sandbox(kind))
+            sandbox = stack.enter_context(opener())
             artifacts = thread_artifacts(thread_id)
             for name, ref in dict(images).items():
                 sandbox.put_file(name, artifacts.get(ref))

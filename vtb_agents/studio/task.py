@@ -145,7 +145,8 @@ def episode(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig
     asked, reply = bool(turns) and turns[-1].status == "asked_user", state.get("reply")
     if asked and reply is None:
         raise RuntimeError(f"task {task.id!r}: the episode paused on a question and has no reply to continue with")
-    with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(state["messages"])) as session:
+    images = thread_images(state["messages"])
+    with SESSIONS.use(thread_id(config), ctx.sandbox, resources.open_sandbox, images) as session:
         record = Episode(task_id=task.id, model=ctx.model, turns=turns,
                          settings=record_settings(ctx.strategy_spec, ctx.episode,
                                                   tools=[t.name for t in resources.tools],
@@ -156,6 +157,7 @@ def episode(state: TaskState, config: RunnableConfig, runtime: Runtime[RunConfig
         recorder = TranscriptRecorder(session.artifacts)  # this turn's events, as the driver records a run's
         recorded = cast(dict[str, Any], merge_configs(cast(RunnableConfig, inner), {"callbacks": [recorder]}))
         messages, question = drive_turn(graph, recorded, context, record, step)
+        recorder.adopt(record.turns[-1].tool_calls)  # the turn's events carry its records, as in a run
     events = [event.model_dump(mode="json") for event in recorder.transcript(task.id).events]
     update: dict[str, Any] = {"messages": messages, "turns": [t.model_dump(mode="json") for t in record.turns],
                               "question": question, "reply": None,

@@ -73,7 +73,7 @@ def make_turn_node(category: str) -> Callable[..., dict[str, Any]]:
         resources = resources_for(ctx, chat=True)
         graph = drawn if resources.strategy is react else resources.graph(category)
         messages: list[AnyMessage] = state["messages"]
-        with SESSIONS.use(thread_id(config), ctx.sandbox, thread_images(messages)) as session:
+        with SESSIONS.use(thread_id(config), ctx.sandbox, resources.open_sandbox, thread_images(messages)) as session:
             out = graph.invoke(
                 {"messages": messages, "turn": state.get("turn", 0), "num_turns": state.get("turn", 0) + 1,
                  "tool_rounds": 0, "status": "running"},

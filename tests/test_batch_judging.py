@@ -1,0 +1,268 @@
+"""``vtb grade --batch``: rubric verdicts through the OpenAI Batch API and Anthropic Message Batches.
+
+Every test runs the real ``vtb`` command (``python -m vtb_agents``) against local servers speaking the
+providers' batch APIs (tests/batch_servers.py), which answer each verdict request the way the
+scripted judge answers it live and count live calls apart from batch submissions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batch_servers import AnthropicBatchServer, OpenAIBatchServer
+from conftest import write_task
+from vtb_agents.runner.run import EXIT_INCOMPLETE
+
+PROJECT = Path(__file__).resolve().parents[1]
+ANSWER = "The number is 42."
+RUBRICS = {"r1": {"description": "Says 42", "weight": 5, "critical": "yes", "category": ["visual understanding"],
+                  "check": {"type": "number", "value": 42}},
+           "r2": {"description": "Names the number", "weight": 3, "critical": "no", "category": ["reasoning"]},
+           "r3": {"description": "Is polite", "weight": 1, "critical": "no", "category": ["style"]},
+           "r4": {"description": "Cites a source", "weight": 2, "critical": "no", "category": ["reasoning"]}}
+SERVERS = {"openai": OpenAIBatchServer, "anthropic": AnthropicBatchServer}
+
+
+def criterion(body: dict[str, Any]) -> str:
+    """The rubric criterion a judge request asks about."""
+    text = json.dumps(body)
+    return next(rubric["description"] for rubric in RUBRICS.values() if f"Criterion\\n{rubric['description']}" in text)
+
+
+def respond(body: dict[str, Any]) -> str:
+    """The scripted judge: every criterion is met except citing a source."""
+    name = criterion(body)
+    verdict = "not_met" if name == "Cites a source" else "met"
+    return json.dumps({"verdict": verdict, "justification": f"Judged: {name}."})
+
+
+def vtb(*args: str, server: Any, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env_for(server))
+
+
+def env_for(server: Any) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(PROJECT), "OPENAI_BASE_URL": server.root + "/v1",
+            "OPENAI_API_KEY": "test-key", "ANTHROPIC_BASE_URL": server.root, "ANTHROPIC_API_KEY": "test-key"}
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of three single-turn tasks by the replay agent, graded by the rule judge (no LLM yet)."""
+    root = tmp_path_factory.mktemp("batch-run")
+    for name in ("t-one", "t-two", "t-three"):
+        write_task(root / "tasks", name, turns=[{"prompt": f"{name}: what number is printed?", "images": [0],
+                                                 "golden_answer": ANSWER, "rubrics": RUBRICS}])
+    run = root / "run"
+    done = subprocess.run([sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root / "tasks"), "--model",
+                           "replay", "--judge", "rule", "--out", str(run)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run
+
+
+def copy_of(run: Path, where: Path) -> Path:
+    shutil.copytree(run, where)
+    return where
+
+
+def verdicts(run: Path) -> dict[tuple[str, str], tuple[str, str]]:
+    lines = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    return {(r["task_id"], v["rubric_id"]): (v["status"], v["justification"]) for r in lines
+            for v in r["grade"]["verdicts"]}
+
+
+def comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    """A summary without what differs between two gradings of one run by nature (timing, batch share)."""
+    usage = {k: v for k, v in summary["usage"].items() if k != "judge_batch"}
+    return {**{k: v for k, v in summary.items() if k not in ("usage", "duration_s", "created_at")}, "usage": usage}
+
+
+def summary_of(run: Path) -> dict[str, Any]:
+    return json.loads((run / "summary.json").read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_batch_grading_equals_live_grading_with_no_live_judge_call(finished_run, tmp_path, provider):
+    judge = f"{provider}:judge-1"
+    live_run, batch_run = copy_of(finished_run, tmp_path / "live"), copy_of(finished_run, tmp_path / "batch")
+    with SERVERS[provider](respond) as server:
+        live = vtb("grade", str(live_run), "--judge", judge, server=server)
+        assert live.returncode == 0, live.stderr[-3000:]
+        live_requests = list(server.live)
+        assert len(live_requests) == 9  # three tasks, three judged rubrics each (r1 has a check)
+        server.live.clear()
+        batched = vtb("grade", str(batch_run), "--judge", judge, "--batch", "--batch-poll", "0.05", server=server)
+    assert batched.returncode == 0, batched.stderr[-3000:]
+    assert server.live == []  # zero live judge calls
+    (submitted,) = server.submitted  # one batch
+    # the batch holds exactly the requests the live judge sent
+    assert sorted(json.dumps(b, sort_keys=True) for b in submitted.values()) == sorted(
+        json.dumps(b, sort_keys=True) for b in live_requests)
+    assert "batch judging: 1 of 1 batch(es) ended" in batched.stderr
+    assert "batch judging: 9 of 9 verdict(s) answered by batches; 0 left to the live judge" in batched.stderr
+    assert verdicts(batch_run) == verdicts(live_run)
+    assert {status for status, _ in verdicts(batch_run).values()} == {"met", "not_met"}
+    batch_summary, live_summary = summary_of(batch_run), summary_of(live_run)
+    assert comparable(batch_summary) == comparable(live_summary)
+    assert batch_summary["judge"]["calls"] == 9 and batch_summary["judge"]["cache_hits"] == 0
+    assert batch_summary["usage"]["judge_batch"] == batch_summary["usage"]["judge"]
+    assert batch_summary["usage"]["judge_batch"]["calls"] == 9 and live_summary["usage"]["judge_batch"]["calls"] == 0
+    assert not (batch_run / "judge_batches.json").exists()  # graded: the ledger is gone
+    with SERVERS[provider](respond) as again:  # a second batch grade finds every verdict in the cache
+        rerun = vtb("grade", str(batch_run), "--judge", judge, "--batch", "--batch-poll", "0.05", server=again)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert again.submitted == [] and again.live == []
+    assert "the verdict cache holds every verdict the grading needs: no batch to submit" in rerun.stderr
+
+
+@pytest.mark.slow
+def test_a_grade_killed_while_polling_resumes_and_submits_nothing_twice(finished_run, tmp_path):
+    run = copy_of(finished_run, tmp_path / "run")
+    with OpenAIBatchServer(respond) as server:
+        server.release.clear()  # every batch stays in_progress
+        args = [sys.executable, "-m", "vtb_agents", "grade", str(run), "--judge", "openai:judge-1", "--batch",
+                "--batch-poll", "0.05"]
+        process = subprocess.Popen(args, env=env_for(server), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   start_new_session=True)
+        try:
+            deadline = time.monotonic() + 180
+            while server.polls < 3 and time.monotonic() < deadline and process.poll() is None:
+                time.sleep(0.05)
+            assert server.polls >= 3, process.stderr.read().decode()[-3000:] if process.poll() is not None else ""
+            ledger = json.loads((run / "judge_batches.json").read_text())
+            assert [b["batch_id"] for b in ledger["batches"]] == ["batch_1"]
+            assert sorted(ledger["batches"][0]["keys"]) == sorted(server.submitted[0])
+        finally:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        assert len(server.submitted) == 1
+        server.release.set()
+        resumed = vtb("grade", str(run), "--judge", "openai:judge-1", "--batch", "--batch-poll", "0.05",
+                      server=server)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(server.submitted) == 1 and server.live == []  # polled again, never submitted twice
+    statuses = {key: status for key, (status, _) in verdicts(run).items()}
+    assert statuses[("t-one", "r4")] == "not_met" and statuses[("t-one", "r2")] == "met"
+    summary = summary_of(run)
+    assert summary["judge"]["calls"] == 9 and summary["complete"] is True
+
+
+@pytest.mark.slow
+def test_expired_and_failed_batch_requests_are_asked_live(finished_run, tmp_path):
+    run, live_run = copy_of(finished_run, tmp_path / "run"), copy_of(finished_run, tmp_path / "live")
+
+    def fate(custom_id: str, body: dict[str, Any]) -> str:
+        return {"Is polite": "expired", "Cites a source": "errored"}.get(criterion(body), "succeeded")
+
+    with OpenAIBatchServer(respond, outcome=fate) as server:
+        live = vtb("grade", str(live_run), "--judge", "openai:judge-1", server=server)
+        assert live.returncode == 0, live.stderr[-3000:]
+        server.live.clear()
+        batched = vtb("grade", str(run), "--judge", "openai:judge-1", "--batch", "--batch-poll", "0.05", server=server)
+    assert batched.returncode == 0, batched.stderr[-3000:]
+    assert sorted(criterion(body) for body in server.live) == ["Cites a source"] * 3 + ["Is polite"] * 3
+    assert "batch judging: 3 of 9 verdict(s) answered by batches; 6 left to the live judge" in batched.stderr
+    assert verdicts(run) == verdicts(live_run)
+    summary = summary_of(run)
+    assert summary["usage"]["judge_batch"]["calls"] == 3 and summary["judge"]["calls"] == 9
+
+
+@pytest.mark.slow
+def test_batch_requests_that_fail_live_too_are_judge_errors_never_not_met(finished_run, tmp_path):
+    run = copy_of(finished_run, tmp_path / "run")
+    with AnthropicBatchServer(respond, outcome=lambda custom_id, body: "expired") as server:
+        server.live_status = 503
+        batched = vtb("grade", str(run), "--judge", "anthropic:judge-1", "--batch", "--batch-poll", "0.05",
+                      server=server)
+    assert batched.returncode == EXIT_INCOMPLETE, batched.stderr[-3000:]
+    judged = {key: status for key, (status, _) in verdicts(run).items() if key[1] != "r1"}
+    assert set(judged.values()) == {"error"}
+    assert summary_of(run)["outcomes"] == {"judge_error": 3}
+
+
+def test_a_judge_without_a_batch_api_says_so_and_grades_live(finished_run, tmp_path):
+    run = copy_of(finished_run, tmp_path / "run")
+    with OpenAIBatchServer(respond) as server:
+        graded = vtb("grade", str(run), "--judge", "rule", "--batch", server=server)
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    lines = [line for line in graded.stderr.splitlines() if "batch API" in line]
+    assert lines == ["judge rule has no batch API (only LLM judges of openai and anthropic have one): its verdicts "
+                     "are asked live"]
+    assert server.submitted == [] and summary_of(run)["judge"]["model"] == "rule"
+
+
+@pytest.mark.slow
+def test_run_with_judge_batch_grades_once_its_episodes_are_done(tmp_path):
+    root = tmp_path / "tasks"
+    for name in ("t-one", "t-two"):
+        write_task(root, name, turns=[{"prompt": f"{name}: what number is printed?", "images": [0],
+                                       "golden_answer": ANSWER, "rubrics": RUBRICS}])
+    live_run, run = tmp_path / "live", tmp_path / "run"
+    with OpenAIBatchServer(respond) as server:
+        live = vtb("run", "--tasks", str(root), "--model", "replay", "--judge", "openai:judge-1", "--out",
+                   str(live_run), server=server)
+        assert live.returncode == 0, live.stderr[-3000:]
+        assert len(server.live) == 6
+        server.live.clear()
+        server.release.clear()  # the batch stays in_progress: the run waits with its verdicts pending
+        args = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", "replay", "--judge",
+                "openai:judge-1", "--judge-batch", "--batch-poll", "0.05", "--out", str(run)]
+        process = subprocess.Popen(args, env=env_for(server), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   start_new_session=True)
+        try:
+            deadline = time.monotonic() + 240
+            while server.polls < 2 and time.monotonic() < deadline and process.poll() is None:
+                time.sleep(0.05)
+            assert server.polls >= 2, process.communicate()[1].decode()[-3000:] if process.poll() is not None else ""
+            pending = summary_of(run)
+            assert (pending["judge"]["pending"], pending["judge"]["errors"], pending["judge"]["calls"]) == (6, 0, 0)
+            assert "verdicts pending in a batch" in (run / "report.html").read_text()
+            server.release.set()
+            _, stderr = process.communicate(timeout=240)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    assert server.live == [] and len(server.submitted) == 1 and len(server.submitted[0]) == 6
+    assert verdicts(run) == verdicts(live_run)
+    summary = summary_of(run)
+    assert "pending" not in summary["judge"] and summary["judge"]["calls"] == 6 and summary["complete"] is True
+    assert summary["usage"]["judge_batch"]["calls"] == 6
+    assert summary["apr"] == summary_of(live_run)["apr"] and summary["ars"] == summary_of(live_run)["ars"]
+    assert "verdicts pending in a batch" not in (run / "report.html").read_text()
+    assert json.loads((run / "run.json").read_text())["config"]["judge_batch"] is True
+
+
+def test_run_with_judge_batch_and_the_rule_judge_says_so_and_grades_live(tmp_path):
+    root = tmp_path / "tasks"
+    write_task(root, "t-one")
+    done = subprocess.run([sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", "replay",
+                           "--judge", "rule", "--judge-batch", "--out", str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [line for line in done.stderr.splitlines() if "batch API" in line] == [
+        "judge rule has no batch API (only LLM judges of openai and anthropic have one): its verdicts are asked live"]
+    assert "pending" not in summary_of(tmp_path / "run")["judge"]
+
+
+def test_a_damaged_ledger_is_refused_naming_the_file(tmp_path):
+    from vtb_agents.rundir.errors import RunError
+    from vtb_agents.runner.batch_grade import read_ledger
+
+    (tmp_path / "judge_batches.json").write_text('{"judge": "openai:j", "batches": [{"batch_id": 3}]}')
+    with pytest.raises(RunError, match=r"judge_batches.json: not a batch ledger \(batches.0.provider: Field required; "
+                                       r"4 error\(s\)\); .*removing it submits their verdicts again"):
+        read_ledger(tmp_path, "openai:j")
+    assert read_ledger(tmp_path / "none", "openai:j").batches == []

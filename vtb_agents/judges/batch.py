@@ -1,0 +1,251 @@
+"""Rubric verdicts through a provider's batch API, at half the price (docs/how-to/batch-judging.md).
+
+The pieces the batch flow (:mod:`vtb_agents.runner.batch_grade`) puts together, none of which knows
+the run directory:
+
+* :func:`pending_verdicts`: the verdicts a grading would ask the judge for and the verdict cache cannot
+  answer, chosen by the grading's own rules (:func:`~vtb_agents.judges.grade.rubric_verdict`);
+* :class:`BatchJudge`: the LLM judge of the run's spec behind a :class:`~vtb_agents.judges.relay.Relay`,
+  which turns a pending verdict into the exact request the live judge sends (:meth:`BatchJudge.request`)
+  and a batch's response into the judgement and usage the live judge would have had
+  (:meth:`BatchJudge.verdict`), so cache keys, requests and verdicts are those of live grading;
+* :class:`BatchApi`: one provider's batch wire format (:mod:`vtb_agents.judges.batch_openai`,
+  :mod:`vtb_agents.judges.batch_anthropic`): submit, progress, results;
+* :class:`BatchLedger`: the typed record of the batches submitted for a run, which the flow writes
+  into the run directory before it polls any of them;
+* :func:`defer_verdicts`: the judge of a ``vtb run --judge-batch`` while its episodes run, which leaves
+  every verdict the cache lacks :data:`PENDING` until the run is graded in batches.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from vtb_agents.config import CriticalRule
+from vtb_agents.judges.base import PENDING, Judgement, RubricJudge
+from vtb_agents.judges.cache import CachedJudge, JudgeCache, verdict_key
+from vtb_agents.judges.grade import rubric_verdict
+from vtb_agents.judges.relay import Relay
+from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
+from vtb_agents.models.usage import measure_usage
+from vtb_agents.results import Episode, TokenUsage
+from vtb_agents.tasks.model import Rubric, Task
+
+BATCH_SIZE = 2000
+"""Verdict requests per submitted batch. A judge request is a few kB of text, so a batch stays far below
+both providers' limits (OpenAI: 50,000 requests and 200 MB per file; Anthropic: 100,000 requests and
+256 MB), and a full VisualToolBench run (7,777 verdicts) goes in four batches that the provider may
+process side by side."""
+
+BATCH_PROVIDERS = ("openai", "anthropic")
+"""Providers whose batch API the judge can use."""
+
+ItemStatus = Literal["succeeded", "errored", "expired", "canceled"]
+
+
+class BatchError(Exception):
+    """A batch that cannot be built, submitted or read (names the batch and the cause)."""
+
+
+@dataclass(frozen=True)
+class PendingVerdict:
+    """A verdict the judge must give: rubric ``rubric`` of turn ``turn`` (0-based) of ``task``'s episode
+    of ``epoch`` against ``answer``, under cache key ``key``."""
+
+    key: str
+    task: Task
+    turn: int
+    rubric: Rubric
+    answer: str
+    epoch: int
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One line of a batch: its id (the verdict's cache key), the API path and the request body."""
+
+    custom_id: str
+    path: str
+    body: dict[str, object]
+
+
+class ItemResult(BaseModel):
+    """What a batch gave for one request: the response body (``succeeded``) or why there is none."""
+
+    status: ItemStatus
+    body: dict[str, object] | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    """How far a batch is: the provider's status word, whether it has ended, requests done and failed."""
+
+    batch_id: str
+    status: str
+    ended: bool
+    done: int
+    failed: int
+    total: int
+
+
+class BatchApi(Protocol):
+    """One provider's batch API (docs/how-to/batch-judging.md)."""
+
+    provider: str
+
+    def relay_base_url(self, root: str) -> str:
+        """The judge model's base URL for a relay at ``root`` (so its requests reach the relay)."""
+        ...
+
+    def submit(self, items: list[BatchItem]) -> str:
+        """Submit ``items`` as one batch; its id."""
+        ...
+
+    def progress(self, batch_id: str) -> BatchProgress:
+        """The batch's progress now."""
+        ...
+
+    def results(self, batch_id: str) -> dict[str, ItemResult]:
+        """The results of an ended batch by custom id (a request it never processed may be missing)."""
+        ...
+
+
+class SubmittedBatch(BaseModel):
+    """One batch submitted for a run: provider, id, the cache keys of its requests, when."""
+
+    provider: str
+    batch_id: str
+    keys: list[str]
+    submitted_at: str
+
+
+class BatchLedger(BaseModel):
+    """The batches submitted for a run's grading (``judge_batches.json``), kept until the grading ends:
+    a grade killed while it polls resumes polling them and submits none of their verdicts again."""
+
+    judge: str
+    batches: list[SubmittedBatch] = Field(default_factory=list)
+
+    def submitted(self) -> set[str]:
+        """The cache keys of every request submitted."""
+        return {key for batch in self.batches for key in batch.keys}
+
+
+def batch_provider(spec: str) -> str | None:
+    """The provider of judge ``spec`` if the batch judge can serve it (an LLM judge of a provider in
+    :data:`BATCH_PROVIDERS`), else None (``rule``, your own judge, another provider)."""
+    from vtb_agents.judges import names_extension
+    from vtb_agents.models.spec import resolve_model
+
+    if spec == "rule" or names_extension(spec):
+        return None
+    try:
+        provider = resolve_model(spec).spec.partition(":")[0]
+    except ValueError:
+        return None
+    return provider if provider in BATCH_PROVIDERS else None
+
+
+def no_batch_api(spec: str) -> str:
+    """The one line saying judge ``spec`` has no batch API, so its verdicts are asked live."""
+    return (f"judge {spec} has no batch API (only LLM judges of {' and '.join(BATCH_PROVIDERS)} have one): "
+            "its verdicts are asked live")
+
+
+@dataclass
+class _Asked:
+    """A judge that records what it is asked (under the verdict's cache key) and decides nothing."""
+
+    name: str
+    epoch: int
+    asked: list[PendingVerdict] = field(default_factory=list)
+    calls_model: bool = True
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
+        key = verdict_key(self.name, task, turn, rubric, answer, self.epoch)
+        with self.lock:
+            self.asked.append(PendingVerdict(key, task, turn, rubric, answer, self.epoch))
+        return Judgement("error", "pending: asked in a batch")
+
+
+def pending_verdicts(judge: str, episodes: list[tuple[Task, Episode, int]], cache: JudgeCache,
+                     critical_rule: CriticalRule = "weight") -> list[PendingVerdict]:
+    """The verdicts that grading ``episodes`` (task, episode, epoch) would ask judge ``judge`` for and
+    ``cache`` cannot answer, each once, in grading order: the rubrics with neither a check nor an
+    episode that decides them (the rules of :func:`~vtb_agents.judges.grade.rubric_verdict`)."""
+    pending: dict[str, PendingVerdict] = {}
+    for task, episode, epoch in episodes:
+        asked = _Asked(judge, epoch)
+        for turn, rubric in task.rubrics:
+            rubric_verdict(task, episode, asked, turn, rubric, critical_rule)
+        for item in asked.asked:
+            if item.key not in pending and cache.get(item.key) is None:
+                pending[item.key] = item
+    return list(pending.values())
+
+
+class BatchJudge:
+    """The LLM judge of ``spec`` talking to ``relay``: the live judge's requests and parsing, for a batch."""
+
+    def __init__(self, spec: str, api: BatchApi, relay: Relay,
+                 request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> None:
+        from vtb_agents.judges.llm import LLMJudge
+        from vtb_agents.models.spec import chat_model
+
+        model = chat_model(spec, request_timeout_s=request_timeout_s,
+                           extra={"base_url": api.relay_base_url(relay.url)})
+        self.name, self.relay = spec, relay
+        self._judge = LLMJudge(model, name=spec, attempts=1)
+
+    def _ask(self, item: PendingVerdict) -> Judgement:
+        """The judge's judgement of ``item`` through the relay, untraced (a captured request is no judge call)."""
+        from langsmith import tracing_context
+
+        with tracing_context(enabled=False):
+            return self._judge.judge(task=item.task, turn=item.turn, rubric=item.rubric, answer=item.answer)
+
+    def request(self, item: PendingVerdict) -> BatchItem:
+        """The request the live judge sends for ``item``, as a batch line."""
+        captured = self.relay.capture(lambda: self._ask(item))
+        if captured is None:
+            raise BatchError(f"judge {self.name!r} sent no request for task {item.task.id} turn {item.turn + 1} "
+                             f"rubric {item.rubric.id}")
+        return BatchItem(item.key, captured.path, captured.body)
+
+    def verdict(self, item: PendingVerdict, result: ItemResult) -> tuple[Judgement, TokenUsage]:
+        """The judgement and usage the live judge gets from ``result``'s response (an ``error`` judgement
+        when the response is no verdict: the grading then asks live)."""
+        if result.status != "succeeded" or result.body is None:
+            return Judgement("error", f"batch request {result.status}: {result.error}"), TokenUsage()
+        body = dict(result.body)
+        with measure_usage() as used:
+            judgement = self.relay.answer(lambda: self._ask(item), 200, body)
+        return judgement, used.total
+
+
+class _Deferred:
+    """A judge that decides nothing yet: every verdict it is asked for is :data:`PENDING` (no model is
+    asked, so none counts as a judge call)."""
+
+    calls_model = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
+        """The pending verdict."""
+        return Judgement("error", PENDING)
+
+
+def defer_verdicts(judge: RubricJudge) -> RubricJudge:
+    """``judge`` with its verdicts deferred: the verdict cache (if ``judge`` has one) still answers
+    what it holds; every other verdict is :data:`PENDING` (``vtb run --judge-batch``)."""
+    if isinstance(judge, CachedJudge):
+        return judge.around(_Deferred(judge.name))
+    return _Deferred(judge.name)
