@@ -54,7 +54,7 @@ def test_process_and_ray_workers_rebuild_the_plan_from_its_records_and_give_the_
                        executor=RayExecutor(concurrency=2, workers=2, init_kwargs={"num_cpus": 2}))
 
     # what each worker built, as the driver logged it: the thread run's plan, rebuilt from its records
-    record = read_record(tmp_path / "threads")[0]
+    record = read_record(tmp_path / "threads")
     records = plan_records(record.config)
     assert (records.model_record(), records.judge_record()) == (record.model, record.judge)  # run.json's
     expected = plan_run(record.config).built
@@ -73,14 +73,14 @@ def test_process_and_ray_workers_rebuild_the_plan_from_its_records_and_give_the_
     assert typed == [typed[0]] * 3  # what run_suite returns: summary.json, typed
     assert (processes.run_dir, on_ray.run_dir) == (tmp_path / "processes", tmp_path / "ray")
     for name in ("processes", "ray"):  # each run.json records the same resolved model and judge
-        other = read_record(tmp_path / name)[0]
+        other = read_record(tmp_path / name)
         assert (other.config, other.model, other.judge) == (record.config, record.model, record.judge)
 
 
 def test_a_worker_builds_its_plan_from_the_records_and_a_different_plan_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "run"
     run_suite(load_tasks("sample")[:1], RunConfig(model="replay"), out)  # a run directory a worker can open
-    config = read_record(out)[0].config
+    config = read_record(out).config
     worker = TaskWorker(plan_records(config), str(out), str(tmp_path / "cache.sqlite"), 0)
     try:
         pid, error, built = worker.ready()
