@@ -15,6 +15,7 @@ from vtb_agents.episodes.driver import run_episode
 from vtb_agents.judges import RuleJudge
 from vtb_agents.judges.graph import grade_episode
 from vtb_agents.models.scripted import ScriptedChatModel
+from vtb_agents.rundir.records import RunSummary
 from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.sandbox import open_sandbox
@@ -50,7 +51,8 @@ def test_replay_passes_every_sample_task(replay_run, sample):
         "historical_weather"}
     assert summary.tool_metrics.image_ops["cropping"] > 0
     assert summary.critical_disagreements == 1
-    assert summary == json.loads((out / "summary.json").read_text())
+    assert summary == RunSummary.model_validate(json.loads((out / "summary.json").read_text())).model_copy(
+        update={"run_dir": out})  # what run_suite returns is summary.json, typed
 
 
 def test_replay_uses_the_category_graphs_and_resumes_follow_ups(replay_run):
