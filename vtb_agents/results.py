@@ -251,15 +251,14 @@ class TaskUsage(BaseModel):
     """A task's token usage: the agent model's (in total and per turn, 0-based) and the judge's.
     ``model_from_cache`` and ``judge_from_cache`` are the part of each that the model cache answered
     (``vtb run --model-cache``): counted in ``model`` and ``judge`` as originally reported, billed nothing.
-    ``judge_batch`` is the part of ``judge`` a provider's batch API answered (``vtb grade --batch``):
-    counted in ``judge``, billed at the batch price (docs/how-to/batch-judging.md)."""
+    The part of each billed at the batch price (a provider's batch API, ``vtb grade --batch``, or a
+    batch-priced service tier) is in its ``batch_*`` counts (docs/how-to/batch-judging.md)."""
 
     model: TokenUsage = Field(default_factory=TokenUsage)
     model_by_turn: dict[int, TokenUsage] = Field(default_factory=dict)
     judge: TokenUsage = Field(default_factory=TokenUsage)
     model_from_cache: TokenUsage = Field(default_factory=TokenUsage)
     judge_from_cache: TokenUsage = Field(default_factory=TokenUsage)
-    judge_batch: TokenUsage = Field(default_factory=TokenUsage)
 
 
 RESULTS_FORMAT = 1

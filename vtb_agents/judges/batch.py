@@ -31,7 +31,7 @@ from vtb_agents.judges.cache import CachedJudge, JudgeCache, verdict_key
 from vtb_agents.judges.grade import rubric_verdict
 from vtb_agents.judges.relay import Relay
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
-from vtb_agents.models.usage import measure_usage
+from vtb_agents.models.usage import billed_at_batch, measure_usage
 from vtb_agents.results import Episode, TokenUsage
 from vtb_agents.tasks.model import Rubric, Task
 
@@ -234,13 +234,14 @@ class BatchJudge:
 
     def verdict(self, item: PendingVerdict, result: ItemResult) -> tuple[Judgement, TokenUsage]:
         """The judgement and usage the live judge gets from ``result``'s response (an ``error`` judgement
-        when the response is no verdict: the grading then asks live)."""
+        when the response is no verdict: the grading then asks live), the usage billed at the batch price
+        (:func:`~vtb_agents.models.usage.billed_at_batch`)."""
         if result.status != "succeeded" or result.body is None:
             return Judgement("error", f"batch request {result.status}: {result.error}"), TokenUsage()
         body = dict(result.body)
         with measure_usage() as used:
             judgement = self.relay.answer(lambda: self._ask(item), 200, body)
-        return judgement, used.total
+        return judgement, billed_at_batch(used.total)
 
 
 class _Deferred:

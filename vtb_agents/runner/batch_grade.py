@@ -173,6 +173,6 @@ def _store(api: BatchApi, judge: BatchJudge, batch: SubmittedBatch, by_key: dict
             continue  # not pending any more, or failed in the batch: the grading asks live
         judgement, usage = judge.verdict(item, result)
         if judgement.status in ("met", "not_met"):
-            cache.put(key, judge.name, judgement, usage, None, Payer(grading, item.task.id, item.epoch), batch=usage)
+            cache.put(key, judge.name, judgement, usage, None, Payer(grading, item.task.id, item.epoch))
             stored += 1
     return stored

@@ -99,8 +99,7 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
                 judged = [e for e in recorder.transcript(result.task_id).events if isinstance(e, JudgeEvent)]
                 regraded_transcript(run_dir, result.task_id, judged, result.epoch)
                 # a result written before usage was recorded keeps none: its model's tokens are unknown
-                usage = (result.usage.model_copy(update={"judge": judge_usage.total, "judge_batch": judge_usage.batch})
-                         if result.usage else None)
+                usage = result.usage.model_copy(update={"judge": judge_usage.total}) if result.usage else None
                 regraded.append(result.model_copy(update={"grade": grade, "usage": usage,
                                                           "outcome": task_outcome(result.episode, grade)}))
                 if progress:

@@ -118,8 +118,7 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
         episode=episode, grade=grade, duration_s=round(time.perf_counter() - started, 4),
         outcome=outcome or task_outcome(episode, grade),
         usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total,
-                        model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache,
-                        judge_batch=judge_usage.batch),
+                        model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache),
     )
 
 
