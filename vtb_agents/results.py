@@ -195,6 +195,16 @@ class RubricVerdict(BaseModel):
     """The judge asked a model for this verdict (not a check, a deterministic judge or the cache)."""
 
 
+PENDING = "pending: judged in a batch once the run's episodes are done (vtb run --judge-batch)"
+"""The justification of a verdict a ``vtb run --judge-batch`` left for its batch grading
+(:mod:`vtb_agents.judges.batch`): an ``error`` verdict meanwhile, so its task is not graded yet."""
+
+
+def is_pending(verdict: RubricVerdict) -> bool:
+    """Whether ``verdict`` waits for the batch grading of a ``vtb run --judge-batch``."""
+    return verdict.status == "error" and verdict.justification == PENDING
+
+
 class TurnGrade(BaseModel):
     """One turn's share of a task grade (the task itself is pooled over all turns, as in VTB)."""
 

@@ -19,7 +19,7 @@ from vtb_agents.analysis.cost import cost_summary, prompt_cache_summary, run_usa
 from vtb_agents.analysis.image_ops import count_image_ops
 from vtb_agents.analysis.regions import region_iou
 from vtb_agents.analysis.uncertainty import apr_estimate, ars_estimate, by_task, pass_at_k
-from vtb_agents.judges.base import is_pending
+from vtb_agents.results import is_pending
 from vtb_agents.results import TaskResult, ToolCallRecord
 from vtb_agents.tasks.model import CRITICAL_WEIGHT
 from vtb_agents.tool_names import VISION_TOOL_NAME

@@ -19,20 +19,21 @@ the run directory:
 
 from __future__ import annotations
 
+import importlib
 import threading
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
 from vtb_agents.config import CriticalRule
-from vtb_agents.judges.base import PENDING, Judgement, RubricJudge
+from vtb_agents.judges.base import Judgement, RubricJudge
+from vtb_agents.judges.batch_api import BatchApi, BatchError, BatchItem, ItemResult
 from vtb_agents.judges.cache import CachedJudge, JudgeCache, verdict_key
 from vtb_agents.judges.grade import rubric_verdict
 from vtb_agents.judges.relay import Relay
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 from vtb_agents.models.usage import billed_at_batch, measure_usage
-from vtb_agents.results import Episode, TokenUsage
+from vtb_agents.results import PENDING, Episode, TokenUsage
 from vtb_agents.tasks.model import Rubric, Task
 
 BATCH_SIZE = 2000
@@ -41,15 +42,10 @@ both providers' limits (OpenAI: 50,000 requests and 200 MB per file; Anthropic: 
 256 MB), and a full VisualToolBench run (7,777 verdicts) goes in four batches that the provider may
 process side by side."""
 
-BATCH_PROVIDERS = ("openai", "anthropic")
-"""Providers whose batch API the judge can use."""
-
-ItemStatus = Literal["succeeded", "errored", "expired", "canceled"]
-
-
-class BatchError(Exception):
-    """A batch that cannot be built, submitted or read (names the batch and the cause)."""
-
+BATCH_APIS = {"openai": "vtb_agents.judges.batch_openai:OpenAIBatches",
+              "anthropic": "vtb_agents.judges.batch_anthropic:AnthropicBatches"}
+"""Providers whose batch API the judge can use, and the class that speaks it (loaded when used)."""
+BATCH_PROVIDERS = tuple(BATCH_APIS)
 
 @dataclass(frozen=True)
 class PendingVerdict:
@@ -62,57 +58,6 @@ class PendingVerdict:
     rubric: Rubric
     answer: str
     epoch: int
-
-
-@dataclass(frozen=True)
-class BatchItem:
-    """One line of a batch: its id (the verdict's cache key), the API path and the request body."""
-
-    custom_id: str
-    path: str
-    body: dict[str, object]
-
-
-class ItemResult(BaseModel):
-    """What a batch gave for one request: the response body (``succeeded``) or why there is none."""
-
-    status: ItemStatus
-    body: dict[str, object] | None = None
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class BatchProgress:
-    """How far a batch is: the provider's status word, whether it has ended, requests done and failed."""
-
-    batch_id: str
-    status: str
-    ended: bool
-    done: int
-    failed: int
-    total: int
-
-
-class BatchApi(Protocol):
-    """One provider's batch API (docs/how-to/batch-judging.md)."""
-
-    provider: str
-
-    def relay_base_url(self, root: str) -> str:
-        """The judge model's base URL for a relay at ``root`` (so its requests reach the relay)."""
-        ...
-
-    def submit(self, items: list[BatchItem]) -> str:
-        """Submit ``items`` as one batch; its id."""
-        ...
-
-    def progress(self, batch_id: str) -> BatchProgress:
-        """The batch's progress now."""
-        ...
-
-    def results(self, batch_id: str) -> dict[str, ItemResult]:
-        """The results of an ended batch by custom id (a request it never processed may be missing)."""
-        ...
 
 
 class SubmittedBatch(BaseModel):
@@ -160,15 +105,11 @@ def no_batch_api(spec: str) -> str:
 def batch_api(provider: str) -> BatchApi:
     """The batch API client of ``provider`` (one of :data:`BATCH_PROVIDERS`), configured from the
     environment as the provider's SDK is (``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, API keys)."""
-    if provider == "openai":
-        from vtb_agents.judges.batch_openai import OpenAIBatches
-
-        return OpenAIBatches()
-    if provider == "anthropic":
-        from vtb_agents.judges.batch_anthropic import AnthropicBatches
-
-        return AnthropicBatches()
-    raise BatchError(f"provider {provider!r} has no batch API here (only {', '.join(BATCH_PROVIDERS)})")
+    if provider not in BATCH_APIS:
+        raise BatchError(f"provider {provider!r} has no batch API here (only {', '.join(BATCH_PROVIDERS)})")
+    module, _, name = BATCH_APIS[provider].partition(":")
+    api: BatchApi = getattr(importlib.import_module(module), name)()
+    return api
 
 
 @dataclass

@@ -28,9 +28,9 @@ from typing import Callable
 from pydantic import ValidationError
 
 from vtb_agents.judges.base import RubricJudge
-from vtb_agents.judges.batch import (BATCH_SIZE, BatchApi, BatchJudge, BatchLedger, BatchProgress, PendingVerdict,
-                                     SubmittedBatch, batch_api, batch_provider, no_batch_api,
-                                     pending_verdicts)
+from vtb_agents.judges.batch import (BATCH_SIZE, BatchJudge, BatchLedger, PendingVerdict, SubmittedBatch, batch_api,
+                                     batch_provider, no_batch_api, pending_verdicts)
+from vtb_agents.judges.batch_api import BatchApi, BatchProgress
 from vtb_agents.judges.cache import CachedJudge, JudgeCache, Payer
 from vtb_agents.judges.relay import Relay
 from vtb_agents.config import CriticalRule
