@@ -144,15 +144,23 @@ def test_a_judge_past_its_time_or_the_deadline_is_an_error_naming_the_time():
         slow.release.set()
 
 
-def test_bounded_judgement_goes_through_a_judges_own_time_box_if_it_has_one(tmp_path: Path):
+class Boxed:
+    """A judge that bounds its own calls (``judge_within``), as the verdict cache does."""
+
+    name, calls_model = "boxed", False
+
+    def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
+        return Judgement("not_met", "asked without its own time box")
+
+    def judge_within(self, *, task: Task, turn: int, rubric: Rubric, answer: str, limit_s: float) -> Judgement:
+        return Judgement("met", f"{task.id} turn {turn} {rubric.id}: {answer!r} within {limit_s} s")
+
+
+def test_bounded_judgement_goes_through_a_judges_own_time_box_if_it_has_one():
     plain = Odd(Judgement("met", "plain"))
     assert bounded_judgement(plain, task=TASK, turn=0, rubric=RUBRIC, answer="42", limit_s=30) == Judgement("met", "plain")
-    cache = JudgeCache(tmp_path / "verdicts.sqlite")
-    cached = CachedJudge(Odd(Judgement("not_met", "boxed"), name="boxed"), cache)
-    assert bounded_judgement(cached, task=TASK, turn=0, rubric=RUBRIC, answer="42", limit_s=30) == Judgement(
-        "not_met", "boxed")
-    assert bounded_judgement(cached, task=TASK, turn=0, rubric=RUBRIC, answer="42", limit_s=30).cached
-    cache.close()
+    assert bounded_judgement(Boxed(), task=TASK, turn=0, rubric=RUBRIC, answer="42", limit_s=30) == Judgement(
+        "met", "t turn 0 r1: '42' within 30 s")
 
 
 def test_the_cache_key_keeps_epoch_one_as_a_run_without_epochs():

@@ -73,10 +73,12 @@ def test_looked_by_turn_averages_epochs_and_counts_exactly_half():
 
 
 def test_compare_pair_lists_unpaired_tasks_and_compares_only_the_paired():
-    a = [line("both", True, ious=(0.5,), input_tokens=400_000), line("flip", False, ious=(0.1,), input_tokens=400_000),
-         line("only-a", True, input_tokens=4_000_000), line("ungraded-b", True, input_tokens=4_000_000),
+    a = [line("both", True, ious=(0.5, 0.7), input_tokens=400_000),
+         line("flip", False, ious=(0.1,), input_tokens=400_000),
+         line("only-a", True, ious=(0.9,), input_tokens=4_000_000), line("ungraded-b", True, input_tokens=4_000_000),
          line("ungraded-a", None)]
-    b = [line("both", True, ious=(0.49,), input_tokens=800_000), line("flip", True, ious=(0.9,), input_tokens=800_000),
+    b = [line("both", True, ious=(0.49, None), input_tokens=800_000),
+         line("flip", True, ious=(0.9,), input_tokens=800_000),
          line("only-b", False, input_tokens=4_000_000), line("ungraded-b", None), line("ungraded-a", False)]
     pair = compare_pair(RunResults("A", a, "gpt-4o", "rule"), RunResults("B", b, "gpt-4o", "rule"))
     assert (pair.a, pair.b, pair.tasks) == ("A", "B", 2)
@@ -86,8 +88,11 @@ def test_compare_pair_lists_unpaired_tasks_and_compares_only_the_paired():
     assert (pair.flips_to_pass, pair.flips_to_fail, pair.both_pass, pair.both_fail) == (["flip"], [], 1, 0)
     assert pair.mcnemar_p == 1.0  # one discordant task: 2 x P(X <= 0), X ~ Bin(1, 1/2) = 1
     assert (pair.delta_apr, pair.delta_ars) == (0.5, 0.375)  # pass rates 1, 0 -> 1, 1; scores 1, .25 -> 1, 1
+    # two pairs, differences 0 and 1 (0 and 0.75): a resample's mean is 0, half or all of the second
+    assert (pair.delta_apr_ci, pair.delta_ars_ci) == ((0.0, 1.0), (0.0, 0.75))
     assert pair.pass_counts_changed == []  # one epoch each: a flip, not a change of counts
-    # both turns measured in both runs: A looked at 0.5 (exactly) and not at 0.1; B not at 0.49, looked at 0.9
+    # two turns measured in both runs (both/1 is in A only, only-a unpaired): A looked at 0.5 (exactly)
+    # and not at 0.1; B not at 0.49, looked at 0.9
     assert (pair.looked_turns, pair.delta_share_looked) == (2, 0.0)
     assert pair.delta_share_looked_ci == (-1.0, 1.0)  # differences -1 and +1: a resample's mean is -1, 0 or 1
     # cost of the paired tasks only, 2.5 USD per million gpt-4o input tokens: A 800,000 -> 2.0, B 1,600,000 -> 4.0
@@ -103,16 +108,18 @@ def test_compare_pair_of_runs_with_nothing_paired():
 
 
 def test_pass_counts_that_change_without_a_flip_are_listed():
-    a = [line("t", True, 1), line("t", True, 2), line("t", True, 3), line("u", True, 1), line("v", True, 1)]
+    a = [line("t", True, 1), line("t", True, 2), line("t", True, 3), line("u", True, 1), line("v", True, 1),
+         line("w", True, 1), line("w", False, 2)]
     b = [line("t", True, 1), line("t", False, 2), line("t", True, 3), line("u", True, 1), line("u", True, 2),
-         line("v", False, 1), line("v", True, 2)]
+         line("v", False, 1), line("v", True, 2), line("w", True, 1)]
     pair = compare_pair(RunResults("A", a, None, "rule"), RunResults("B", b, None, "rule"))
-    # t: 3/3 -> 2/3, a change but no flip; u: 1/1 -> 2/2, no change; v: 1/1 -> 1/2, a flip (a tie fails) and a change
+    # t: 3/3 -> 2/3, a change but no flip; u: 1/1 -> 2/2, no change; v: 1/1 -> 1/2, a flip (a tie fails)
+    # and a change; w: 1/2 -> 1/1, a flip to pass with two epochs in A only
     assert [(c.task_id, c.passes_a, c.epochs_a, c.passes_b, c.epochs_b) for c in pair.pass_counts_changed] == [
-        ("t", 3, 3, 2, 3), ("v", 1, 1, 1, 2)]
-    assert (pair.flips_to_fail, pair.both_pass) == (["v"], 2)
-    # pass rates A 1, 1, 1 and B 2/3, 1, 1/2: mean difference (-1/3 + 0 - 1/2) / 3 = -0.277778
-    assert pair.delta_apr == -0.277778
+        ("t", 3, 3, 2, 3), ("v", 1, 1, 1, 2), ("w", 1, 2, 1, 1)]
+    assert (pair.flips_to_pass, pair.flips_to_fail, pair.both_pass) == (["w"], ["v"], 2)
+    # pass rates A 1, 1, 1, 1/2 and B 2/3, 1, 1/2, 1: mean difference (-1/3 + 0 - 1/2 + 1/2) / 4 = -0.083333
+    assert pair.delta_apr == -0.083333
 
 
 def test_compare_pairs_takes_each_later_run_against_each_earlier_one():

@@ -83,16 +83,17 @@ def test_region_iou_counts_an_iou_of_exactly_half_as_looked_and_leaves_undecided
         result_line("c", category="Map", outcome="provider_error",
                     turns=[turn(0, 0.75), turn(1, None, not_located=["x.png"], reference=[region((0, 0, 1, 1))])],
                     by_turn={0: True}),
-        # Other: only a turn not located
+        # Other: only two turns not located
         result_line("d", category="Other", score=0.0, passed=False,
-                    turns=[turn(0, None, not_located=["y.png"], reference=[region((0, 0, 1, 1))])], by_turn={0: False}),
+                    turns=[turn(0, None, not_located=["y.png"], reference=[region((0, 0, 1, 1))]),
+                           turn(1, None, not_located=["z.png"], reference=[region((0, 0, 1, 1))])], by_turn={0: False}),
     ]
     figures = region_iou(results)
     # measured turns: 0.5 (pass), 0.499999 (fail), 0.9 (undecided), 0.75 (ungraded): 3 of 4 looked
     assert figures["turns"] == 4 and figures["share_iou_ge_0_5"] == 0.75
     assert figures["pass_rate_when_looked"] == 1.0  # of the looked turns only turn a/0 has a pass: passed
     assert figures["pass_rate_when_not"] == 0.0  # a/1 failed
-    assert figures["not_located"] == 2
+    assert figures["not_located"] == 3
     assert list(figures["by_category"]) == ["Chart Q&A", "Map", "Other"]
     assert figures["by_category"]["Chart Q&A"] == {"turns": 3, "share_iou_ge_0_5": 0.666667,
                                                    "pass_rate_when_looked": 1.0, "pass_rate_when_not": 0.0,
@@ -101,7 +102,7 @@ def test_region_iou_counts_an_iou_of_exactly_half_as_looked_and_leaves_undecided
                                              "pass_rate_when_not": None, "not_located": 1}
     assert figures["by_category"]["Other"] == {"turns": 0, "share_iou_ge_0_5": None,
                                                "pass_rate_when_looked": None, "pass_rate_when_not": None,
-                                               "not_located": 1}
+                                               "not_located": 2}
 
 
 def test_pass_rates_are_shares_of_passed_turns_rounded_to_six_places():

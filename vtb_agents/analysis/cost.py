@@ -57,7 +57,7 @@ def cost_of(usage: TokenUsage, prices: Prices | None) -> float | None:
              (usage.cache_write_tokens, prices.cache_write), (usage.output_tokens, prices.output)]
     if any(tokens and price is None for tokens, price in parts):
         return None
-    return round(sum(tokens * (price or 0.0) for tokens, price in parts) / PER_TOKENS, 6)
+    return round(sum(tokens * price for tokens, price in parts if price is not None) / PER_TOKENS, 6)
 
 
 def task_cost(result: TaskResult, model_prices: Prices | None, judge_prices: Prices | None) -> float | None:
