@@ -78,7 +78,7 @@ def test_compare_pair_lists_unpaired_tasks_and_compares_only_the_paired():
          line("only-a", True, ious=(0.9,), input_tokens=4_000_000), line("ungraded-b", True, input_tokens=4_000_000),
          line("ungraded-a", None)]
     b = [line("both", True, ious=(0.49, None), input_tokens=800_000),
-         line("flip", True, ious=(0.9,), input_tokens=800_000),
+         line("flip", True, ious=(0.9,), input_tokens=1_000_000),
          line("only-b", False, input_tokens=4_000_000), line("ungraded-b", None), line("ungraded-a", False)]
     pair = compare_pair(RunResults("A", a, "gpt-4o", "rule"), RunResults("B", b, "gpt-4o", "rule"))
     assert (pair.a, pair.b, pair.tasks) == ("A", "B", 2)
@@ -95,8 +95,10 @@ def test_compare_pair_lists_unpaired_tasks_and_compares_only_the_paired():
     # and not at 0.1; B not at 0.49, looked at 0.9
     assert (pair.looked_turns, pair.delta_share_looked) == (2, 0.0)
     assert pair.delta_share_looked_ci == (-1.0, 1.0)  # differences -1 and +1: a resample's mean is -1, 0 or 1
-    # cost of the paired tasks only, 2.5 USD per million gpt-4o input tokens: A 800,000 -> 2.0, B 1,600,000 -> 4.0
-    assert (pair.cost_a, pair.cost_b, pair.delta_cost) == (2.0, 4.0, 2.0)
+    # cost of the paired tasks only, 2.5 USD per million gpt-4o input tokens: A 800,000 -> 2.0, B 1,800,000 -> 4.5
+    assert (pair.cost_a, pair.cost_b, pair.delta_cost) == (2.0, 4.5, 2.5)
+    unpriced = compare_pair(RunResults("A", a, "gpt-4o", "rule"), RunResults("B", b, None, "rule"))
+    assert (unpriced.cost_a, unpriced.cost_b, unpriced.delta_cost) == (2.0, None, None)  # B's model has no prices
 
 
 def test_compare_pair_of_runs_with_nothing_paired():
