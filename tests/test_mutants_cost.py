@@ -56,7 +56,8 @@ def test_task_cost_adds_both_sides_and_is_unknown_for_a_failure_or_a_judge_error
 
 
 def test_run_usage_sums_each_side_and_counts_cache_hits_and_results_without_usage():
-    lines = [result_line("a", usage=TaskUsage(model=usage(2, 100, 10), judge=usage(1, 5, 1),
+    lines = [result_line("none"),  # without usage (a result written before usage was kept), first
+             result_line("a", usage=TaskUsage(model=usage(2, 100, 10), judge=usage(1, 5, 1),
                                               model_from_cache=usage(1, 50, 5), judge_from_cache=usage(1, 5, 1))),
              result_line("b", usage=TaskUsage(model=usage(1, 1, 1, reasoning_tokens=1))),
              result_line("c")]
@@ -65,7 +66,7 @@ def test_run_usage_sums_each_side_and_counts_cache_hits_and_results_without_usag
     assert summed["judge"] == usage(1, 5, 1).model_dump()
     assert summed["model_from_cache"] == usage(1, 50, 5).model_dump()
     assert summed["judge_from_cache"] == usage(1, 5, 1).model_dump()
-    assert summed["tasks_without_usage"] == 1 and summed["cache_hits"] == 2
+    assert summed["tasks_without_usage"] == 2 and summed["cache_hits"] == 2
 
 
 def test_cost_summary_bills_what_the_cache_did_not_answer_and_divides_by_passed_tasks():
