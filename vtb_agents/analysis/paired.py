@@ -207,7 +207,7 @@ def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, 
         """B's mean minus A's along ``axis`` (scipy passes it: vectorised over the resamples)."""
         return np.mean(second, axis=axis) - np.mean(first, axis=axis)
 
-    found = stats.bootstrap((np.asarray(a, dtype=float), np.asarray(b, dtype=float)), mean_difference,
+    found = stats.bootstrap((np.asarray(a), np.asarray(b)), mean_difference,
                             paired=True, method="percentile", confidence_level=CONFIDENCE,
                             n_resamples=BOOTSTRAP_RESAMPLES, batch=1000, rng=np.random.default_rng(BOOTSTRAP_SEED))
     interval = found.confidence_interval
