@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
 
 from openai_server import OpenAIServer
@@ -21,7 +23,7 @@ from vtb_agents.judges.cache import CachedJudge, JudgeCache, Payer, StoredVerdic
 from vtb_agents.judges.llm import LLMJudge
 from vtb_agents.judges.prompt import PROMPT_VERSION, RULES, SYSTEM, judge_prompt
 from vtb_agents.models.cache import PaidHere
-from vtb_agents.models.usage import track_usage
+from vtb_agents.models.usage import CACHE_HIT_METADATA_KEY, track_usage
 from vtb_agents.results import TokenUsage
 from vtb_agents.tasks.model import Rubric, Task, Turn
 from vtb_agents.timebox import until
@@ -164,6 +166,12 @@ def test_bounded_judgement_goes_through_a_judges_own_time_box_if_it_has_one():
 
 
 def test_the_cache_key_keeps_epoch_one_as_a_run_without_epochs():
+    # the keys of verdict caches on disk: sha256 of the JSON list [judge, prompt version, prompt], with the
+    # epoch appended from epoch 2 on; a key that changed would judge (and pay for) every cached verdict again
+    assert JudgeCache.key("openai:o4-mini", "Which number?") == JudgeCache.key("openai:o4-mini", "Which number?", 1) \
+        == "b4a393cff7f25d12009583ecf9882763c36a3296fb848f9c51e0fe16c9318332"
+    assert JudgeCache.key("openai:o4-mini", "Which number?", 2) == \
+        "40e39d5a54097ae87d3e9f1ccd56f7234f025a12e59049719f527c1cfeb1b2d4"
     assert JudgeCache.key("j", "p") == JudgeCache.key("j", "p", 1)
     keys = {JudgeCache.key("j", "p"), JudgeCache.key("j", "p", 2), JudgeCache.key("j2", "p"), JudgeCache.key("j", "p2")}
     assert len(keys) == 4 and PROMPT_VERSION == "vtb-judge-v1"
@@ -213,6 +221,7 @@ def test_a_cached_verdict_is_the_paying_pass_own_call_once_and_a_hit_for_everyon
         other = Task(id="twin", turns=TASK.turns)  # the same prompt: the same key, another task's payment
         assert judged(CachedJudge(inner, cache, grading="run-1"), other)[0].cached
         assert len(server.requests) == 1
+        assert server.requests[0]["messages"][-1]["content"] == judge_prompt(TASK, 0, RUBRIC, "42")
         second = judge_for_epoch(first, 2)
         assert isinstance(second, CachedJudge)
         assert (second.epoch, second.grading, second.inner, second.cache) == (2, "run-1", inner, cache)
@@ -221,6 +230,33 @@ def test_a_cached_verdict_is_the_paying_pass_own_call_once_and_a_hit_for_everyon
         key = JudgeCache.key("openai:judge-1", judge_prompt(TASK, 0, RUBRIC, "42"), 2)
         assert cache.get(key) == StoredVerdict(Judgement("met", "yes"), STORED, TokenUsage(), Payer("run-1", "t", 2))
         assert judged(second.for_epoch(2)) == (Judgement("met", "yes", cached=True), TokenUsage())  # paid here
+    cache.close()
+
+
+class Replayed:
+    """A judge whose one chat-model call the model cache answered (``--model-cache``): its usage is
+    reported, and counted as from the cache."""
+
+    name, calls_model = "replayed", True
+
+    def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
+        reply = AIMessage("met", usage_metadata={"input_tokens": 120, "output_tokens": 30, "total_tokens": 150},
+                          response_metadata={CACHE_HIT_METADATA_KEY: "k"})
+        return Judgement("met", str(GenericFakeChatModel(messages=iter([reply])).invoke(answer).content))
+
+
+def test_a_verdict_stores_the_part_of_its_usage_the_model_cache_answered_and_counts_it_when_found_again(
+        tmp_path: Path):
+    cache = JudgeCache(tmp_path / "verdicts.sqlite")
+    judge = CachedJudge(Replayed(), cache, grading="run-1")
+    with track_usage() as usage:
+        assert ask(judge) == Judgement("met", "met")
+    assert (usage.total, usage.from_cache) == (STORED, STORED)
+    key = JudgeCache.key("replayed", judge_prompt(TASK, 0, RUBRIC, "42"))
+    assert cache.get(key) == StoredVerdict(Judgement("met", "met"), STORED, STORED, Payer("run-1", "t", 1))
+    with track_usage() as usage:  # a resumed attempt of the same pass: the call it paid for, from the cache
+        assert ask(CachedJudge(Replayed(), cache, grading="run-1")) == Judgement("met", "met")
+    assert (usage.total, usage.from_cache) == (STORED, STORED)
     cache.close()
 
 

@@ -63,9 +63,9 @@ class StoredVerdict:
 class JudgeCache:
     """Verdict store in one SQLite file, shared by threads and processes (:class:`SharedSqlite`)."""
 
-    def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._db = SharedSqlite(self.path, _SCHEMA, busy_timeout_s)
+        self._db = SharedSqlite(self.path, _SCHEMA)
 
     @staticmethod
     def key(judge: str, prompt: str, epoch: int = 1) -> str:
