@@ -67,6 +67,24 @@ def test_a_judge_that_keeps_failing_is_an_error_naming_its_attempts_cut_to_500_c
     assert judgement.justification.startswith("judge failed after 2 attempts: OpenAIInvalidRequestError: Error code: 400")
 
 
+def test_the_llm_judges_defaults_are_three_attempts_with_a_json_schema_and_backoff_from_one_second(retry_waits):
+    with OpenAIServer(lambda request: 500) as server:
+        model = ChatOpenAI(model="judge-1", base_url=server.base_url, api_key="k", max_retries=0)
+        judgement = ask(LLMJudge(model, "openai:judge-1"))
+    assert judgement.status == "error" and judgement.justification.startswith("judge failed after 3 attempts: ")
+    assert len(server.requests) == 3 and server.requests[0]["response_format"]["type"] == "json_schema"
+    # 1 s then 2 s, each plus up to 1 s of jitter (recorded, not slept)
+    assert len(retry_waits) == 2 and 1 <= retry_waits[0] <= 2 and 2 <= retry_waits[1] <= 3
+
+
+def test_the_llm_judges_backoff_is_capped_at_its_maximum(retry_waits):
+    with OpenAIServer(lambda request: 500) as server:
+        model = ChatOpenAI(model="judge-1", base_url=server.base_url, api_key="k", max_retries=0)
+        ask(LLMJudge(model, "openai:judge-1", attempts=3, backoff_initial_s=0.25, backoff_max_s=0.3))
+    # 0.25 s plus jitter, then 0.5 s plus jitter: both capped at 0.3 s
+    assert len(retry_waits) == 2 and 0.25 <= retry_waits[0] <= 0.3 and retry_waits[1] == 0.3
+
+
 def test_a_reply_with_no_tool_call_is_no_verdict():
     # function calling: a plain text reply parses to no tool call, None
     with OpenAIServer(lambda request: {"content": "met", "usage": USAGE}) as server:
@@ -85,10 +103,11 @@ class Odd:
     calls_model = False
 
     def __init__(self, reply: object, name: str = "odd") -> None:
-        self.reply, self.name, self.asked = reply, name, 0
+        self.reply, self.name, self.asked, self.thread = reply, name, 0, ""
 
     def judge(self, *, task: Task, turn: int, rubric: Rubric, answer: str) -> Judgement:
         self.asked += 1
+        self.thread = threading.current_thread().name
         if isinstance(self.reply, BaseException):
             raise self.reply
         return self.reply  # type: ignore[return-value]
@@ -109,6 +128,12 @@ def test_a_reply_that_is_no_verdict_says_why(reply, problem):
     got = ask_judge(Odd(reply), task=TASK, turn=0, rubric=RUBRIC, answer="42", limit_s=30)
     assert got == Judgement("error", f"judge 'odd' gave no verdict: {problem}")
     assert verdict_problem(Judgement("unjudged", "")) is None
+
+
+def test_a_judge_is_asked_on_a_thread_named_after_the_task():
+    judge = Odd(Judgement("met", "ok"))
+    assert ask_judge(judge, task=TASK, turn=0, rubric=RUBRIC, answer="42", limit_s=30) == Judgement("met", "ok")
+    assert judge.thread == "vtb-judge-t"  # what a stack dump of a hanging run shows
 
 
 def test_a_judge_that_raises_is_an_error_naming_the_exception_cut_to_500_characters():
