@@ -87,7 +87,8 @@ def test_cost_summary_bills_what_the_cache_did_not_answer_and_divides_by_passed_
 
 def test_cost_summary_leaves_a_side_unknown_for_its_own_failures_only():
     paid = TaskUsage(model=usage(1, 400_000), judge=usage(1, 100_000))  # 1.0 and 0.11
-    judge_failed = [result_line("a", score=1.0, passed=True, usage=paid), result_line("b", outcome="judge_error", usage=paid)]
+    judge_failed = [result_line("a", score=1.0, passed=True, usage=paid),
+                    result_line("b", outcome="judge_error", usage=paid)]
     assert cost_summary(judge_failed, model="gpt-4o", judge="o4-mini")[
         "model"] == 2.0  # both episodes ran and were billed; the judge's failed call reported nothing
     summary = cost_summary(judge_failed, model="gpt-4o", judge="o4-mini")

@@ -64,7 +64,8 @@ def test_a_judge_that_keeps_failing_is_an_error_naming_its_attempts_cut_to_500_c
         judgement = ask(llm_judge(server, attempts=2))
     assert len(server.requests) == 2
     assert judgement.status == "error" and len(judgement.justification) == 500
-    assert judgement.justification.startswith("judge failed after 2 attempts: OpenAIInvalidRequestError: Error code: 400")
+    assert judgement.justification.startswith(
+        "judge failed after 2 attempts: OpenAIInvalidRequestError: Error code: 400")
 
 
 def test_the_llm_judges_defaults_are_three_attempts_with_a_json_schema_and_backoff_from_one_second(retry_waits):
@@ -185,7 +186,8 @@ class Boxed:
 
 def test_bounded_judgement_goes_through_a_judges_own_time_box_if_it_has_one():
     plain = Odd(Judgement("met", "plain"))
-    assert bounded_judgement(plain, task=TASK, turn=0, rubric=RUBRIC, answer="42", limit_s=30) == Judgement("met", "plain")
+    assert bounded_judgement(plain, task=TASK, turn=0, rubric=RUBRIC, answer="42", limit_s=30) == Judgement(
+        "met", "plain")
     assert bounded_judgement(Boxed(), task=TASK, turn=0, rubric=RUBRIC, answer="42", limit_s=30) == Judgement(
         "met", "t turn 0 r1: '42' within 30 s")
 

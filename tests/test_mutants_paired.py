@@ -64,7 +64,8 @@ def test_the_recorded_bootstrap_parameters_reproduce_the_interval():
     record = PairedComparison.model_fields
     resamples, seed, level = (record[k].default for k in ("bootstrap_resamples", "bootstrap_seed", "confidence"))
     # what a reader of `vtb compare --json` would do with the recorded resamples, seed and confidence
-    found = stats.bootstrap((np.asarray(a, float), np.asarray(b, float)), lambda x, y, axis=-1: y.mean(axis) - x.mean(axis),
+    found = stats.bootstrap((np.asarray(a, float), np.asarray(b, float)),
+                            lambda x, y, axis=-1: y.mean(axis) - x.mean(axis),
                             paired=True, method="percentile", confidence_level=level, n_resamples=resamples,
                             rng=np.random.default_rng(seed)).confidence_interval
     assert paired_bootstrap_ci(a, b) == (round(found.low, 6), round(found.high, 6))

@@ -42,7 +42,8 @@ def test_iou_of_boxes_under_one_pixel_and_of_empty_boxes():
 def test_best_crop_iou_is_the_best_pair_and_zero_without_a_shown_crop_of_that_image():
     reference = [region((0, 0, 10, 10)), region((50, 50, 60, 60))]
     shown = [region((0, 0, 10, 20)), region((50, 50, 60, 60), image="image_1.png"), region((50, 50, 60, 65))]
-    # (0,0,10,20) vs the first: 100 / 200 = 0.5; (50,50,60,65) vs the second: 100 / 150; another image's exact match counts not
+    # (0,0,10,20) vs the first: 100 / 200 = 0.5; (50,50,60,65) vs the second: 100 / 150; an exact match
+    # of another image counts not
     assert best_crop_iou(shown, reference) == pytest.approx(2 / 3)
     assert best_crop_iou(shown[:2], reference) == 0.5
     assert best_crop_iou([region((50, 50, 60, 60), image="image_1.png")], reference) == 0.0

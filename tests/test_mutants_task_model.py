@@ -126,7 +126,8 @@ def test_a_task_normalises_its_category_and_domain_and_keeps_the_raw_values():
 
 
 def test_a_tasks_turncase_rubrics_and_image_names():
-    one = Turn(prompt="p", rubrics=[Rubric(id="a", description="d", weight=1), Rubric(id="b", description="d", weight=4)])
+    one = Turn(prompt="p", rubrics=[Rubric(id="a", description="d", weight=1),
+                                    Rubric(id="b", description="d", weight=4)])
     two = Turn(prompt="q", rubrics=[Rubric(id="c", description="d", weight=2)])
     task = Task(id="t", turns=[one, two])
     assert task.turncase == "multi-turn" and Task(id="t", turns=[one]).turncase == "single-turn"

@@ -96,7 +96,8 @@ class JudgeCache:
             return
         self._db.write_all([
             (_PUT_VERDICT, (key, judge, judgement.status, judgement.justification)),
-            (_PUT_PAYER, (key, (usage or TokenUsage()).model_dump_json(), (from_cache or TokenUsage()).model_dump_json(),
+            (_PUT_PAYER, (key, (usage or TokenUsage()).model_dump_json(),
+                          (from_cache or TokenUsage()).model_dump_json(),
                           *((payer.grading, payer.task_id, payer.epoch) if payer else (None, None, None))))])
 
     def close(self) -> None:
