@@ -28,3 +28,11 @@ def test_the_summary_holds_the_region_metric_under_region_iou():
     turns = [TurnRecord(index=0, answer="a", status="answered", best_crop_iou=0.5)]
     summary = summarize([result_line("a", score=1.0, passed=True, turns=turns, by_turn={0: True})], judge_name="rule")
     assert summary["region_iou"]["turns"] == 1 and summary["region_iou"]["pass_rate_when_looked"] == 1.0
+
+
+def test_the_strategys_own_images_are_summed_over_episodes_by_operation():
+    first, second = result_line("a", score=1.0, passed=True), result_line("b", score=1.0, passed=True)
+    first.episode.strategy_image_ops = {"mark": 1, "crop": 2}  # a zoom strategy's two crops and a marked image
+    second.episode.strategy_image_ops = {"crop": 1}
+    ops = summarize([first, second], judge_name="rule")["tool_metrics"]["strategy_image_ops"]
+    assert list(ops.items()) == [("crop", 3), ("mark", 1)]
