@@ -19,12 +19,13 @@ from langchain_openai import ChatOpenAI
 from openai_server import OpenAIServer
 from vtb_agents.judges.base import Judgement, RuleJudge
 from vtb_agents.judges.bounded import ask_judge, bounded_judgement, judge_time_limit, verdict_problem
+from vtb_agents.judges.grade import rubric_verdict
 from vtb_agents.judges.cache import CachedJudge, JudgeCache, Payer, StoredVerdict, judge_for_epoch
 from vtb_agents.judges.llm import LLMJudge
 from vtb_agents.judges.prompt import PROMPT_VERSION, RULES, SYSTEM, judge_prompt
 from vtb_agents.models.cache import PaidHere
 from vtb_agents.models.usage import CACHE_HIT_METADATA_KEY, track_usage
-from vtb_agents.results import TokenUsage
+from vtb_agents.results import Episode, TokenUsage, TurnRecord
 from vtb_agents.tasks.model import Rubric, Task, Turn
 from vtb_agents.timebox import until
 
@@ -316,3 +317,10 @@ def test_the_prompt_shows_earlier_turns_of_a_multi_turn_task_only():
     assert judge_prompt(TASK, 0, RUBRIC, "42") == "\n\n".join([
         "## Question\nWhich number?", "## Reference answer\n42", "## Criterion\nSays 42", "## Answer to grade\n42",
         RULES])
+
+
+def test_a_rubric_verdict_gives_the_judge_the_grading_windows_limit_or_its_own():
+    episode = Episode(task_id="t", model="m", turns=[TurnRecord(index=0, answer="42", status="answered")])
+    assert rubric_verdict(TASK, episode, Boxed(), 0, RUBRIC, limit_s=7.5).justification == \
+        "t turn 0 r1: '42' within 7.5 s"
+    assert rubric_verdict(TASK, episode, Boxed(), 0, RUBRIC).justification == "t turn 0 r1: '42' within 450.0 s"
