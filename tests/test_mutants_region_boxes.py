@@ -29,7 +29,8 @@ def test_each_edge_is_clamped_to_the_image_on_its_own_and_rounded_to_a_thousandt
                                                                image_size=(100, 50))
     assert parse_region(chunk([1, 2, 130, 40])).box == (1, 2, 100, 40)  # type: ignore[union-attr]
     assert parse_region(chunk([1, 2, 30, 90])).box == (1, 2, 30, 50)  # type: ignore[union-attr]
-    assert parse_region(chunk([1.23456, 2.0004, 30.9996, 40.12345])).box == (1.235, 2.0, 31.0, 40.123)  # type: ignore[union-attr]
+    assert parse_region(chunk([1.23456, 2.4004, 30.4996, 40.12345])).box == (  # type: ignore[union-attr]
+        1.235, 2.4, 30.5, 40.123)
     assert parse_region(chunk(["1", "2", "30", "40"], ["100", "50"])).box == (1, 2, 30, 40)  # type: ignore[union-attr]
 
 
