@@ -324,3 +324,13 @@ def test_a_rubric_verdict_gives_the_judge_the_grading_windows_limit_or_its_own()
     assert rubric_verdict(TASK, episode, Boxed(), 0, RUBRIC, limit_s=7.5).justification == \
         "t turn 0 r1: '42' within 7.5 s"
     assert rubric_verdict(TASK, episode, Boxed(), 0, RUBRIC).justification == "t turn 0 r1: '42' within 450.0 s"
+
+
+def test_the_prompt_of_a_third_turn_shows_both_earlier_turns_apart():
+    rubric = Rubric(id="r3", description="Halves it", weight=2)
+    task = Task(id="mt", turns=[Turn(prompt="Which number?", golden_answer="42"), Turn(prompt="Double it?",
+                                                                                        golden_answer="84"),
+                                Turn(prompt="Halve that?", golden_answer="42", rubrics=[rubric])])
+    assert judge_prompt(task, 2, rubric, "42").startswith(
+        "## Earlier turns of the conversation\nTurn 1 question: Which number?\nTurn 1 reference answer: 42\n\n"
+        "Turn 2 question: Double it?\nTurn 2 reference answer: 84\n\n## Question (turn 3 of 3)\nHalve that?\n\n")
