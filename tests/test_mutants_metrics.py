@@ -22,6 +22,8 @@ def test_a_run_with_epochs_counts_missing_episodes_per_epoch_and_has_pass_at_k_i
         assert (group["n"], group["pass_at_k"], group["pass_hat_k"]) == (2, 1.0, 0.5), breakdown
     assert (summary["tasks"], summary["graded"], summary["ungraded"], summary["apr"]) == (2, 2, 0, 0.75)
     assert "n" not in summary  # the overall block's n is the summary's tasks
+    # summary.json opens with the headline figures, then the overall block's intervals
+    assert list(summary)[:8] == ["tasks", "graded", "ungraded", "epochs", "apr", "ars", "apr_stderr", "apr_ci95"]
 
 
 def test_the_summary_holds_the_region_metric_under_region_iou():
