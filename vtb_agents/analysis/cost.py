@@ -84,7 +84,7 @@ def _list_cost(usage: TokenUsage, prices: Prices) -> float | None:
              (usage.cache_write_tokens, prices.cache_write), (usage.output_tokens, prices.output)]
     if any(tokens and price is None for tokens, price in parts):
         return None
-    return sum(tokens * (price or 0.0) for tokens, price in parts) / PER_TOKENS
+    return sum(tokens * price for tokens, price in parts if price is not None) / PER_TOKENS
 
 
 def cost_of(usage: TokenUsage, prices: Prices | None) -> float | None:

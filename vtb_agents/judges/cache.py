@@ -41,6 +41,10 @@ _SCHEMA = ["CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, judge TEX
            "from_cache TEXT NOT NULL, grading TEXT, task_id TEXT, epoch INTEGER)"]
 """Verdicts, and apart from them (a file written before payers were kept still reads: its verdicts have
 none) the usage of the call behind each and who paid for it."""
+_GET = ("SELECT status, justification, usage, from_cache, grading, task_id, epoch FROM verdicts "
+        "LEFT JOIN verdict_payers USING (key) WHERE key = ?")
+_PUT_VERDICT = "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)"
+_PUT_PAYER = "INSERT OR REPLACE INTO verdict_payers VALUES (?, ?, ?, ?, ?, ?)"
 
 
 @dataclass(frozen=True)
@@ -67,9 +71,9 @@ class StoredVerdict:
 class JudgeCache:
     """Verdict store in one SQLite file, shared by threads and processes (:class:`SharedSqlite`)."""
 
-    def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._db = SharedSqlite(self.path, _SCHEMA, busy_timeout_s)
+        self._db = SharedSqlite(self.path, _SCHEMA)
 
     @staticmethod
     def key(judge: str, prompt: str, epoch: int = 1) -> str:
@@ -79,8 +83,7 @@ class JudgeCache:
 
     def get(self, key: str) -> StoredVerdict | None:
         """The cached verdict for ``key``, if any."""
-        row = self._db.one("SELECT status, justification, usage, from_cache, grading, task_id, epoch "
-                           "FROM verdicts LEFT JOIN verdict_payers USING (key) WHERE key = ?", (key,))
+        row = self._db.one(_GET, (key,))
         if row is None:
             return None
         status, justification, usage, from_cache, grading, task_id, epoch = row
@@ -94,11 +97,10 @@ class JudgeCache:
         if judgement.status not in ("met", "not_met"):
             return
         self._db.write_all([
-            ("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)",
-             (key, judge, judgement.status, judgement.justification)),
-            ("INSERT OR REPLACE INTO verdict_payers VALUES (?, ?, ?, ?, ?, ?)",
-             (key, (usage or TokenUsage()).model_dump_json(), (from_cache or TokenUsage()).model_dump_json(),
-              *((payer.grading, payer.task_id, payer.epoch) if payer else (None, None, None))))])
+            (_PUT_VERDICT, (key, judge, judgement.status, judgement.justification)),
+            (_PUT_PAYER, (key, (usage or TokenUsage()).model_dump_json(),
+                          (from_cache or TokenUsage()).model_dump_json(),
+                          *((payer.grading, payer.task_id, payer.epoch) if payer else (None, None, None))))])
 
     def close(self) -> None:
         """Close the database."""
