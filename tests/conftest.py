@@ -1,9 +1,10 @@
-"""Shared fixtures: small real tasks on disk and a run-wide artifact store."""
+"""Shared fixtures: small real tasks on disk and a run-wide artifact store. The tests' helpers live in
+``tests/support/`` (``support.cli``: this checkout's ``vtb`` in a subprocess; ``support.servers``: the local
+HTTP server every stand-in is built on)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -11,16 +12,6 @@ import pytest
 from PIL import Image, ImageDraw
 
 from vtb_agents.artifacts import ArtifactStore
-
-PROJECT = Path(__file__).resolve().parents[1]
-"""The checkout under test."""
-
-
-def checkout_env(*paths: Path | str, **env: str) -> dict[str, str]:
-    """The environment of a subprocess that must run this checkout's ``vtb_agents``, never a copy
-    installed elsewhere: the checkout first on ``PYTHONPATH``, then ``paths`` (say, a test's agent
-    module); ``env`` adds or overrides variables."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), *map(str, paths)]), **env}
 
 
 def write_task(root: Path, task_id: str, **overrides: Any) -> Path:

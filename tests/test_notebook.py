@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT
+from support.cli import PROJECT
 from vtb_agents.api import in_python_terms
 
 nbformat = pytest.importorskip("nbformat")

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urljoin, urlparse
 import pytest
 from rich.console import Console
 
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from test_presets import vtb
 from vtb_agents.analysis.paired import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, RunResults, compare_pair,
                                         mcnemar_exact_p, paired_bootstrap_ci, tally_tasks)

@@ -6,8 +6,8 @@ import json
 
 import pytest
 from langchain_core.messages import AIMessage
-from openai_server import OpenAIServer
-from scripted_vision import VisionModel
+from support.openai_server import OpenAIServer
+from support.scripted_vision import VisionModel
 from typer.testing import CliRunner
 
 from vtb_agents.cli import app

@@ -17,7 +17,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from conftest import checkout_env
+from support.cli import checkout_env
 import simpleeval
 from PIL import Image
 
