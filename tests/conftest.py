@@ -67,8 +67,24 @@ def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return waits
 
 
+EXPECTED_S = {"cluster": 40.0, "browser": 5.0, "slow": 5.0}
+"""About how long a test of each mark takes (seconds; others about 0.1 s), to hand out the costly files first."""
+
+
+def expected_seconds(item: pytest.Item) -> float:
+    """A rough cost of ``item`` from its marks (the largest that applies)."""
+    return max((s for mark, s in EXPECTED_S.items() if item.get_closest_marker(mark)), default=0.1)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that take a ``browser`` fixture (a Playwright Chromium) are marked ``browser``."""
+    """Tests that take a ``browser`` fixture (a Playwright Chromium) are marked ``browser``. Then the test
+    files are ordered by their expected cost, the costliest first (a file's own order kept): `make test`'s
+    workers take one file at a time in this order (``--dist loadfile --no-loadscope-reorder``), so the
+    last files handed out are short ones and no worker is left running a long file alone at the end."""
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+    cost: dict[str, float] = {}
+    for item in items:
+        cost[item.nodeid.split("::")[0]] = cost.get(item.nodeid.split("::")[0], 0.0) + expected_seconds(item)
+    items.sort(key=lambda item: -cost[item.nodeid.split("::")[0]])
