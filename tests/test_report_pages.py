@@ -55,14 +55,12 @@ def visible_ids(page) -> list[str]:
 
 
 @pytest.fixture
-def browser():
+def browser(chromium):
     requested: list[str] = []
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        context = chromium.new_context(viewport={"width": 1280, "height": 800})
-        context.on("request", lambda request: requested.append(request.url))
-        yield context
-        chromium.close()
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    context.on("request", lambda request: requested.append(request.url))
+    yield context
+    context.close()
     assert requested and all(url.startswith("file://") for url in requested)  # offline: nothing else fetched
 
 
