@@ -5,7 +5,6 @@ HTTP server every stand-in is built on)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,17 +55,6 @@ def task_root(tmp_path: Path) -> Path:
 @pytest.fixture
 def artifacts(tmp_path: Path) -> ArtifactStore:
     return ArtifactStore(tmp_path / "artifacts")
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    """The system Chromium, headless (Playwright), started once per test module: each test opens its own
-    context of it (``new_context``: its own pages, cookies and request log), as a fresh browser would give."""
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -59,13 +59,15 @@ def served(site: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def page(served: str, chromium) -> Iterator[object]:
+def page(served: str) -> Iterator[object]:
     """A Chromium page that records every request; at the end, none may have left 127.0.0.1."""
     requested: list[str] = []
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
-    context.on("request", lambda request: requested.append(request.url))
-    yield context.new_page()
-    context.close()
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        context.on("request", lambda request: requested.append(request.url))
+        yield context.new_page()
+        browser.close()
     assert requested and [url for url in requested if not url.startswith(served)] == []
 
 

@@ -55,12 +55,14 @@ def visible_ids(page) -> list[str]:
 
 
 @pytest.fixture
-def browser(chromium):
+def browser():
     requested: list[str] = []
-    context = chromium.new_context(viewport={"width": 1280, "height": 800})
-    context.on("request", lambda request: requested.append(request.url))
-    yield context
-    context.close()
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        context = chromium.new_context(viewport={"width": 1280, "height": 800})
+        context.on("request", lambda request: requested.append(request.url))
+        yield context
+        chromium.close()
     assert requested and all(url.startswith("file://") for url in requested)  # offline: nothing else fetched
 
 

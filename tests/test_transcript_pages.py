@@ -75,10 +75,11 @@ def run(request, tasks, tmp_path_factory):
 
 
 @pytest.fixture
-def browser(chromium):
-    context = chromium.new_context(viewport={"width": 1280, "height": 800})
-    yield context
-    context.close()
+def browser():
+    with playwright_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        yield chromium.new_context(viewport={"width": 1280, "height": 800})
+        chromium.close()
 
 
 @pytest.mark.slow
