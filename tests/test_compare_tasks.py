@@ -72,6 +72,7 @@ def test_the_terminal_lists_flips_and_changed_pass_counts(runs):
     assert changed == {SLIPS: (3, 2), FAILS: (3, 0)}
 
 
+@pytest.mark.slow
 def test_compare_html_links_the_changed_tasks_to_both_runs(runs, tmp_path):
     out = tmp_path / "compare.html"
     assert vtb("compare", *map(str, runs), "--out", str(out)).returncode == 0

@@ -216,6 +216,7 @@ def test_a_regrade_takes_each_epochs_own_cached_verdicts(two_epochs, judged_task
 @pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
+@pytest.mark.browser
 def test_the_report_shows_the_intervals_and_an_error_bar_in_chromium(two_epochs):
     run, _ = two_epochs
     assert run.run_dir is not None

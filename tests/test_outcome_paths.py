@@ -154,6 +154,7 @@ def build(tools, *, system_prompt):
 '''
 
 
+@pytest.mark.slow
 def test_an_agent_that_never_ends_its_turn_reaches_the_step_limit_and_is_graded(tmp_path):
     root = two_tasks(tmp_path)
     (tmp_path / "looping_agent.py").write_text(LOOPING_AGENT)

@@ -101,6 +101,7 @@ def test_the_terminal_and_report_show_the_summarys_region_figures(runs):
             assert f"<tr><td>{name}</td><td>{block['turns']}</td><td>{pct(block['share_iou_ge_0_5'])}</td>" in table
 
 
+@pytest.mark.slow
 def test_vtb_transcript_shows_each_turns_iou(runs):
     run = runs["numpy"][0]
     results = {r.task_id: r for r in ResultsStore(run).load()[0]}
@@ -136,6 +137,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 
 @pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
+@pytest.mark.browser
 def test_each_task_page_draws_the_reference_and_model_boxes_where_they_are(runs):
     run = runs["numpy"][0]
     results = {r.task_id: r for r in ResultsStore(run).load()[0]}

@@ -10,6 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from support.cli import checkout_env
 from test_task_files import vtb
 
@@ -22,6 +24,7 @@ with open_sandbox("local") as sandbox:
 """
 
 
+@pytest.mark.slow
 def test_the_folder_of_a_killed_run_is_removed_at_the_next_start(tmp_path):
     host = subprocess.Popen([sys.executable, "-c", HOST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env=checkout_env())

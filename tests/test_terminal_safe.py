@@ -137,6 +137,7 @@ def test_vtb_transcript_of_an_answer_with_osc_and_csi_sequences_prints_none_raw(
     assert "\\u001b]0;tool title\\u0007\\u001b[2Jcleared" in plain  # its output, as the tool returned it
 
 
+@pytest.mark.slow
 def test_vtb_transcript_json_escapes_every_control_and_keeps_the_text(hostile_run):
     root, run = hostile_run
     shown = vtb("transcript", str(run), "t-corner", "--json", path=[root])
@@ -178,6 +179,7 @@ def test_log_lines_quoting_a_model_are_terminal_safe(verbosity):
     assert "\\x1b]8;;https://evil.example/" in done.stderr
 
 
+@pytest.mark.slow
 def test_vtb_run_and_compare_lines_naming_hostile_tasks_and_runs_are_terminal_safe(hostile_run, tmp_path):
     root, run = hostile_run
     hostile_id = "t\x1b]0;T\x07[red]x"

@@ -119,6 +119,7 @@ def test_a_table_too_wide_for_the_terminal_leaves_out_its_lowest_priority_column
     assert "not shown to fit the terminal: minor" in text
 
 
+@pytest.mark.slow
 def test_vtb_transcript_fits_80_columns_and_says_how_the_task_ended(runs):
     run_dir = runs["demo"][0]
     done = vtb("transcript", str(run_dir), "rs-finance-invoice", columns=80, timeout=600)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import write_task
 from support.cli import vtb
 
@@ -16,6 +18,7 @@ CROPPING_CODE = ("from PIL import Image\nim = Image.open('image_0.png')\n"
                  "im.crop((340, 260, 400, 300)).save('transformed_image_0.png')\nprint('ok')")
 
 
+@pytest.mark.slow
 def test_code_that_kills_its_worker_is_the_models_doing_and_graded(tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     folder = write_task(root, "t-kill")
