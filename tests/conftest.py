@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from PIL import Image, ImageDraw
 
+from support.cli import PROJECT, checkout_env  # noqa: F401 (also importable from here, as test modules long did)
 from vtb_agents.artifacts import ArtifactStore
 
 

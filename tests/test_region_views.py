@@ -82,6 +82,7 @@ def test_a_numpy_slice_crop_gets_its_real_iou(runs):
     assert (regions["turns"], regions["share_iou_ge_0_5"], regions["not_located"]) == (2, 0.5, 0)
 
 
+@pytest.mark.slow
 def test_the_terminal_and_report_show_the_summarys_region_figures(runs):
     for run, stdout in runs.values():
         regions = summary_of(run)

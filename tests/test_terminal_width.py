@@ -81,12 +81,14 @@ def test_vtb_run_prints_every_figure_whole_at_80_columns(runs, which):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.slow
 def test_summary_tables_render_whole_at_80_and_120_columns(runs, width):
     for run_dir, _ in runs.values():
         summary = json.loads((run_dir / "summary.json").read_text())
         assert_whole(rendered(summary_table(summary), width), figures(summary) + names(summary), width)
 
 
+@pytest.mark.slow
 def test_an_epochs_table_with_wide_intervals_keeps_them_whole(runs):
     """The case of the issue: an interval such as 24.5–100.0 among pass@k and pass^k at 80 columns."""
     summary = json.loads((runs["epochs"][0] / "summary.json").read_text())

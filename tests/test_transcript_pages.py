@@ -177,6 +177,7 @@ def test_the_annotate_page_shows_the_strategy_steps_and_tool_calls(run, tasks, b
         assert page.locator(f'[id="task-{failing}"] .steps .call.failed').count() == 1
 
 
+@pytest.mark.slow
 def test_the_preparer_makes_the_transcripts_thumbnails_during_a_run(run, tasks, tmp_path):
     """ReportPreparer (the run's background head start) makes a thumbnail of every image of a transcript:
     the images sent to the model, the tools' images and the strategy's own."""

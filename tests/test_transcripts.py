@@ -125,6 +125,7 @@ def test_model_events_are_the_requests_the_server_received(strategy_run, sample)
     assert summary["complete"] is True and summary["tasks"] == len(sample)
 
 
+@pytest.mark.slow
 def test_every_judge_request_is_a_judge_event(strategy_run, sample):
     _, out, summary, requests = strategy_run
     asked = Counter(texts(b["messages"][-1])[0] for b in requests if b["model"] == JUDGE)
@@ -140,6 +141,7 @@ def test_every_judge_request_is_a_judge_event(strategy_run, sample):
     assert len(judged) == sum(len(t.rubrics) for t in sample)
 
 
+@pytest.mark.slow
 def test_strategy_steps_are_recorded_and_counted_apart_from_tool_metrics(strategy_run, sample):
     strategy, out, summary, _ = strategy_run
     transcripts = [read_transcript(out, t.id) for t in sample]
@@ -160,6 +162,7 @@ def test_strategy_steps_are_recorded_and_counted_apart_from_tool_metrics(strateg
 
 
 @pytest.mark.parametrize("strategy_run", ["plan"], indirect=True)
+@pytest.mark.slow
 def test_regrade_replaces_the_verdicts_with_cached_ones_and_keeps_the_episode(strategy_run, sample):
     _, out, _, _ = strategy_run
     task = next(t for t in sample if any(r.check is None for _, r in t.rubrics))

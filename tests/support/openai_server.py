@@ -1,10 +1,12 @@
 """A ``LocalServer`` (``support.servers``) on 127.0.0.1 that speaks the OpenAI chat-completions protocol.
 
 It plays a scripted model: ``respond(request_json) -> reply`` where a reply is a string (content),
-a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}], "usage": {...}}`` (``usage`` in the API's
-form replaces the default 10/5 tokens), an int HTTP status to fail with,
+a dict ``{"content": ..., "tool_calls": [{"name", "arguments"}], "usage": {...}, "service_tier": ...,
+"headers": {...}}`` (``usage`` in the API's form replaces the default 10/5 tokens; ``service_tier`` is the
+tier the reply says it was served on; ``headers`` are sent with it), an int HTTP status to fail with,
 or ``("raw", text)`` to send a malformed body (``("raw", text, status)``: with that HTTP status,
-say a provider's own error body). Every request body is kept in ``requests``.
+say a provider's own error body; ``("raw", text, status, headers)``: with these response headers too).
+Every request body is kept in ``requests``.
 Streaming (``"stream": true``) is answered with server-sent events, as the real API does. Like the
 real API it speaks HTTP/1.1 with keep-alive (a streamed answer closes its connection);
 ``connections`` counts the client connections it accepted.
@@ -34,8 +36,20 @@ def _message(reply: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _error(status: int, message: str) -> HTTPReply:
-    return HTTPReply(status, {"error": {"message": message, "type": "server_error"}})
+def completion(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+    """The chat.completion object answering request ``body`` with ``reply`` (a dict reply, see the module)."""
+    message = _message(reply)
+    return {"id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if message.get("tool_calls")
+                         else "stop", "logprobs": None}],
+            "usage": reply.get("usage") or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            **({"service_tier": reply["service_tier"]} if reply.get("service_tier") else {})}
+
+
+def _json(status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> HTTPReply:
+    """A JSON reply encoded as the API encodes it (ASCII, non-ASCII characters escaped)."""
+    return HTTPReply(status, json.dumps(payload).encode(), {**(headers or {}), "Content-Type": "application/json"})
 
 
 def _events(body: dict[str, Any], message: dict[str, Any], finish: str) -> list[bytes]:
@@ -79,24 +93,20 @@ class OpenAIServer:
 
     def _answer(self, request: Request) -> HTTPReply:
         if request.method != "POST" or not request.path.endswith("/chat/completions"):
-            return HTTPReply(404, {"error": {"message": f"no route {request.path}"}})
+            return _json(404, {"error": {"message": f"no route {request.path}"}})
         body = request.json()
         with self.http._lock:
             self.requests.append(body)
         reply = self.respond(body)
         if isinstance(reply, int):
-            return _error(reply, f"scripted failure {reply}")
+            return _json(reply, {"error": {"message": f"scripted failure {reply}", "type": "server_error"}})
         if isinstance(reply, tuple) and reply[0] == "raw":
+            headers = reply[3] if len(reply) > 3 else {}
             return HTTPReply(reply[2] if len(reply) > 2 else 200, reply[1].encode(),
-                             {"Content-Type": "application/json"})
+                             {**headers, "Content-Type": "application/json"})
         reply = {"content": reply} if isinstance(reply, str) else reply
         message = _message(reply)
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         if body.get("stream"):
             return HTTPReply(200, b"", {"Content-Type": "text/event-stream"}, stream=_events(body, message, finish))
-        return HTTPReply(200, {
-            "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model", "scripted"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": reply.get("usage") or {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        })
+        return _json(200, completion(body, reply), reply.get("headers"))
