@@ -1,7 +1,7 @@
 """``vtb grade --batch``: rubric verdicts through the OpenAI Batch API and Anthropic Message Batches.
 
 Every test runs the real ``vtb`` command (``python -m vtb_agents``) against local servers speaking the
-providers' batch APIs (tests/batch_servers.py), which answer each verdict request the way the
+providers' batch APIs (tests/support/batch_servers.py), which answer each verdict request the way the
 scripted judge answers it live and count live calls apart from batch submissions.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from batch_servers import AnthropicBatchServer, OpenAIBatchServer
+from support.batch_servers import AnthropicBatchServer, OpenAIBatchServer
 from conftest import write_task
 from vtb_agents.runner.run import EXIT_INCOMPLETE
 
@@ -142,7 +142,7 @@ def test_batch_grading_equals_live_grading_with_no_live_judge_call(finished_run,
 @pytest.mark.slow
 def test_a_batch_gradings_judge_cost_is_the_list_price_times_the_presets_batch_share(finished_run, tmp_path):
     """gpt-4.1 (a preset: input $2, output $8 per million tokens, batch 0.5) served by the local
-    server, which reports 10 input and 5 output tokens per call (tests/openai_server.py)."""
+    server, which reports 10 input and 5 output tokens per call (tests/support/openai_server.py)."""
     live_run, batch_run = copy_of(finished_run, tmp_path / "live"), copy_of(finished_run, tmp_path / "batch")
     with OpenAIBatchServer(respond) as server:
         live = vtb("grade", str(live_run), "--judge", "gpt-4.1", server=server)

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from conftest import checkout_env, write_task
-from openai_server import OpenAIServer
-from scripted_vision import VisionModel
+from support.openai_server import OpenAIServer
+from support.scripted_vision import VisionModel
 
 import pytest
 

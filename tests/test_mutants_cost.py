@@ -7,7 +7,7 @@ gpt-4o input 2.5, cached 1.25, output 10, no cache-write price; claude-sonnet-4 
 
 from __future__ import annotations
 
-from result_lines import result_line
+from support.result_lines import result_line
 from vtb_agents.analysis.cost import cost_of, cost_summary, run_usage, task_cost
 from vtb_agents.models.presets import Prices, prices_for
 from vtb_agents.results import TaskUsage, TokenUsage

@@ -2,7 +2,7 @@
 whitespace, a reply that is no verdict, an error message longer than the cap, an exception that
 cannot be printed, a judge given no time, a cached verdict found by the pass that paid for it or by
 another, a judge error that carries usage (never stored). Part of ``make mutation`` (docs/development.md).
-The LLM judge talks to a local OpenAI-compatible server (``tests/openai_server.py``)."""
+The LLM judge talks to a local OpenAI-compatible server (``tests/support/openai_server.py``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
 
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from vtb_agents.judges.base import Judgement, RuleJudge
 from vtb_agents.judges.bounded import ask_judge, bounded_judgement, judge_time_limit, verdict_problem
 from vtb_agents.judges.grade import rubric_verdict

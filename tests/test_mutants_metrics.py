@@ -4,7 +4,7 @@ episodes count per epoch, and the region metric sits under its key. Part of ``ma
 
 from __future__ import annotations
 
-from result_lines import result_line
+from support.result_lines import result_line
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.results import TurnRecord
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from result_lines import result_line
+from support.result_lines import result_line
 from vtb_agents.analysis.paired import (PairedComparison, RunResults, TaskTally, compare_pair, compare_pairs,
                                         looked_by_turn, mcnemar_exact_p, paired_bootstrap_ci, tally_tasks)
 from vtb_agents.results import TaskResult, TaskUsage, TokenUsage, TurnRecord

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from result_lines import result_line
+from support.result_lines import result_line
 from vtb_agents.analysis.regions import best_crop_iou, box_iou, region_iou, score_regions
 from vtb_agents.results import Episode, ImageRegion, TurnRecord
 

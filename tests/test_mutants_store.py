@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from result_lines import result_line
+from support.result_lines import result_line
 from vtb_agents.rundir.store import latest_results
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from result_lines import result_line
+from support.result_lines import result_line
 from vtb_agents.analysis.uncertainty import (Estimate, TaskEpochs, apr_estimate, ars_estimate, by_task, estimate,
                                              pass_at_k, t_quantile)
 
