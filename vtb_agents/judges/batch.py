@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from vtb_agents.config import CriticalRule
+from vtb_agents.judges import JudgeChoice
 from vtb_agents.judges.base import Judgement, RubricJudge
 from vtb_agents.judges.batch_api import BatchApi, BatchError, BatchItem, ItemResult
 from vtb_agents.judges.cache import CachedJudge, JudgeCache, verdict_key
@@ -46,6 +47,7 @@ BATCH_APIS = {"openai": "vtb_agents.judges.batch_openai:OpenAIBatches",
               "anthropic": "vtb_agents.judges.batch_anthropic:AnthropicBatches"}
 """Providers whose batch API the judge can use, and the class that speaks it (loaded when used)."""
 BATCH_PROVIDERS = tuple(BATCH_APIS)
+
 
 @dataclass(frozen=True)
 class PendingVerdict:
@@ -81,18 +83,14 @@ class BatchLedger(BaseModel):
         return {key for batch in self.batches for key in batch.keys}
 
 
-def batch_provider(spec: str) -> str | None:
-    """The provider of judge ``spec`` if the batch judge can serve it (an LLM judge of a provider in
-    :data:`BATCH_PROVIDERS`), else None (``rule``, your own judge, another provider)."""
-    from vtb_agents.judges import names_extension
-    from vtb_agents.models.spec import resolve_model
-
-    if spec == "rule" or names_extension(spec):
+def batch_provider(choice: JudgeChoice) -> str | None:
+    """The provider of the classified judge ``choice`` if the batch judge can serve it (an LLM judge
+    of a provider in :data:`BATCH_PROVIDERS`), else None (``rule``, your own judge, another provider).
+    The run plan asks it once (:mod:`vtb_agents.runner.plan`); everything else reads
+    :attr:`JudgeChoice.batch_provider <vtb_agents.judges.JudgeChoice>`."""
+    if choice.kind != "model":
         return None
-    try:
-        provider = resolve_model(spec).spec.partition(":")[0]
-    except ValueError:
-        return None
+    provider = choice.model.spec.partition(":")[0]
     return provider if provider in BATCH_PROVIDERS else None
 
 
@@ -146,17 +144,15 @@ def pending_verdicts(judge: str, episodes: list[tuple[Task, Episode, int]], cach
 
 
 class BatchJudge:
-    """The LLM judge of ``spec`` talking to ``relay``: the live judge's requests and parsing, for a batch."""
+    """The LLM judge of ``choice`` (classified by the run plan) talking to ``relay``: the live judge's
+    requests and parsing, for a batch."""
 
-    def __init__(self, spec: str, api: BatchApi, relay: Relay,
+    def __init__(self, choice: JudgeChoice, api: BatchApi, relay: Relay,
                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> None:
-        from vtb_agents.judges.llm import LLMJudge
-        from vtb_agents.models.spec import chat_model
+        from vtb_agents.judges import llm_judge
 
-        model = chat_model(spec, request_timeout_s=request_timeout_s,
-                           extra={"base_url": api.relay_base_url(relay.url)})
-        self.name, self.relay = spec, relay
-        self._judge = LLMJudge(model, name=spec, attempts=1)
+        self.name, self.relay = choice.spec, relay
+        self._judge = llm_judge(choice, request_timeout_s, base_url=api.relay_base_url(relay.url), attempts=1)
 
     def _ask(self, item: PendingVerdict) -> Judgement:
         """The judge's judgement of ``item`` through the relay, untraced (a captured request is no judge call)."""
