@@ -46,10 +46,10 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(DOCS_OUT)
 
-# Three pytest workers (pytest-xdist), one test file each at a time: most of the suite waits on subprocesses,
-# servers, sandboxes and time limits, so three workers keep two cores busy; PYTEST_WORKERS=0 runs in one process.
-PYTEST_WORKERS ?= 3
-PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+# Two pytest workers (pytest-xdist), one test file each at a time (docs/development.md, "Testing", has the
+# measured times); PYTEST_WORKERS=0 runs in one process.
+PYTEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: $(STAMP)
 	$(PYTEST) --durations=20
 

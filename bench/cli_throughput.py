@@ -1,6 +1,6 @@
 """Throughput of the real ``vtb run`` command, next to a minimal hand-written openai-client loop.
 
-A chat-completions server in its own process (the tests' real one, ``tests/openai_server.py``) plays
+A chat-completions server in its own process (the tests' real one, ``tests/support/openai_server.py``) plays
 a model that takes ``--latency`` seconds per call. Each task makes 3 calls: two tool rounds, then
 the answer (``--workload calc``: the calculator twice, so no code runs and no sandbox process starts;
 ``--workload code``: a Python crop of the image in the sandbox, then the calculator); every call
@@ -49,7 +49,7 @@ from typing import Any, Iterator, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from openai_server import OpenAIServer  # noqa: E402  (the tests' real chat-completions server)
+from support.openai_server import OpenAIServer  # noqa: E402  (the tests' real chat-completions server)
 
 NEUTRAL_CWD = tempfile.gettempdir()
 """Where every measured command runs: ``python -m`` puts its working directory first on sys.path, so

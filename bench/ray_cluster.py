@@ -1,6 +1,6 @@
 """The Ray executor on a local 3-node Ray cluster, next to the local executor: same results, throughput.
 
-A head and two worker nodes are started as separate ``ray start`` processes (``tests/ray_nodes.py``:
+A head and two worker nodes are started as separate ``ray start`` processes (``tests/support/ray_nodes.py``:
 as on real machines, each with its own free ports and temporary folder; one CPU each), on this one
 machine. The suite and the scripted model are ``bench/cli_throughput.py``'s: ``--tasks`` copies of
 a one-turn sample task, 3 calls each to a chat-completions server (its own process) that takes
@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from cli_throughput import (CALLS_PER_TASK, ROUNDS, WORKLOADS, Measured, api_server,  # noqa: E402
                             run_command, share, tree_rss, write_section, write_suite)
-from ray_nodes import CLUSTER_ENV, LocalRayCluster  # noqa: E402
+from support.ray_nodes import CLUSTER_ENV, LocalRayCluster  # noqa: E402
 
 from vtb_agents.rundir.store import ResultsStore  # noqa: E402
 
@@ -216,7 +216,7 @@ def write_benchmarks(args: argparse.Namespace, body: str) -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     title = SECTIONS[args.workload]
     section = (f"{title}\n\n`bench/ray_cluster.py --workload {args.workload}`: a head and two worker nodes, "
-               f"each its own `ray start` process with one CPU (`tests/ray_nodes.py`), **all on this 2-core "
+               f"each its own `ray start` process with one CPU (`tests/support/ray_nodes.py`), **all on this 2-core "
                f"machine**: a cluster's wiring measured, not a cluster's capacity. The real `vtb run` with "
                f"`--executor ray --ray-address` against a fresh cluster each time, next to `vtb run` with the "
                f"local executor, interleaved, {repeats}; {args.tasks} one-turn tasks, {CALLS_PER_TASK} calls each "

@@ -1,7 +1,7 @@
 """Writing the report of a 1,204-task run: ``report.html`` (the task table) and 1,204 task pages.
 
 The bundled sample suite runs once with the replay model (real sandbox, real images); its results
-are copied to 1,204 tasks (``tests/big_run.py``, answers of about 3,000 characters). The report is
+are copied to 1,204 tasks (``tests/support/big_run.py``, answers of about 3,000 characters). The report is
 then written twice, side by side: with the images already made (what ``vtb run`` and ``evaluate()``
 leave, their preparer having made them during the run) and cold (``report_files/`` removed first,
 so the report decodes and shrinks every image itself). Prints the times, the sizes of report.html
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from big_run import big_run  # noqa: E402  (the tests' run copier)
+from support.big_run import big_run  # noqa: E402  (the tests' run copier)
 
 from vtb_agents.report import write_report  # noqa: E402
 from vtb_agents.runner.run import RunConfig, run_suite  # noqa: E402

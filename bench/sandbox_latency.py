@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from proctree import tree  # noqa: E402  (the tests' helper)
+from support.proctree import tree  # noqa: E402  (the tests' helper)
 from vtb_agents.sandbox import LocalSandbox, forkserver  # noqa: E402
 from vtb_agents.sandbox import isolation as iso  # noqa: E402
 from vtb_agents.sandbox.local import site_setup, worker_env  # noqa: E402

@@ -25,7 +25,7 @@ from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from openai_server import OpenAIServer  # noqa: E402  (the tests' real chat-completions server)
+from support.openai_server import OpenAIServer  # noqa: E402  (the tests' real chat-completions server)
 
 from vtb_agents.runner.executors import LocalExecutor  # noqa: E402
 from vtb_agents.runner.run import RunConfig, run_suite  # noqa: E402

@@ -1,26 +1,18 @@
-"""Shared fixtures: small real tasks on disk and a run-wide artifact store."""
+"""Shared fixtures: small real tasks on disk and a run-wide artifact store. The tests' helpers live in
+``tests/support/`` (``support.cli``: this checkout's ``vtb`` in a subprocess; ``support.servers``: the local
+HTTP server every stand-in is built on)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from PIL import Image, ImageDraw
 
+from support.cli import PROJECT, checkout_env  # noqa: F401 (also importable from here, as test modules long did)
 from vtb_agents.artifacts import ArtifactStore
-
-PROJECT = Path(__file__).resolve().parents[1]
-"""The checkout under test."""
-
-
-def checkout_env(*paths: Path | str, **env: str) -> dict[str, str]:
-    """The environment of a subprocess that must run this checkout's ``vtb_agents``, never a copy
-    installed elsewhere: the checkout first on ``PYTHONPATH``, then ``paths`` (say, a test's agent
-    module); ``env`` adds or overrides variables."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), *map(str, paths)]), **env}
 
 
 def write_task(root: Path, task_id: str, **overrides: Any) -> Path:
@@ -76,8 +68,24 @@ def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return waits
 
 
+EXPECTED_S = {"cluster": 40.0, "browser": 5.0, "slow": 5.0}
+"""About how long a test of each mark takes (seconds; others about 0.1 s), to hand out the costly files first."""
+
+
+def expected_seconds(item: pytest.Item) -> float:
+    """A rough cost of ``item`` from its marks (the largest that applies)."""
+    return max((s for mark, s in EXPECTED_S.items() if item.get_closest_marker(mark)), default=0.1)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that take a ``browser`` fixture (a Playwright Chromium) are marked ``browser``."""
+    """Tests that take a ``browser`` fixture (a Playwright Chromium) are marked ``browser``. Then the test
+    files are ordered by their expected cost, the costliest first (a file's own order kept): `make test`'s
+    workers take one file at a time in this order (``--dist loadfile --no-loadscope-reorder``), so the
+    last files handed out are short ones and no worker is left running a long file alone at the end."""
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+    cost: dict[str, float] = {}
+    for item in items:
+        cost[item.nodeid.split("::")[0]] = cost.get(item.nodeid.split("::")[0], 0.0) + expected_seconds(item)
+    items.sort(key=lambda item: -cost[item.nodeid.split("::")[0]])

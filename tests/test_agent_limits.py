@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from test_agent_seam import run_cli
 
 AGENT = "agent:examples.create_agent_example:build"

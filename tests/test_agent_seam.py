@@ -7,16 +7,15 @@ a local OpenAI-compatible server; the assertions are on what the server received
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from openai_server import OpenAIServer
-from scripted_vision import VisionModel, _images, _texts
+from support.openai_server import OpenAIServer
+from support.scripted_vision import VisionModel, _images, _texts
+from support.cli import openai_env, vtb
 from vtb_agents.graphs.prompts import system_prompt
 from vtb_agents.strategies.agent import factory_keywords, load_agent
 from vtb_agents.strategies.observe import show_tool_images
@@ -26,12 +25,9 @@ TASKS = ["rs-finance-invoice", "te-generalist-map", "pr-maths-plot"]
 
 
 def run_cli(out: Path, server: OpenAIServer, *args: str, tasks: list[str] = TASKS) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k",
-           "VTB_EXAMPLE_MODEL": "openai:vision-test",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", "sample", "--out", str(out), "--judge", "rule",
-               *(a for t in tasks for a in ("--task-id", t)), *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return vtb("run", "--tasks", "sample", "--out", out, "--judge", "rule",
+               *(a for t in tasks for a in ("--task-id", t)),
+               *args, cwd=ROOT, env=openai_env(server.base_url, VTB_EXAMPLE_MODEL="openai:vision-test"))
 
 
 def vision_followups(requests: list[dict]) -> list[list[dict]]:

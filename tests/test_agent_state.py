@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from test_agent_seam import run_cli
 
 TURN_CODE = ["answer = 41\nprint('defined')", "print(answer + 1)"]

@@ -5,15 +5,14 @@ labels on disk, a restart resumes at the first unlabelled rubric, and the labels
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import write_task
+from support.cli import start_vtb
 from test_presets import ROOT, vtb
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -41,9 +40,8 @@ def run_dir(tmp_path_factory) -> Path:
 
 def start(run_dir: Path, labels: Path) -> tuple[subprocess.Popen[str], str]:
     """`vtb annotate` on a free port; returns the process and the page's URL (from its first line)."""
-    proc = subprocess.Popen([sys.executable, "-m", "vtb_agents", "annotate", str(run_dir), "--labels", str(labels),
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
+    proc = start_vtb("annotate", run_dir, "--labels", labels, "--port", "0", cwd=ROOT, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     assert " at http://127.0.0.1:" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
     return proc, line.split(" at ")[1].split()[0]

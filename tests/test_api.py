@@ -14,9 +14,9 @@ from langchain_core.messages import AIMessage, SystemMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.graph import START, StateGraph
-from docs_blocks import page_blocks
-from openai_server import OpenAIServer
-from scripted_vision import VisionModel
+from support.docs_blocks import page_blocks
+from support.openai_server import OpenAIServer
+from support.scripted_vision import VisionModel
 from typer.testing import CliRunner
 
 import vtb_agents

@@ -11,7 +11,7 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from conftest import write_task
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from test_presets import vtb
 from vtb_agents.cli import app
 from vtb_agents.tasks import load_tasks

@@ -1,7 +1,7 @@
 """``vtb grade --batch``: rubric verdicts through the OpenAI Batch API and Anthropic Message Batches.
 
 Every test runs the real ``vtb`` command (``python -m vtb_agents``) against local servers speaking the
-providers' batch APIs (tests/batch_servers.py), which answer each verdict request the way the
+providers' batch APIs (tests/support/batch_servers.py), which answer each verdict request the way the
 scripted judge answers it live and count live calls apart from batch submissions.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from batch_servers import AnthropicBatchServer, OpenAIBatchServer
+from support.batch_servers import AnthropicBatchServer, OpenAIBatchServer
 from conftest import write_task
 from vtb_agents.runner.run import EXIT_INCOMPLETE
 
@@ -82,10 +82,20 @@ def verdicts(run: Path) -> dict[tuple[str, str], tuple[str, str]]:
             for v in r["grade"]["verdicts"]}
 
 
+BATCH_COUNTS = ("calls", "input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens")
+
+
 def comparable(summary: dict[str, Any]) -> dict[str, Any]:
-    """A summary without what differs between two gradings of one run by nature (timing, batch share)."""
-    usage = {k: v for k, v in summary["usage"].items() if k != "judge_batch"}
+    """A summary without what differs between two gradings of one run by nature (timing, and the judge
+    usage's ``batch_*`` counts: the part billed at the batch price)."""
+    judge = {k: v for k, v in summary["usage"]["judge"].items() if not k.startswith("batch_")}
+    usage = {**summary["usage"], "judge": judge}
     return {**{k: v for k, v in summary.items() if k not in ("usage", "duration_s", "created_at")}, "usage": usage}
+
+
+def batch_counts(usage: dict[str, int]) -> dict[str, int]:
+    """The ``batch_*`` counts of a usage, under the names of the counts they are part of."""
+    return {name: usage[f"batch_{name}"] for name in BATCH_COUNTS}
 
 
 def summary_of(run: Path) -> dict[str, Any]:
@@ -117,14 +127,38 @@ def test_batch_grading_equals_live_grading_with_no_live_judge_call(finished_run,
     batch_summary, live_summary = summary_of(batch_run), summary_of(live_run)
     assert comparable(batch_summary) == comparable(live_summary)
     assert batch_summary["judge"]["calls"] == 9 and batch_summary["judge"]["cache_hits"] == 0
-    assert batch_summary["usage"]["judge_batch"] == batch_summary["usage"]["judge"]
-    assert batch_summary["usage"]["judge_batch"]["calls"] == 9 and live_summary["usage"]["judge_batch"]["calls"] == 0
+    batch_judge, live_judge = batch_summary["usage"]["judge"], live_summary["usage"]["judge"]
+    assert batch_counts(batch_judge) == {name: batch_judge[name] for name in BATCH_COUNTS}  # all billed at batch
+    assert batch_judge["calls"] == 9 and batch_judge["input_tokens"] > 0 and batch_judge["output_tokens"] > 0
+    assert batch_counts(live_judge) == dict.fromkeys(BATCH_COUNTS, 0)
     assert not (batch_run / "judge_batches.json").exists()  # graded: the ledger is gone
     with SERVERS[provider](respond) as again:  # a second batch grade finds every verdict in the cache
         rerun = vtb("grade", str(batch_run), "--judge", judge, "--batch", "--batch-poll", "0.05", server=again)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert again.submitted == [] and again.live == []
     assert "the verdict cache holds every verdict the grading needs: no batch to submit" in rerun.stderr
+
+
+@pytest.mark.slow
+def test_a_batch_gradings_judge_cost_is_the_list_price_times_the_presets_batch_share(finished_run, tmp_path):
+    """gpt-4.1 (a preset: input $2, output $8 per million tokens, batch 0.5) served by the local
+    server, which reports 10 input and 5 output tokens per call (tests/support/openai_server.py)."""
+    live_run, batch_run = copy_of(finished_run, tmp_path / "live"), copy_of(finished_run, tmp_path / "batch")
+    with OpenAIBatchServer(respond) as server:
+        live = vtb("grade", str(live_run), "--judge", "gpt-4.1", server=server)
+        assert live.returncode == 0, live.stderr[-3000:]
+        server.live.clear()
+        batched = vtb("grade", str(batch_run), "--judge", "gpt-4.1", "--batch", "--batch-poll", "0.05", server=server)
+    assert batched.returncode == 0, batched.stderr[-3000:]
+    assert server.live == [] and len(server.submitted) == 1
+    live_summary, batch_summary = summary_of(live_run), summary_of(batch_run)
+    list_price = 9 * (10 * 2.0 + 5 * 8.0) / 1_000_000  # nine judge calls at the list prices
+    assert live_summary["usage"]["judge"]["input_tokens"] == batch_summary["usage"]["judge"]["input_tokens"] == 90
+    assert live_summary["usage"]["judge"]["output_tokens"] == batch_summary["usage"]["judge"]["output_tokens"] == 45
+    assert live_summary["cost"]["judge"] == pytest.approx(list_price)
+    assert batch_summary["cost"]["judge"] == pytest.approx(list_price * 0.5)
+    assert batch_summary["cost"]["prices"]["judge"]["batch"] == 0.5
+    assert comparable({**batch_summary, "cost": None}) == comparable({**live_summary, "cost": None})
 
 
 @pytest.mark.slow
@@ -176,7 +210,8 @@ def test_expired_and_failed_batch_requests_are_asked_live(finished_run, tmp_path
     assert "batch judging: 3 of 9 verdict(s) answered by batches; 6 left to the live judge" in batched.stderr
     assert verdicts(run) == verdicts(live_run)
     summary = summary_of(run)
-    assert summary["usage"]["judge_batch"]["calls"] == 3 and summary["judge"]["calls"] == 9
+    assert summary["usage"]["judge"]["batch_calls"] == 3 and summary["judge"]["calls"] == 9
+    assert summary["usage"]["judge"]["calls"] == 9
 
 
 @pytest.mark.slow
@@ -239,7 +274,7 @@ def test_run_with_judge_batch_grades_once_its_episodes_are_done(tmp_path):
     assert verdicts(run) == verdicts(live_run)
     summary = summary_of(run)
     assert "pending" not in summary["judge"] and summary["judge"]["calls"] == 6 and summary["complete"] is True
-    assert summary["usage"]["judge_batch"]["calls"] == 6
+    assert summary["usage"]["judge"]["batch_calls"] == summary["usage"]["judge"]["calls"] == 6
     assert summary["apr"] == summary_of(live_run)["apr"] and summary["ars"] == summary_of(live_run)["ars"]
     assert "verdicts pending in a batch" not in (run / "report.html").read_text()
     assert json.loads((run / "run.json").read_text())["config"]["judge_batch"] is True

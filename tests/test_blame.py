@@ -3,15 +3,12 @@ an infrastructure failure whatever the order of the two timeouts; a model that g
 ran out of time is the model's; a context-window rejection is a graded model outcome.
 
 Each run is the real `vtb` command against a local server speaking the provider's wire format
-(tests/openai_server.py, tests/servers.py) with the faults injected by the server.
+(tests/support/openai_server.py, tests/support/servers.py) with the faults injected by the server.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from typing import Any
 
@@ -22,9 +19,10 @@ import pytest
 from langchain_core.exceptions import ContextOverflowError
 
 from conftest import write_task
-from openai_server import OpenAIServer
-from servers import LocalServer, Reply, Request
-from test_outcomes import ANSWER, PROJECT, RUBRICS, first_prompt, results_of, summary_of, tasks_with_keywords, vtb
+from support.openai_server import OpenAIServer
+from support.servers import LocalServer, Reply, Request
+from support.cli import openai_env, vtb
+from test_outcomes import ANSWER, RUBRICS, first_prompt, results_of, summary_of, tasks_with_keywords
 from vtb_agents.models.blame import context_overflow, provider_outcome
 from vtb_agents.runner.run import EXIT_INCOMPLETE
 
@@ -81,7 +79,7 @@ def test_a_provider_that_never_answers_is_the_providers_failure_whatever_the_ord
             "--out", str(run), *timeouts]
     try:
         with OpenAIServer(respond) as server:
-            failed = vtb(*args, server=server)
+            failed = vtb(*args, env=openai_env(server.base_url))
             assert failed.returncode == EXIT_INCOMPLETE, failed.stderr[-3000:]
             assert "--retry-errors" in failed.stderr
             results = results_of(run)
@@ -98,7 +96,7 @@ def test_a_provider_that_never_answers_is_the_providers_failure_whatever_the_ord
             state["healthy"] = True
             release.set()
             late_requests = seen["LATE"]
-            retried = vtb(*args, "--resume", "--retry-errors", server=server)
+            retried = vtb(*args, "--resume", "--retry-errors", env=openai_env(server.base_url))
     finally:
         release.set()
     assert retried.returncode == 0, retried.stderr[-3000:]
@@ -130,10 +128,10 @@ def test_context_window_rejections_are_graded_model_outcomes(tmp_path):
     run = tmp_path / "run"
     args = ["run", "--tasks", str(root), "--model", "openai:scripted", "--judge", "rule", "--out", str(run)]
     with OpenAIServer(respond) as server:
-        done = vtb(*args, server=server)
+        done = vtb(*args, env=openai_env(server.base_url))
         assert done.returncode == 0, done.stderr[-3000:]
         before = dict(seen)
-        retried = vtb(*args, "--resume", "--retry-errors", server=server)
+        retried = vtb(*args, "--resume", "--retry-errors", env=openai_env(server.base_url))
         assert retried.returncode == 0, retried.stderr[-3000:]
     assert seen == before  # nothing to retry: the context limit is the model's
     assert (seen["OPENAI"], seen["VLLM"]) == (2, 1)  # a client error is not retried either
@@ -165,11 +163,8 @@ def test_anthropic_prompt_too_long_is_a_graded_model_outcome(tmp_path):
 
     with LocalServer() as server:
         server.route("/v1/messages", messages, method="POST")
-        env = {**os.environ, "PYTHONPATH": str(PROJECT), "ANTHROPIC_BASE_URL": server.url(""),
-               "ANTHROPIC_API_KEY": "test-key"}
-        done = subprocess.run([sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model",
-                               "anthropic:claude-test", "--judge", "rule", "--out", str(tmp_path / "run")],
-                              capture_output=True, text=True, timeout=200, env=env)
+        done = vtb("run", "--tasks", root, "--model", "anthropic:claude-test", "--judge", "rule", "--out",
+                   tmp_path / "run", env={"ANTHROPIC_BASE_URL": server.url(""), "ANTHROPIC_API_KEY": "test-key"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert server.errors == [] and len(server.requests_to("/v1/messages")) == 1
     (result,) = results_of(tmp_path / "run").values()

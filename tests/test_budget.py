@@ -13,16 +13,17 @@ import sys
 from pathlib import Path
 
 from conftest import checkout_env, write_task
-from openai_server import OpenAIServer
-from scripted_vision import VisionModel
+from support.openai_server import OpenAIServer
+from support.scripted_vision import VisionModel
 
 import pytest
 
 from vtb_agents.analysis.cost import cost_summary
 from vtb_agents.cli.run import progress_status
-from vtb_agents.judges import judge_choice
+from vtb_agents.config import RunConfig
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, TokenUsage
-from vtb_agents.runner.budget import Spend, run_budget, run_prices
+from vtb_agents.runner.budget import Spend, run_budget
+from vtb_agents.runner.plan import plan_records
 
 TASKS = 4
 PRICED = "openai:gpt-4.1"
@@ -72,7 +73,8 @@ def test_cost_limit_stops_the_run_and_a_resume_with_a_higher_limit_gives_the_uni
         expected = json.loads((whole / "summary.json").read_text())
         per_task = expected["cost"]["total"] / TASKS
         assert per_task > 0 and all(r["outcome"] == "answered" for r in results(whole))
-        spend = Spend(*run_prices(PRICED, "rule"))  # what the progress line shows: the summary's cost
+        records = plan_records(RunConfig(model=PRICED, judge="rule"))  # the prices the plan looked up once
+        spend = Spend(records.model.prices, records.judge.prices)  # what the progress line shows: the summary's cost
         for line in (whole / "results.jsonl").read_text().splitlines():
             spend.add(TaskResult.model_validate_json(line))
         assert spend.usd == expected["cost"]["total"] and spend.unpriced == 0
@@ -157,16 +159,17 @@ def test_the_budget_counts_billed_tokens_at_the_summarys_prices():
     paid = priced_result(call + call, judged)
     cached = priced_result(call + call, judged, model_from_cache=call)  # one call answered by the model cache
     results = [paid, cached]
-    budget = run_budget(PRICED, judge_choice("o4-mini"), cost_limit=1.0, token_limit=None, done=results)
+    budget = run_budget(plan_records(RunConfig(model=PRICED, judge="o4-mini", cost_limit=1.0)), done=results)
     expected = cost_summary(results, model=PRICED, judge="o4-mini")["total"]
     assert budget.spend.usd == expected and expected > 0  # the summary's cost: cache answers cost nothing
     assert budget.spend.tokens == 3000 + 210 + 1500 + 210 and budget.reached is None
-    assert run_budget(PRICED, judge_choice("o4-mini"), 1e-9, None, done=results).reached.startswith(
+    assert run_budget(plan_records(RunConfig(model=PRICED, judge="o4-mini", cost_limit=1e-9)),
+                      done=results).reached.startswith(
         "cost limit reached")
-    unpriced = run_budget("openai:unpriced", judge_choice("rule"), None, 10, done=results)
+    unpriced = run_budget(plan_records(RunConfig(model="openai:unpriced", judge="rule", token_limit=10)), done=results)
     assert unpriced.spend.unpriced == 2 and unpriced.reached.startswith("token limit reached: 4920 tokens")
 
 
 def test_a_cost_limit_with_an_unpriced_judge_is_refused_naming_it():
     with pytest.raises(ValueError, match="--cost-limit needs the judge's prices, and 'openai:my-judge' has none"):
-        run_budget(PRICED, judge_choice("openai:my-judge"), 1.0, None)
+        run_budget(plan_records(RunConfig(model=PRICED, judge="openai:my-judge", cost_limit=1.0)))

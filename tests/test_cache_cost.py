@@ -15,7 +15,7 @@ import re
 import pytest
 
 from conftest import write_task
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from test_presets import vtb
 
 JUDGE = "o4-mini"

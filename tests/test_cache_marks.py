@@ -8,15 +8,14 @@ from __future__ import annotations
 import html
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
-from openai_server import OpenAIServer
-from scripted_vision import VisionModel
+from support.openai_server import OpenAIServer
+from support.scripted_vision import VisionModel
+from support.cli import openai_env, vtb
 
-from tests.conftest import checkout_env, write_task
+from conftest import write_task
 from vtb_agents.rundir.layout import task_page_file
 from vtb_agents.rundir.transcripts import read_transcript
 
@@ -38,9 +37,6 @@ def refuse(body: dict) -> int:
     return 500  # a replay must never get here
 
 
-def vtb(*args: str, base_url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, timeout=600,
-                          env=checkout_env(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="k", COLUMNS="100"))
 
 
 def kv_rows(page: str, caption: str) -> list[tuple[str, str]]:
@@ -61,12 +57,14 @@ def test_a_cache_only_replay_marks_every_call_cached_and_the_report_counts_equal
     common = ["run", "--model", "openai:vision-test", "--judge", f"openai:{JUDGE}", "--tasks", str(tmp_path / "tasks"),
               "--model-cache", str(cache)]
     with OpenAIServer(model_and_judge) as server:
-        recorded = vtb(*common, "--out", str(tmp_path / "recorded"), base_url=server.base_url)
+        recorded = vtb(*common, "--out", str(tmp_path / "recorded"), env=openai_env(server.base_url), columns=100,
+                       timeout=600)
         assert recorded.returncode == 0, recorded.stderr
     printed = " ".join(recorded.stdout.split())
     assert re.search(r"model cache: 0 of \d+ model call\(s\), 0 of \d+ judge call\(s\)", printed)
     with OpenAIServer(refuse) as sentinel:
-        replay = vtb(*common, "--model-cache-only", "--out", str(tmp_path / "replayed"), base_url=sentinel.base_url)
+        replay = vtb(*common, "--model-cache-only", "--out", str(tmp_path / "replayed"),
+                     env=openai_env(sentinel.base_url), columns=100, timeout=600)
         assert replay.returncode == 0, replay.stderr
     assert sentinel.requests == []
     run = tmp_path / "replayed"
@@ -88,7 +86,7 @@ def test_a_cache_only_replay_marks_every_call_cached_and_the_report_counts_equal
         events += len(model)
         counts = transcript.cache_counts()
         assert (counts.model_cached, counts.judge_calls_cached) == (len(model), len(calls))
-        shown = vtb("transcript", str(run), task_id, base_url=sentinel.base_url)
+        shown = vtb("transcript", str(run), task_id, env=openai_env(sentinel.base_url), columns=100, timeout=600)
         assert shown.returncode == 0, shown.stderr
         assert f"model cache: {len(model)} of {len(model)} model call(s), {len(calls)} of {len(calls)} judge" in \
             " ".join(shown.stdout.split())

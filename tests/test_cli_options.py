@@ -3,8 +3,8 @@ spellings, and `-v` shows the package's log messages on stderr."""
 
 from __future__ import annotations
 
+from functools import partial
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +15,14 @@ import pytest
 import typer.main
 
 from vtb_agents.cli import app
+from support import cli
 from vtb_agents.rundir.read import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def vtb(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """The real `vtb` command (python -m vtb_agents); a wide terminal so that log lines are not wrapped."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "250", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=240)
+vtb = partial(cli.vtb, cwd=ROOT, columns=250, timeout=240)
+"""The real `vtb` command (python -m vtb_agents); a wide terminal so that log lines are not wrapped."""
 
 
 def every_command(command: Any, path: str = "vtb") -> list[tuple[str, Any]]:

@@ -187,3 +187,25 @@ def test_the_run_settings_table_is_the_run_configs() -> None:
     helps = {param.name: param.help for param in run.params}
     assert helps["judge"] == RunConfig.model_fields["judge"].description
     assert helps["max_tool_rounds"] == "Tool rounds allowed per turn."
+
+
+def test_a_stale_run_settings_table_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A table derived from other sources (a field added since, a merge that did not rewrite it) is
+    never read: the options come from the model instead, so a stale table can make `vtb` slower,
+    never wrong or broken."""
+    from vtb_agents.cli import run_settings as table
+
+    rows = json.loads(table.TABLE_FILE.read_text(encoding="utf-8"))
+    del rows["settings"]["epochs"]  # as if written before the field existed
+    rows["settings"]["judge"]["help"] = "stale"
+    stale = tmp_path / "run_settings.json"
+    stale.write_text(json.dumps({**rows, "sources": "0" * 64}), encoding="utf-8")
+    monkeypatch.setattr(table, "TABLE_FILE", stale)
+    table.run_settings.cache_clear()
+    try:
+        assert table.run_settings() == table.settings_from_run_config()
+        stale.write_text(json.dumps({**rows, "sources": table.sources_hash()}), encoding="utf-8")
+        table.run_settings.cache_clear()
+        assert "epochs" not in table.run_settings()  # a fresh table is what is read
+    finally:
+        table.run_settings.cache_clear()

@@ -4,17 +4,17 @@ compare.html with links to both runs' task pages; real runs through the `vtb` CL
 
 from __future__ import annotations
 
+from functools import partial
 import json
-import subprocess
-import sys
 import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
+from support.cli import openai_env
+from support import cli
 
-from tests.conftest import checkout_env
 from vtb_agents.report.paired import id_list
 from vtb_agents.tasks import load_tasks
 
@@ -41,9 +41,7 @@ class Answers:
         return "I cannot tell." if wrong else task.turns[0].golden_answer
 
 
-def vtb(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, timeout=600,
-                          env=checkout_env(COLUMNS="80", **env))
+vtb = partial(cli.vtb, columns=80, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +53,7 @@ def runs(tmp_path_factory) -> tuple[Path, Path]:
     assert replay.returncode == 0, replay.stderr
     with OpenAIServer(Answers()) as server:
         model = vtb("run", "--model", "openai:m", *common, "--out", str(root / "model"),
-                    OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
+                    env=openai_env(server.base_url))
     assert model.returncode == 0, model.stderr
     return root / "replay", root / "model"
 
@@ -74,6 +72,7 @@ def test_the_terminal_lists_flips_and_changed_pass_counts(runs):
     assert changed == {SLIPS: (3, 2), FAILS: (3, 0)}
 
 
+@pytest.mark.slow
 def test_compare_html_links_the_changed_tasks_to_both_runs(runs, tmp_path):
     out = tmp_path / "compare.html"
     assert vtb("compare", *map(str, runs), "--out", str(out)).returncode == 0

@@ -16,8 +16,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import checkout_env
-from docs_blocks import ROOT, Block, code_blocks, doc_pages
+from support.cli import checkout_env
+from support.docs_blocks import ROOT, Block, code_blocks, doc_pages
 
 CHECKED = {"bash", "json", "toml", "text"}  # python blocks are run by the test that owns them (run-by)
 NEEDS_A_MODEL = ("openai:", "--model gpt", "--model o4", "--model llama", "--model claude")

@@ -5,15 +5,12 @@ public name of ``vtb_agents`` and every ``vtb`` command and option."""
 
 from __future__ import annotations
 
-import functools
 import html
 import os
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import click
@@ -23,6 +20,7 @@ from PIL import Image
 
 import vtb_agents
 from vtb_agents.cli import app
+from support.servers import LocalServer, add_directory
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -55,18 +53,9 @@ def site(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def served(site: Path) -> Iterator[str]:
     """The site over HTTP on 127.0.0.1 (search runs in a web worker, which file:// pages cannot start)."""
-    handler = functools.partial(QuietHandler, directory=str(site))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
-
-
-class QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
-        pass
+    with LocalServer() as server:
+        add_directory(server, site)
+        yield server.url("/")
 
 
 @pytest.fixture

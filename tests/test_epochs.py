@@ -14,13 +14,13 @@ import shutil
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import checkout_env, write_task
-from openai_server import OpenAIServer
+from conftest import write_task
+from support.cli import start_vtb, vtb
+from support.openai_server import OpenAIServer
 from typer.testing import CliRunner
 
 import vtb_agents
@@ -216,6 +216,7 @@ def test_a_regrade_takes_each_epochs_own_cached_verdicts(two_epochs, judged_task
 @pytest.mark.slow
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
+@pytest.mark.browser
 def test_the_report_shows_the_intervals_and_an_error_bar_in_chromium(two_epochs):
     run, _ = two_epochs
     assert run.run_dir is not None
@@ -288,11 +289,10 @@ def test_a_kill_mid_epoch_and_resume_run_every_task_and_epoch_once(tmp_path):
     for i in range(4):
         write_task(root, f"t{i}")
     (tmp_path / "slow_agent.py").write_text(SLOW_AGENT)
-    env = checkout_env(tmp_path, COLUMNS="200")
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", "agent:slow_agent:build",
-               "--epochs", "2", "--concurrency", "2", "--out", str(out)]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    args = ["run", "--tasks", root, "--model", "agent:slow_agent:build", "--epochs", "2", "--concurrency", "2",
+            "--out", out]
+    process = start_vtb(*args, path=[tmp_path], columns=200, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = out / "results.jsonl"
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and (not results.exists() or len(results.read_bytes().splitlines()) < 5):
@@ -302,7 +302,7 @@ def test_a_kill_mid_epoch_and_resume_run_every_task_and_epoch_once(tmp_path):
     written = [json.loads(raw) for raw in results.read_bytes().splitlines() if raw.endswith(b"}")]
     assert 5 <= len(written) < 8, "the run should have been killed during epoch 2"
     assert {(w["task_id"], w["epoch"]) for w in written} >= {(f"t{i}", 1) for i in range(4)}
-    finished = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=180)
+    finished = vtb(*args, "--resume", path=[tmp_path], columns=200, timeout=180)
     assert finished.returncode == 0, finished.stderr
     pairs = [(line["task_id"], line["epoch"]) for line in map(json.loads, results.read_text().splitlines())]
     assert sorted(pairs) == [(f"t{i}", e) for i in range(4) for e in (1, 2)]  # each once: nothing lost or doubled

@@ -15,7 +15,7 @@ from langsmith.evaluation.evaluator import EvaluationResult, run_evaluator
 from langsmith.schemas import Example, Run
 
 from conftest import write_task
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from vtb_agents.judges.evaluator import PASS_KEY, SCORE_KEY, make_rubric_evaluator
 from vtb_agents.judges.llm import LLMJudge
 from vtb_agents.runner.plan import plan_judge

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from conftest import checkout_env
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
+from support.cli import vtb
 from vtb_agents.extensions import load_extension
 from vtb_agents.rundir.read import read_record
 
@@ -73,13 +73,11 @@ def calls_tool(name: str) -> Any:
     return respond
 
 
-def vtb(*args: str, path: Path, server: OpenAIServer | None = None, marker: Path | None = None,
-        cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """The real ``vtb`` with ``path`` on PYTHONPATH (and the local OpenAI server as the provider)."""
-    env = checkout_env(path, COLUMNS="250", OPENAI_API_KEY="k", MARKER=str(marker or path / "marker"),
-                       **({"OPENAI_BASE_URL": server.base_url} if server else {}))
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=300)
+def ext_env(lib: Path, server: OpenAIServer | None = None, marker: Path | None = None) -> dict[str, str]:
+    """The variables of a ``vtb`` run of the extensions under ``lib``: a wide terminal, the file the test
+    sandbox marks (``MARKER``) and the local OpenAI server as the provider."""
+    return {"COLUMNS": "250", "OPENAI_API_KEY": "k", "MARKER": str(marker or lib / "marker"),
+            **({"OPENAI_BASE_URL": server.base_url} if server else {})}
 
 
 def check_run(out: Path, server: OpenAIServer, *, tool: str, judge_name: str, marker: Path) -> dict[str, Any]:
@@ -112,13 +110,14 @@ def test_judge_tool_and_sandbox_each_one_file_named_module_attr(tmp_path: Path) 
              "--judge", "myext.judges:JUDGE", "--tool", "myext.tools:lookup_code",
              "--sandbox", "myext.boxes:MarkedSandbox"]
     with OpenAIServer(calls_tool("lookup_code")) as server:
-        done = vtb("run", *flags, path=tmp_path / "lib", server=server, marker=marker)
+        done = vtb("run", *flags, path=[tmp_path / "lib"], cwd=ROOT, env=ext_env(tmp_path / "lib", server, marker))
     assert done.returncode == 0, done.stderr
     check_run(out, server, tool="lookup_code", judge_name="strict", marker=marker)
     config = read_record(out).config
     assert (config.judge, config.extra_tools, config.sandbox) == (
         "myext.judges:JUDGE", ("myext.tools:lookup_code",), "myext.boxes:MarkedSandbox")
-    resumed = vtb("run", *flags, "--resume", path=tmp_path / "lib", marker=marker)  # the CLI resumes it
+    resumed = vtb("run", *flags, "--resume", path=[tmp_path / "lib"], cwd=ROOT,
+                  env=ext_env(tmp_path / "lib", marker=marker))  # the CLI resumes it
     assert resumed.returncode == 0, resumed.stderr
     assert marker.read_text().splitlines() == ["opened"] * 3  # the check's sandbox only: nothing left to run
 
@@ -137,7 +136,7 @@ def test_bad_extension_specs_are_refused_naming_them(tmp_path: Path) -> None:
              ("--sandbox", "nowhere"): "--sandbox must be local, e2b, 'module:Class' or an installed sandbox"}
     for (option, spec), message in cases.items():
         done = vtb("run", "--tasks", "sample", "--limit", "1", option, spec, "--out", str(tmp_path / "out"),
-                   path=lib)
+                   path=[lib], cwd=ROOT, env=ext_env(lib))
         assert done.returncode != 0 and message in done.stderr, (spec, done.stderr)
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
@@ -188,16 +187,17 @@ def test_an_installed_package_is_listed_and_usable(tmp_path: Path) -> None:
     assert pip.returncode == 0, pip.stderr
     for listing, name in (("judges", "lenient"), ("tools", "shout"), ("sandboxes", "marked"),
                           ("strategies", "hasty")):
-        shown = vtb(listing, path=target)
+        shown = vtb(listing, path=[target], cwd=ROOT, env=ext_env(target))
         assert shown.returncode == 0, shown.stderr
         line = next(line for line in shown.stdout.splitlines() if f" {name} " in line)
         assert "installed: vtbext-installed" in line or "installed: vtbext_installed" in line, shown.stdout
-    assert "hasty" not in vtb("judges", path=target).stdout  # each listing shows its own kind
+    assert "hasty" not in vtb("judges", path=[target], cwd=ROOT,
+                              env=ext_env(target)).stdout  # each listing shows its own kind
     out, marker = tmp_path / "run", tmp_path / "marker"
     with OpenAIServer(calls_tool("shout")) as server:
         done = vtb("run", "--tasks", "sample", "--task-id", TASK, "--model", "openai:gpt-4o", "--out", str(out),
                    "--judge", "lenient", "--tool", "shout", "--sandbox", "marked", "--strategy", "hasty",
-                   path=target, server=server, marker=marker)
+                   path=[target], cwd=ROOT, env=ext_env(target, server, marker))
     assert done.returncode == 0, done.stderr
     summary = check_run(out, server, tool="shout", judge_name="strict", marker=marker)
     assert summary["strategy"] == "hasty"

@@ -11,7 +11,7 @@ import typer
 from conftest import write_task
 from langchain_core.runnables import RunnableLambda
 from langchain_openai import ChatOpenAI
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from typer.testing import CliRunner
 
 from vtb_agents.analysis.failures import FAILURES_FILE, FailureClassifier, classify_failures

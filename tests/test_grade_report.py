@@ -8,7 +8,6 @@ import json
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from conftest import checkout_env, write_task
-from openai_server import OpenAIServer
-from scripted_vision import VisionModel
+from conftest import write_task
+from support.openai_server import OpenAIServer
+from support.scripted_vision import VisionModel
+from support.cli import openai_env, start_vtb, vtb
 
 from vtb_agents.report.markup import pct
 from vtb_agents.rundir.records import next_grading_id
@@ -38,10 +38,6 @@ def respond(vision: VisionModel):
     return reply
 
 
-def vtb(*args: str, base_url: str) -> subprocess.CompletedProcess[str]:
-    env = checkout_env(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="k", COLUMNS="250")
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
 
 
 def headline(report: str, name: str) -> str:
@@ -67,11 +63,11 @@ def test_vtb_grade_with_another_judge_rewrites_the_report_and_every_task_page(tm
         (folder / "task.json").write_text(json.dumps(task))
     with OpenAIServer(respond(VisionModel())) as server:
         ran = vtb("run", "--tasks", str(root), "--model", "openai:vision-test", "--judge", f"openai:{LENIENT}",
-                  "--out", str(run), base_url=server.base_url)
+                  "--out", str(run), env=openai_env(server.base_url), columns=250)
         assert ran.returncode == 0, ran.stderr
         assert headline((run / "report.html").read_text(), "APR") == "100.0%"
         before = json.loads((run / "run.json").read_text())
-        graded = vtb("grade", str(run), "--judge", f"openai:{STRICT}", base_url=server.base_url)
+        graded = vtb("grade", str(run), "--judge", f"openai:{STRICT}", env=openai_env(server.base_url), columns=250)
     assert graded.returncode == 0, graded.stderr
     after = json.loads((run / "run.json").read_text())  # the regrade is a grading pass of its own, of the same run
     assert before["grading_id"] == before["run_id"] and after["run_id"] == before["run_id"]
@@ -118,12 +114,11 @@ def test_an_interrupted_resume_rewrites_the_report_the_run_has(tmp_path: Path) -
     common = ["run", "--tasks", str(root), "--model", "openai:vision-test", "--judge", "rule", "--out", str(run)]
     agent = HeldAgent("t2")
     with OpenAIServer(agent) as server:
-        first = vtb(*common, "--task-id", "t0", base_url=server.base_url)
+        first = vtb(*common, "--task-id", "t0", env=openai_env(server.base_url), columns=250)
         assert first.returncode == 0, first.stderr
         assert headline((run / "report.html").read_text(), "tasks") == "1"
-        env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k", COLUMNS="250")
-        resumed = subprocess.Popen([sys.executable, "-m", "vtb_agents", *common, "--resume"], env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        resumed = start_vtb(*common, "--resume", env=openai_env(server.base_url), columns=250,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert agent.reached.wait(180), "task t2 never started"
             resumed.send_signal(signal.SIGINT)  # t2 finishes, t3 never starts

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import HumanMessage
 
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from vtb_agents.models.http import MalformedResponse
 from vtb_agents.models.spec import chat_model
 

@@ -15,13 +15,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import checkout_env, write_task
+from conftest import write_task
+from support.cli import start_vtb, vtb
 
 from vtb_agents.judges import Judgement
 from vtb_agents.judges.graph import grade_episode
@@ -75,14 +75,13 @@ def set_mode(tmp_path: Path, mode: str) -> None:
     (tmp_path / "lib" / "blamejudge" / "mode").write_text(mode)
 
 
-def run_args(root: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", "replay",
-            "--judge", JUDGE, "--out", str(out), *extra]
+def run_args(root: Path, out: Path, *extra: str) -> list[str | Path]:
+    """The arguments of ``vtb run`` of the replay agent graded by the test judge."""
+    return ["run", "--tasks", root, "--model", "replay", "--judge", JUDGE, "--out", out, *extra]
 
 
 def vtb_run(tmp_path: Path, root: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(run_args(root, out, *extra), capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env=checkout_env(tmp_path / "lib"))
+    return vtb(*run_args(root, out, *extra), cwd=tmp_path, path=[tmp_path / "lib"])
 
 
 def summary_of(run: Path) -> dict[str, Any]:
@@ -148,8 +147,8 @@ def test_a_judge_that_sleeps_an_hour_is_cut_at_the_task_timeout(tmp_path: Path) 
 def test_a_second_signal_ends_a_run_whose_judge_hangs_at_once(tmp_path: Path, second: signal.Signals) -> None:
     root = setup(tmp_path, "sleep-b")  # t-a is judged and written, t-b's judge never answers
     run = tmp_path / "run"
-    process = subprocess.Popen(run_args(root, run), cwd=tmp_path, env=checkout_env(tmp_path / "lib"),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = start_vtb(*run_args(root, run), cwd=tmp_path, path=[tmp_path / "lib"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
         while not (run / "results.jsonl").exists() or not (run / "results.jsonl").read_text():

@@ -8,7 +8,7 @@ import json
 import pytest
 import typer
 from conftest import write_task
-from langsmith_server import API_KEY, LangSmithStandIn, block_git
+from support.langsmith_server import API_KEY, LangSmithStandIn, block_git
 from PIL import Image
 from typer.testing import CliRunner
 

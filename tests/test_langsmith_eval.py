@@ -8,7 +8,7 @@ import os
 
 import pytest
 from conftest import write_task
-from langsmith_server import API_KEY, LangSmithStandIn, block_git, long_base64_runs, noise_png
+from support.langsmith_server import API_KEY, LangSmithStandIn, block_git, long_base64_runs, noise_png
 
 import vtb_agents.tracing
 from vtb_agents.cli.langsmith import run_langsmith_experiment

@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import write_task
 from langchain_openai import ChatOpenAI
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from typer.testing import CliRunner
 
 from vtb_agents.cli import app

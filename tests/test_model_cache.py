@@ -17,9 +17,9 @@ from langchain_core.outputs import ChatGeneration
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from PIL import Image
-from scripted_vision import VisionModel
+from support.scripted_vision import VisionModel
 from typer.testing import CliRunner
 
 import vtb_agents

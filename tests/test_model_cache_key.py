@@ -1,8 +1,8 @@
 """The model-cache key covers every parameter that reaches the request (issue #31 item 4).
 
 For every setting of ``ChatOpenAI`` and ``ChatAnthropic`` (and the parameters a call adds), a real
-client sends a request to a local server (tests/openai_server.py; an Anthropic Messages route on
-tests/servers.py) while a LangChain cache records the key :func:`vtb_agents.models.cache.cache_key`
+client sends a request to a local server (tests/support/openai_server.py; an Anthropic Messages route on
+tests/support/servers.py) while a LangChain cache records the key :func:`vtb_agents.models.cache.cache_key`
 gives the same call. Whenever the request the server received (its JSON body; for Anthropic also the
 ``anthropic-beta`` header that ``betas`` sets) differs from the baseline's, the key must differ too;
 the only exception is documented (:data:`DELIVERY`: how the answer is delivered, streamed or not).
@@ -14,20 +14,18 @@ taken from the client's own payload builder (``_get_request_payload``), the body
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from typing import Any
 
 import pytest
-from conftest import checkout_env
 from langchain_core.caches import BaseCache
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from pydantic import BaseModel
-from scripted_vision import VisionModel
-from servers import LocalServer, Reply
+from support.scripted_vision import VisionModel
+from support.servers import LocalServer, Reply
+from support.cli import openai_env, vtb
 
 from vtb_agents.models.cache import TRANSPORT_SETTINGS, cache_key
 
@@ -224,10 +222,6 @@ def test_the_models_own_stop_sequence_stays_in_the_key_when_the_call_gives_none(
     assert "stop" not in TRANSPORT_SETTINGS
 
 
-def vtb(*args: str, base_url: str) -> subprocess.CompletedProcess[str]:
-    env = checkout_env(OPENAI_BASE_URL=base_url, OPENAI_API_KEY="k", COLUMNS="250")
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
 
 
 @pytest.mark.parametrize("changed", [None, '{"stop": ["END"]}', '{"temperature": 0.5}'],
@@ -238,11 +232,12 @@ def test_a_cache_only_replay_with_a_stop_sequence_added_misses_as_another_temper
     common = ["--tasks", "sample", "--task-id", "rs-finance-invoice", "--model", "openai:vision-test",
               "--judge", "rule", "--model-cache", str(cache)]
     with OpenAIServer(VisionModel()) as server:
-        recorded = vtb("run", *common, "--out", str(tmp_path / "recorded"), base_url=server.base_url)
+        recorded = vtb("run", *common, "--out", str(tmp_path / "recorded"), env=openai_env(server.base_url),
+                       columns=250)
     assert recorded.returncode == 0, recorded.stderr
     with OpenAIServer(lambda body: 500) as sentinel:  # a replay must never reach a model
         replay = vtb("run", *common, "--model-cache-only", *(["--model-kwargs", changed] if changed else []),
-                     "--out", str(tmp_path / "replayed"), base_url=sentinel.base_url)
+                     "--out", str(tmp_path / "replayed"), env=openai_env(sentinel.base_url), columns=250)
     assert sentinel.requests == []
     if changed is None:
         assert replay.returncode == 0, replay.stderr

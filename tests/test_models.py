@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.rate_limiters import InMemoryRateLimiter
 
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from vtb_agents.models import ReplayChatModel, model_factory
 from vtb_agents.models.paced import PacedTransport
 from vtb_agents.models.spec import model_choice, temperature_for

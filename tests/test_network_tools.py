@@ -1,4 +1,4 @@
-"""web_search, browser_get_page_text and historical_weather against real local HTTP servers (tests/servers.py).
+"""web_search, browser_get_page_text and historical_weather against real local HTTP servers (tests/support/servers.py).
 
 No mocks of our code paths: the tools speak HTTP to stand-ins of Open-Meteo, Tavily, SerpAPI and a web site.
 ddgs calls public engines, so its client is replaced by a stand-in whose ``text()`` signature is checked
@@ -23,7 +23,7 @@ from ddgs.exceptions import DDGSException, RatelimitException  # noqa: E402
 from langchain_core.messages import ToolMessage  # noqa: E402
 from langchain_core.tools import BaseTool  # noqa: E402
 
-from servers import LocalServer, add_open_meteo, add_serpapi, add_tavily, add_web_site  # noqa: E402
+from support.servers import LocalServer, add_open_meteo, add_serpapi, add_tavily, add_web_site  # noqa: E402
 from vtb_agents.tools.network import (  # noqa: E402
     NetworkSettings, cache_key, compact_cassette, default_search_backend, make_network_tools, normalise_text,
     normalise_url,

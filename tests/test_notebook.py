@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT
+from support.cli import PROJECT
 from vtb_agents.api import in_python_terms
 
 nbformat = pytest.importorskip("nbformat")
@@ -62,6 +62,7 @@ def test_a_notebook_displays_the_html_repr_of_an_evaluation(executed):
     assert f"writing the run to {runs[0]}" in printed
 
 
+@pytest.mark.slow
 def test_the_text_repr_fits_one_screen(executed):
     notebook, _ = executed
     text = "".join(o.get("text", "") for o in outputs(notebook.cells[2]))
@@ -71,6 +72,7 @@ def test_the_text_repr_fits_one_screen(executed):
     assert "APR 100.0%" in text and "report: " in text
 
 
+@pytest.mark.slow
 def test_an_api_error_names_the_keyword(executed):
     notebook, _ = executed
     text = "".join(o.get("text", "") for o in outputs(notebook.cells[3]))

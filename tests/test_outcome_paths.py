@@ -17,15 +17,12 @@ from typing import Any
 
 import pytest
 
-from conftest import PROJECT, checkout_env, write_task
+from conftest import write_task
+from support.cli import PROJECT, checkout_env, vtb
 
 INCOMPLETE = 3  # docs/concepts/outcomes.md: `vtb run` exits 3 while infrastructure failures leave tasks ungraded
 
 
-def vtb(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """This checkout's `vtb` run from ``cwd`` (which also holds the tests' agent modules)."""
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, timeout=240,
-                          cwd=cwd, env=checkout_env(cwd, **env))
 
 
 def summary_of(run: Path) -> dict[str, Any]:
@@ -62,7 +59,7 @@ def test_a_sandbox_that_cannot_start_refuses_the_run_before_its_first_task(tmp_p
     empty_path = tmp_path / "bin"  # bwrap is asked for but not on PATH: the sandbox cannot start
     empty_path.mkdir()
     failed = vtb("run", "--tasks", str(root), "--model", "replay", "--out", str(run), cwd=tmp_path,
-                 PATH=str(empty_path), VTB_SANDBOX_ISOLATION="bwrap")
+                 path=[tmp_path], env={"PATH": str(empty_path), "VTB_SANDBOX_ISOLATION": "bwrap"})
     assert failed.returncode == 2, failed.stderr[-3000:]  # the check before the run (docs/how-to/doctor.md)
     errors = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "sandbox 'local'" in errors[0] and "bwrap" in errors[0], failed.stderr
@@ -93,7 +90,7 @@ def test_a_sandbox_that_cannot_start_during_a_task_is_a_sandbox_error_until_retr
     run = tmp_path / "run"
     (tmp_path / "goes_down.py").write_text(GOES_DOWN)
     flags = ["--tasks", str(root), "--model", "replay", "--sandbox", "goes_down:GoesDown", "--out", str(run)]
-    failed = vtb("run", *flags, cwd=tmp_path, SANDBOX_DOWN="1")
+    failed = vtb("run", *flags, cwd=tmp_path, path=[tmp_path], env={"SANDBOX_DOWN": "1"})
     assert failed.returncode == INCOMPLETE, failed.stderr[-3000:]
     summary = summary_of(run)
     assert summary["outcomes"] == {"sandbox_error": 2}
@@ -102,7 +99,7 @@ def test_a_sandbox_that_cannot_start_during_a_task_is_a_sandbox_error_until_retr
     error = json.loads((run / "results.jsonl").read_text().splitlines()[0])["episode"]["error"]
     assert error.startswith("SandboxError:") and "the sandbox service is down" in error, error
 
-    retried = vtb("run", *flags, "--resume", "--retry-errors", cwd=tmp_path)
+    retried = vtb("run", *flags, "--resume", "--retry-errors", cwd=tmp_path, path=[tmp_path])
     assert retried.returncode == 0, retried.stderr[-3000:]
     assert outcomes_of(run) == {"t-a": "answered", "t-b": "answered"}
     assert (summary_of(run)["complete"], summary_of(run)["apr"]) == (True, 1.0)
@@ -112,12 +109,14 @@ def test_a_sandbox_that_cannot_start_during_a_task_is_a_sandbox_error_until_retr
 def test_a_locked_checkpoint_database_is_a_storage_error_until_retried(tmp_path):
     root = two_tasks(tmp_path)
     run = tmp_path / "run"
-    first = vtb("run", "--tasks", str(root), "--model", "replay", "--limit", "1", "--out", str(run), cwd=tmp_path)
+    first = vtb("run", "--tasks", str(root), "--model", "replay", "--limit", "1", "--out", str(run), cwd=tmp_path,
+                path=[tmp_path])
     assert first.returncode == 0, first.stderr[-3000:]
     holder = sqlite3.connect(run / "checkpoints.sqlite", isolation_level=None)
     try:
         holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock (a backup, a second tool)
-        locked = vtb("run", "--tasks", str(root), "--model", "replay", "--out", str(run), "--resume", cwd=tmp_path)
+        locked = vtb("run", "--tasks", str(root), "--model", "replay", "--out", str(run), "--resume", cwd=tmp_path,
+                     path=[tmp_path])
     finally:
         holder.rollback()
         holder.close()
@@ -128,7 +127,7 @@ def test_a_locked_checkpoint_database_is_a_storage_error_until_retried(tmp_path)
     assert summary["infrastructure_errors"] == {"count": 1, "task_ids": ["t-b"]} and summary["apr"] == 1.0
 
     retried = vtb("run", "--tasks", str(root), "--model", "replay", "--out", str(run), "--resume", "--retry-errors",
-                  cwd=tmp_path)
+                  cwd=tmp_path, path=[tmp_path])
     assert retried.returncode == 0, retried.stderr[-3000:]
     assert outcomes_of(run) == {"t-a": "answered", "t-b": "answered"}
     assert summary_of(run)["complete"] is True
@@ -155,12 +154,13 @@ def build(tools, *, system_prompt):
 '''
 
 
+@pytest.mark.slow
 def test_an_agent_that_never_ends_its_turn_reaches_the_step_limit_and_is_graded(tmp_path):
     root = two_tasks(tmp_path)
     (tmp_path / "looping_agent.py").write_text(LOOPING_AGENT)
     run = tmp_path / "run"
     done = vtb("run", "--tasks", str(root), "--model", "agent:looping_agent:build", "--max-tool-rounds", "2",
-               "--out", str(run), cwd=tmp_path)
+               "--out", str(run), cwd=tmp_path, path=[tmp_path])
     assert done.returncode == 0, done.stderr[-3000:]  # the model's doing: graded, the run complete
     summary = summary_of(run)
     assert summary["outcomes"] == {"step_limit": 2}
@@ -190,7 +190,8 @@ def test_a_bug_in_the_harness_is_a_harness_error_until_fixed_and_retried(tmp_pat
     agent = tmp_path / "broken_agent.py"
     agent.write_text(BROKEN_AGENT)
     run = tmp_path / "run"
-    failed = vtb("run", "--tasks", str(root), "--model", "agent:broken_agent:build", "--out", str(run), cwd=tmp_path)
+    failed = vtb("run", "--tasks", str(root), "--model", "agent:broken_agent:build", "--out", str(run), cwd=tmp_path,
+                 path=[tmp_path])
     assert failed.returncode == INCOMPLETE, failed.stderr[-3000:]
     summary = summary_of(run)
     assert summary["outcomes"] == {"harness_error": 2} and summary["ungraded"] == 2 and summary["apr"] is None
@@ -200,7 +201,7 @@ def test_a_bug_in_the_harness_is_a_harness_error_until_fixed_and_retried(tmp_pat
 
     agent.write_text(FIXED_AGENT)
     retried = vtb("run", "--tasks", str(root), "--model", "agent:broken_agent:build", "--out", str(run), "--resume",
-                  "--retry-errors", cwd=tmp_path)
+                  "--retry-errors", cwd=tmp_path, path=[tmp_path])
     assert retried.returncode == 0, retried.stderr[-3000:]
     assert outcomes_of(run) == {"t-a": "answered", "t-b": "answered"}
     assert (summary_of(run)["complete"], summary_of(run)["apr"]) == (True, 1.0)

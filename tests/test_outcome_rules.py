@@ -15,7 +15,7 @@ import openai
 import pytest
 from langgraph.errors import GraphRecursionError
 
-from conftest import PROJECT
+from support.cli import PROJECT
 from vtb_agents.models.deadline import ProviderWait, TaskTimeout
 from vtb_agents.models.http import MalformedResponse
 from vtb_agents.results import (

@@ -1,16 +1,13 @@
 """Every task in the denominator: outcomes, incomplete runs, --retry-errors, bounded requests.
 
 Each test runs the real `vtb` command (``python -m vtb_agents``) with a model served by a local
-OpenAI-compatible server (tests/openai_server.py), the real graphs and a real local sandbox.
+OpenAI-compatible server (tests/support/openai_server.py), the real graphs and a real local sandbox.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,18 +15,13 @@ from typing import Any
 import pytest
 
 from conftest import write_task
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
+from support.cli import openai_env, vtb
 from vtb_agents.runner.run import EXIT_INCOMPLETE
 
-PROJECT = Path(__file__).resolve().parents[1]
 ANSWER = "The number is 42."
 
 
-def vtb(*args: str, server: OpenAIServer, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(PROJECT), "OPENAI_BASE_URL": server.base_url,
-           "OPENAI_API_KEY": "test-key"}
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def first_prompt(body: dict[str, Any]) -> str:
@@ -95,7 +87,7 @@ def test_timeout_round_cap_and_answers_are_all_in_the_denominator(tmp_path):
     with OpenAIServer(respond) as server:
         done = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--judge", "rule",
                    "--max-tool-rounds", "2", "--task-timeout", "12", "--concurrency", "4",
-                   "--out", str(tmp_path / "run"), server=server)
+                   "--out", str(tmp_path / "run"), env=openai_env(server.base_url, "test-key"), timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = summary_of(tmp_path / "run")
     assert summary["outcomes"] == {"answered": 2, "task_timeout": 1, "tool_round_cap": 1}
@@ -122,7 +114,7 @@ def test_provider_outage_leaves_the_run_incomplete_until_retried(tmp_path):
     run = tmp_path / "run"
     with OpenAIServer(respond) as server:
         failed = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "2",
-                     "--out", str(run), server=server)
+                     "--out", str(run), env=openai_env(server.base_url, "test-key"), timeout=240)
         assert failed.returncode == EXIT_INCOMPLETE, failed.stderr[-3000:]
         assert "incomplete" in failed.stderr and "--retry-errors" in failed.stderr
         summary = summary_of(run)
@@ -133,15 +125,16 @@ def test_provider_outage_leaves_the_run_incomplete_until_retried(tmp_path):
         assert 'class="incomplete-box">INCOMPLETE: 2 task(s)' in (run / "report.html").read_text()
 
         resumed = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--out", str(run), "--resume",
-                      server=server)
+                      env=openai_env(server.base_url, "test-key"), timeout=240)
         assert resumed.returncode == EXIT_INCOMPLETE  # --resume alone keeps finished (failed) tasks
 
         state["healthy"] = True
         retried = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "2",
-                      "--out", str(run), "--resume", "--retry-errors", server=server)
+                      "--out", str(run), "--resume", "--retry-errors", env=openai_env(server.base_url, "test-key"),
+                      timeout=240)
         assert retried.returncode == 0, retried.stderr[-3000:]
         fresh = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "2",
-                    "--out", str(tmp_path / "fresh"), server=server)
+                    "--out", str(tmp_path / "fresh"), env=openai_env(server.base_url, "test-key"), timeout=240)
         assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert summary_of(run) == summary_of(tmp_path / "fresh")
     assert summary_of(run)["apr"] == 1.0 and summary_of(run)["complete"] is True
@@ -182,7 +175,7 @@ def test_requests_are_bounded_and_malformed_responses_retried(tmp_path):
         with OpenAIServer(respond) as server:
             done = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "5",
                        "--task-timeout", "30", "--request-timeout", "10", "--out", str(tmp_path / "run"),
-                       server=server, timeout=110)
+                       env=openai_env(server.base_url, "test-key"), timeout=110)
     finally:
         release.set()
     assert done.returncode == EXIT_INCOMPLETE, done.stderr[-3000:]
@@ -216,11 +209,12 @@ def test_grade_re_asks_failed_judge_calls(tmp_path):
     run = tmp_path / "run"
     with OpenAIServer(respond) as server:
         failed = vtb("run", "--tasks", str(root), "--model", "replay", "--judge", "openai:judge", "--out", str(run),
-                     server=server)
+                     env=openai_env(server.base_url, "test-key"), timeout=240)
         assert failed.returncode == EXIT_INCOMPLETE, failed.stderr[-3000:]
         assert summary_of(run)["outcomes"] == {"judge_error": 1}
         state["healthy"] = True
-        regraded = vtb("grade", str(run), "--judge", "openai:judge", server=server)
+        regraded = vtb("grade", str(run), "--judge", "openai:judge", env=openai_env(server.base_url, "test-key"),
+                       timeout=240)
     assert regraded.returncode == 0, regraded.stderr[-3000:]
     summary = summary_of(run)
     assert summary["complete"] is True and summary["graded"] == 1 and summary["outcomes"] == {"answered": 1}

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urljoin, urlparse
 import pytest
 from rich.console import Console
 
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from test_presets import vtb
 from vtb_agents.analysis.paired import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, RunResults, compare_pair,
                                         mcnemar_exact_p, paired_bootstrap_ci, tally_tasks)
@@ -200,6 +200,7 @@ def test_real_runs_give_the_known_flips_and_exact_p(runs):
     assert f"1 task(s) ungraded in B: {SINGLE[7]}" in printed and "never counted as a pass or a fail" in printed
 
 
+@pytest.mark.slow
 def test_vtb_compare_json_end_to_end(runs, tmp_path):
     done = vtb("compare", str(runs["A"][0]), str(runs["B"][0]), str(runs["C"][0]), "--json",
                "--out", str(tmp_path / "compare.html"))

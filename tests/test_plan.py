@@ -106,8 +106,10 @@ def test_the_judge_spec_is_classified_once_into_what_run_json_records(tmp_path: 
 
 DECODERS = {"model_choice", "resolve_model", "chat_model", "build_chat_model", "model_factory", "judge_choice",
             "build_judge", "load_strategy", "load_agent", "backend", "extension_tools", "load_resumer",
-            "load_extension", "is_extension", "open_sandbox", "load_judge", "judge_record", "model_record"}
-"""The functions that decode a spec string (a model, judge, strategy, tool, sandbox or resumer spec)."""
+            "load_extension", "is_extension", "open_sandbox", "load_judge", "judge_record", "model_record",
+            "batch_provider", "prices_for", "decide_model", "decide_judge", "names_extension"}
+"""The functions that decode a spec string (a model, judge, strategy, tool, sandbox or resumer spec), or
+tell a fact of one (its prices, its judge's batch API): the plan records the facts, the rest reads them."""
 DECODER_MODULES = {"vtb_agents.models.spec", "vtb_agents.extensions"}
 DECODER_HOMES = {
     "runner/plan.py": "the plan: the one module a run's specs are decoded in",
@@ -121,6 +123,12 @@ DECODER_HOMES = {
     "cli/run.py": "lists installed extensions (vtb strategies / tools / judges / sandboxes), decodes no run's spec",
     "cli/sandbox.py": "`vtb sandbox`: opens one sandbox of a kind to try code, outside any run",
     "analysis/failures.py": "`vtb analyze failures --model`: the classifier's model, outside any run",
+    "analysis/cost.py": "prices a finished run from the spec strings its run.json's config records (the summary's "
+                        "cost), not from the recorded resolved model: left to move (the summary should take the "
+                        "plan's prices, and a reader the recorded model record's)",
+    "report/html.py": "prices a finished run's task pages from its recorded spec strings, as analysis/cost.py does",
+    "cli/transcript.py": "prices one recorded task (`vtb transcript`) from its recorded spec strings, as "
+                         "analysis/cost.py does",
 }
 """Modules that may import a decoder, each with its reason; every other module reads the plan's built
 objects or its typed records."""
@@ -149,3 +157,25 @@ def test_no_module_below_the_plan_decodes_a_spec() -> None:
                  *(str(p.relative_to(PACKAGE)) for p in sorted((PACKAGE / "studio").glob("*.py"))),
                  *(str(p.relative_to(PACKAGE)) for p in sorted((PACKAGE / "rundir").glob("*.py")))]
     assert {module: importers[module] for module in executors if importers[module]} == {}
+
+
+def test_the_plan_records_the_prices_and_the_judges_batch_api_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vtb_agents.models.presets import find_preset
+    from vtb_agents.runner.plan import plan_judge
+
+    gpt, o4 = find_preset("gpt-4o"), find_preset("o4-mini")
+    assert gpt is not None and o4 is not None and gpt.prices.input and o4.prices.input
+    records = plan_records(RunConfig(model="gpt-4o", judge="o4-mini", judge_batch=True))
+    assert (records.model.prices, records.judge.prices) == (gpt.prices, o4.prices)
+    assert records.judge.batch_provider == "openai" and records.defers_verdicts
+    assert records.model_record().model_dump() == {"spec": gpt.spec, "preset": "gpt-4o",
+                                                   "settings": gpt.settings}  # run.json: no prices
+    assert plan_records(RunConfig(judge="anthropic:claude-x")).judge.batch_provider == "anthropic"
+    for judge in ("rule", "google_genai:gemini-x", "my_pkg.judges:strict"):  # no batch API: graded live
+        other = plan_records(RunConfig(model="replay", judge=judge, judge_batch=True))
+        assert other.judge.batch_provider is None and not other.defers_verdicts
+        assert other.model.prices is None and other.judge.prices is None
+    assert not plan_records(RunConfig(judge="o4-mini")).defers_verdicts  # no --judge-batch
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")  # the judge is built (no call is made)
+    grading = plan_judge("o4-mini")  # vtb grade --batch reads the same facts
+    assert (grading.choice.batch_provider, grading.choice.prices) == ("openai", o4.prices)

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import PIL
 import pytest
 
 import vtb_agents
-from conftest import checkout_env
-from docs_blocks import page_blocks
+from support.docs_blocks import page_blocks
+from support.cli import vtb
 from vtb_agents.runner.preflight import PreflightError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,10 +144,9 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def vtb(*args: str, lib: Path, marker: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = checkout_env(lib, COLUMNS="250", MARKER=str(marker or lib / "unused-marker"))
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=300)
+def lib_env(lib: Path, marker: Path | None = None) -> dict[str, str]:
+    """The variables of a ``vtb`` run of the plugins under ``lib``: a wide terminal and the file a plugin marks."""
+    return {"COLUMNS": "250", "MARKER": str(marker or lib / "unused-marker")}
 
 
 def assert_refused(done: subprocess.CompletedProcess[str], out: Path, *expected: str) -> str:
@@ -167,19 +165,19 @@ def assert_refused(done: subprocess.CompletedProcess[str], out: Path, *expected:
 def test_a_sandbox_whose_pil_plugins_cannot_be_imported_stops_the_run_and_doctor_names_it(lib, tmp_path):
     out = tmp_path / "run"
     done = vtb("run", "--tasks", "sample", "--limit", "2", "--sandbox", "pf.plugins:NoPngSandbox", "--out", str(out),
-               lib=lib)
+               path=[lib], cwd=ROOT, env=lib_env(lib))
     line = assert_refused(done, out, "sandbox 'pf.plugins:NoPngSandbox'", 'the canary cell failed at "open a PNG '
                           'with PIL"', "UnidentifiedImageError", "nothing was run or written")
     assert "vtb_canary.png" in line
     documented = page_blocks(DOCTOR_PAGE, "text")[0].code.strip()  # the page's example, for a sandbox of its own
     assert documented == line.replace("pf.plugins:NoPngSandbox", "my_pkg.boxes:Docker")
-    doctor = vtb("doctor", "--sandbox", "pf.plugins:NoPngSandbox", lib=lib)
+    doctor = vtb("doctor", "--sandbox", "pf.plugins:NoPngSandbox", path=[lib], cwd=ROOT, env=lib_env(lib))
     assert doctor.returncode == 1, doctor.stderr
     assert "FAILED  sandbox 'pf.plugins:NoPngSandbox'" in doctor.stdout
     assert [line for line in doctor.stderr.splitlines() if line.startswith("error:")] == [
         line.removesuffix(" (checked before the first task: nothing was run or written)")]
     ablate = vtb("ablate", "--tasks", "sample", "--limit", "1", "--sandbox", "pf.plugins:NoPngSandbox",
-                 "--out", str(tmp_path / "ablation"), lib=lib)
+                 "--out", str(tmp_path / "ablation"), path=[lib], cwd=ROOT, env=lib_env(lib))
     assert_refused(ablate, tmp_path / "ablation", "sandbox 'pf.plugins:NoPngSandbox'", "open a PNG with PIL")
 
 
@@ -231,13 +229,14 @@ BROKEN = {
 def test_a_broken_plugin_refuses_the_run_in_one_line_before_anything_is_written(case, lib, tmp_path):
     flags, expected = BROKEN[case]
     out = tmp_path / "run"
-    done = vtb("run", "--tasks", "sample", "--limit", "1", *flags, "--out", str(out), lib=lib)
+    done = vtb("run", "--tasks", "sample", "--limit", "1", *flags, "--out", str(out), path=[lib], cwd=ROOT,
+               env=lib_env(lib))
     assert_refused(done, out, *expected)
 
 
 @pytest.mark.slow
 def test_doctor_shows_the_isolation_and_the_versions_inside_the_sandbox(lib):
-    done = vtb("doctor", lib=lib)
+    done = vtb("doctor", path=[lib], cwd=ROOT, env=lib_env(lib))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     for part in ("judge 'rule'", "tool 'python_image_processing'", "strategy 'react'", "sandbox 'local'"):
@@ -252,7 +251,8 @@ def test_doctor_shows_the_isolation_and_the_versions_inside_the_sandbox(lib):
 
 
 def test_doctor_names_every_failed_part_and_still_checks_the_sandbox(lib):
-    done = vtb("doctor", "--judge", "pf.plugins:BrokenJudge", "--sandbox", "pf.plugins:NoProtocol", lib=lib)
+    done = vtb("doctor", "--judge", "pf.plugins:BrokenJudge", "--sandbox", "pf.plugins:NoProtocol", path=[lib],
+               cwd=ROOT, env=lib_env(lib))
     assert done.returncode == 1
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 2, done.stderr
@@ -265,7 +265,7 @@ def test_doctor_names_every_failed_part_and_still_checks_the_sandbox(lib):
 def test_a_sandbox_that_cannot_be_built_during_a_task_is_a_sandbox_error(lib, tmp_path):
     out, marker = tmp_path / "run", tmp_path / "built"
     done = vtb("run", "--tasks", "sample", "--task-id", "rs-finance-invoice", "--sandbox", "pf.plugins:BuildsOnce",
-               "--out", str(out), lib=lib, marker=marker)
+               "--out", str(out), path=[lib], cwd=ROOT, env=lib_env(lib, marker))
     assert done.returncode == 3, done.stderr  # infrastructure: the run is incomplete
     (line,) = (json.loads(raw) for raw in (out / "results.jsonl").read_text().splitlines())
     assert line["outcome"] == "sandbox_error"

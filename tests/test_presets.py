@@ -3,27 +3,24 @@ the OpenAI chat-completions and the Anthropic messages formats (what arrives in 
 
 from __future__ import annotations
 
+from functools import partial
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from openai_server import OpenAIServer
-from servers import LocalServer, Reply, Request
+from support.openai_server import OpenAIServer
+from support.servers import LocalServer, Reply, Request
+from support.cli import openai_env
+from support import cli
 from vtb_agents.models.presets import PresetError, parse_presets, presets, prices_for
 from vtb_agents.models.spec import resolve_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def vtb(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The real `vtb` command (python -m vtb_agents), from the project root."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True,
-                          env=full_env, cwd=ROOT, timeout=240)
+vtb = partial(cli.vtb, cwd=ROOT, timeout=240)
+"""The real `vtb` command (python -m vtb_agents), from the project root."""
 
 
 def test_vtb_models_lists_the_papers_models_with_their_settings():
@@ -67,7 +64,7 @@ def test_a_preset_run_sends_its_settings_and_records_them(preset, expected, abse
     with OpenAIServer(lambda body: "The number is 42.") as server:
         done = vtb("run", "--tasks", str(task_root), "--model", preset, "--model-kwargs", '{"max_tokens": 321}',
                    "--out", str(tmp_path / "run"),
-                   env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"})
+                   env=openai_env(server.base_url))
     assert done.returncode == 0, done.stderr
     assert server.requests
     for body in server.requests:

@@ -7,12 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import checkout_env, write_task
+from conftest import write_task
+from support.cli import start_vtb, vtb
 
 from vtb_agents.rundir.errors import StoppedRun
 from vtb_agents.rundir.store import ResultsStore
@@ -176,23 +176,22 @@ def left_alive(pids: set[int], within_s: float = 20) -> list[int]:
     return sorted(pid for pid in pids if alive(pid))
 
 
-def start_run(tasks: Path, tmp_path: Path, **popen: object) -> tuple[subprocess.Popen[str], list[str], dict[str, str],
-                                                                      Path]:
+def start_run(tasks: Path, tmp_path: Path, **popen: object) -> tuple[subprocess.Popen[str], list[str | Path], Path]:
     """``vtb run --executor processes --workers 2`` on the agent in a subprocess, once 2 results are written."""
     (tmp_path / "proc_agent.py").write_text(AGENT)
-    env, out = checkout_env(tmp_path), tmp_path / "run"
-    command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(tasks), "--model", "agent:proc_agent:build",
-               "--out", str(out), "--concurrency", "2", "--executor", "processes", "--workers", "2"]
-    process = subprocess.Popen(command, env=env, text=True, **popen)  # type: ignore[call-overload]
+    out = tmp_path / "run"
+    args: list[str | Path] = ["run", "--tasks", tasks, "--model", "agent:proc_agent:build", "--out", out,
+                              "--concurrency", "2", "--executor", "processes", "--workers", "2"]
+    process = start_vtb(*args, path=[tmp_path], text=True, **popen)
     results, deadline = out / "results.jsonl", time.monotonic() + 120
     while time.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 2):
         time.sleep(0.02)
-    return process, command, env, out
+    return process, args, out
 
 
 @pytest.mark.slow
 def test_sigkill_of_the_parent_leaves_no_worker_and_resume_runs_each_task_once(tmp_path: Path) -> None:
-    process, command, env, out = start_run(write_tasks(tmp_path / "tasks"), tmp_path, stdout=subprocess.DEVNULL,
+    process, args, out = start_run(write_tasks(tmp_path / "tasks"), tmp_path, stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL)
     workers = tree(process.pid)
     assert len(workers) >= 2  # the two workers, multiprocessing's resource tracker (and whatever they started)
@@ -201,19 +200,19 @@ def test_sigkill_of_the_parent_leaves_no_worker_and_resume_runs_each_task_once(t
     assert left_alive(workers) == []
     written = len((out / "results.jsonl").read_text().splitlines())
     assert 2 <= written < 8, "the run should have been killed part way"
-    finished = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=180)
+    finished = vtb(*args, "--resume", path=[tmp_path], timeout=180)
     assert finished.returncode == 0, finished.stderr
     lines = [json.loads(line)["task_id"] for line in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(lines) == IDS
     assert json.loads((out / "summary.json").read_text())["apr"] == 1.0
-    again = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=180)
+    again = vtb(*args, "--resume", path=[tmp_path], timeout=180)
     assert again.returncode == 0, again.stderr  # nothing left: the workers started early just end
     assert len((out / "results.jsonl").read_text().splitlines()) == 8
 
 
 @pytest.mark.slow
 def test_sigterm_stops_cleanly_with_the_workers(tmp_path: Path) -> None:
-    process, command, env, out = start_run(write_tasks(tmp_path / "tasks"), tmp_path, stdout=subprocess.PIPE,
+    process, args, out = start_run(write_tasks(tmp_path / "tasks"), tmp_path, stdout=subprocess.PIPE,
                                            stderr=subprocess.PIPE)
     workers = tree(process.pid)
     process.send_signal(signal.SIGTERM)

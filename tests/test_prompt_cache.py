@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from servers import LocalServer, Reply, Request
+from support.servers import LocalServer, Reply, Request
 from test_prompt_prefix import extends
 
 from vtb_agents.config import run_config

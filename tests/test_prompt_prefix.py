@@ -2,7 +2,7 @@
 
 Within an episode every model request extends the one before it, read on the wire: a real
 ChatOpenAI client (through ``vtb_agents``' own model spec, or a user's ``create_agent`` agent)
-against the local chat-completions server (tests/openai_server.py), which keeps every request body.
+against the local chat-completions server (tests/support/openai_server.py), which keeps every request body.
 "Extends" is :func:`extends`: the same request fields (model, settings, tool schemas) apart from
 ``messages`` and ``tool_choice``, and the earlier request's messages a strict prefix of the later's.
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from openai_server import OpenAIServer
-from scripted_vision import _image_names, _is_observation, _texts
+from support.openai_server import OpenAIServer
+from support.scripted_vision import _image_names, _is_observation, _texts
 
 from vtb_agents.config import run_config
 from vtb_agents.runner.run import run_suite

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from conftest import PROJECT, checkout_env
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from langchain_core.messages import HumanMessage
 from PIL import Image
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 
 import pytest
 
-from conftest import checkout_env
-from ray_nodes import CLUSTER_ENV, LocalRayCluster
+from support.cli import checkout_env, vtb
+from support.ray_nodes import CLUSTER_ENV, LocalRayCluster
 
 from vtb_agents.episodes.regions import has_reference_code
 from vtb_agents.rundir.store import ResultsStore
@@ -39,14 +38,11 @@ WORKER_LINE = re.compile(r"Ray worker (\d+) \(node ([0-9a-f]+)\): (\d+) task")
 @pytest.mark.slow
 def test_vtb_run_on_a_two_node_cluster_gives_the_results_of_a_local_run(tmp_path):
     tasks = [t for t in load_tasks("sample") if has_reference_code(t)][:4]
-    env = checkout_env(**CLUSTER_ENV, COLUMNS="400")  # COLUMNS: one log record per line
-    with LocalRayCluster(workers=1, cpus=1, env={"PYTHONPATH": env["PYTHONPATH"]}) as cluster:
+    with LocalRayCluster(workers=1, cpus=1, env={"PYTHONPATH": checkout_env()["PYTHONPATH"]}) as cluster:
         nodes = cluster.alive_nodes()
-        done = subprocess.run([sys.executable, "-m", "vtb_agents", "-v", "run", "--tasks", "sample", "--model",
-                               "replay", "--judge", "rule", "--concurrency", "4", "--out", str(tmp_path / "ray"),
-                               "--executor", "ray", "--ray-address", cluster.address,
-                               *(f"--task-id={t.id}" for t in tasks)],
-                              env=env, capture_output=True, text=True, timeout=300)
+        done = vtb("-v", "run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--concurrency", "4",
+                   "--out", tmp_path / "ray", "--executor", "ray", "--ray-address", cluster.address,
+                   *(f"--task-id={t.id}" for t in tasks), env=CLUSTER_ENV, columns=400)  # one log record per line
     assert done.returncode == 0, done.stderr[-3000:]
     local = run_suite(tasks, RunConfig(model="replay"), tmp_path / "local", executor=LocalExecutor(4))
     assert json.loads((tmp_path / "ray" / "summary.json").read_text()) == json.loads(

@@ -114,6 +114,7 @@ def test_stop_then_resume_on_ray_workers(tasks, pid_agent, tmp_path):
     assert run_suite(tasks, config, out, resume=True, executor=RayExecutor(concurrency=2)) == resumed  # no work left
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_import_the_agent_says_so(tasks, tmp_path, monkeypatch):
     (tmp_path / "driver_only_agent.py").write_text(PID_AGENT)
     monkeypatch.syspath_prepend(str(tmp_path))  # importable here, not on the workers' PYTHONPATH

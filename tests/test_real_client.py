@@ -12,9 +12,9 @@ import json
 
 import pytest
 from langchain_openai import ChatOpenAI
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from PIL import Image
-from scripted_vision import QUESTION, VisionModel, _image_names, _images, _texts
+from support.scripted_vision import QUESTION, VisionModel, _image_names, _images, _texts
 
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.episodes.driver import run_episode

@@ -6,17 +6,17 @@ Chromium: the SVG rectangles in the DOM at the boxes' places over the image)."""
 
 from __future__ import annotations
 
+from functools import partial
 import html
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
+from support.cli import openai_env
+from support import cli
 
-from tests.conftest import checkout_env
 from vtb_agents.analysis.regions import box_iou
 from vtb_agents.report.markup import pct
 from vtb_agents.report.paired import signed_pct
@@ -48,9 +48,7 @@ def numpy_model(body: dict) -> object:
     return task.turns[0].golden_answer
 
 
-def vtb(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, timeout=600,
-                          env=checkout_env(COLUMNS="100", **env))
+vtb = partial(cli.vtb, columns=100, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +59,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     assert replay.returncode == 0, replay.stderr
     with OpenAIServer(numpy_model) as server:
         numpy = vtb("run", "--model", "openai:vision-test", "--judge", "rule", *selection, "--out",
-                    str(root / "numpy"), OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
+                    str(root / "numpy"), env=openai_env(server.base_url))
     assert numpy.returncode == 0, numpy.stderr
     return {"replay": (root / "replay", replay.stdout), "numpy": (root / "numpy", numpy.stdout)}
 
@@ -84,6 +82,7 @@ def test_a_numpy_slice_crop_gets_its_real_iou(runs):
     assert (regions["turns"], regions["share_iou_ge_0_5"], regions["not_located"]) == (2, 0.5, 0)
 
 
+@pytest.mark.slow
 def test_the_terminal_and_report_show_the_summarys_region_figures(runs):
     for run, stdout in runs.values():
         regions = summary_of(run)
@@ -103,6 +102,7 @@ def test_the_terminal_and_report_show_the_summarys_region_figures(runs):
             assert f"<tr><td>{name}</td><td>{block['turns']}</td><td>{pct(block['share_iou_ge_0_5'])}</td>" in table
 
 
+@pytest.mark.slow
 def test_vtb_transcript_shows_each_turns_iou(runs):
     run = runs["numpy"][0]
     results = {r.task_id: r for r in ResultsStore(run).load()[0]}
@@ -138,6 +138,7 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 
 @pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
+@pytest.mark.browser
 def test_each_task_page_draws_the_reference_and_model_boxes_where_they_are(runs):
     run = runs["numpy"][0]
     results = {r.task_id: r for r in ResultsStore(run).load()[0]}

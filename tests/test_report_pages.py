@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from big_run import ANSWER_MARK, big_run
+from support.big_run import ANSWER_MARK, big_run
 from test_report import XSS, magenta_task
 
 import vtb_agents

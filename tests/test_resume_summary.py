@@ -9,16 +9,16 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import checkout_env, write_task
-from openai_server import OpenAIServer
-from scripted_vision import VisionModel
+from conftest import write_task
+from support.cli import openai_env, start_vtb, vtb
+from support.openai_server import OpenAIServer
+from support.scripted_vision import VisionModel
 
 AGENT, JUDGE = "vision-test", "judge-test"
 TASKS = 4
@@ -88,20 +88,19 @@ def test_sigkill_while_judging_then_resume_writes_the_uninterrupted_runs_summary
     write_tasks(root)
     whole, killed = tmp_path / "whole", tmp_path / "killed"
 
-    def vtb_run(out: Path, *more: str) -> list[str]:
-        cache = ["--model-cache", str(out.with_suffix(".model_cache.sqlite"))] if model_cache else []
-        return [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", f"openai:{AGENT}",
-                "--judge", f"openai:{JUDGE}", "--out", str(out), "--concurrency", "1", *cache, *more]
+    def run_args(out: Path, *more: str) -> list[str | Path]:
+        cache = ["--model-cache", out.with_suffix(".model_cache.sqlite")] if model_cache else []
+        return ["run", "--tasks", root, "--model", f"openai:{AGENT}", "--judge", f"openai:{JUDGE}", "--out", out,
+                "--concurrency", "1", *cache, *more]
 
     with OpenAIServer(Server(hold=False)) as server:
-        env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
-        done = subprocess.run(vtb_run(whole), env=env, capture_output=True, text=True, timeout=300)
+        done = vtb(*run_args(whole), env=openai_env(server.base_url))
     assert done.returncode == 0, done.stderr
 
     holding = Server(hold=True)
     with OpenAIServer(holding) as server:
-        env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
-        process = subprocess.Popen(vtb_run(killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = start_vtb(*run_args(killed), env=openai_env(server.base_url), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
         try:
             assert holding.held.wait(180), "the judge call to hold never came"
             # t0's two verdicts and t1's fast one (r2) are stored: paid for by this attempt
@@ -117,8 +116,7 @@ def test_sigkill_while_judging_then_resume_writes_the_uninterrupted_runs_summary
     assert written == ["t0"], "t1 was being judged when the run was killed"
 
     with OpenAIServer(Server(hold=False)) as server:
-        env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
-        resumed = subprocess.run(vtb_run(killed, "--resume"), env=env, capture_output=True, text=True, timeout=300)
+        resumed = vtb(*run_args(killed, "--resume"), env=openai_env(server.base_url))
         judge_requests = [body for body in server.requests if body["model"] == JUDGE]
         agent_requests = [body for body in server.requests if body["model"] == AGENT]
     assert resumed.returncode == 0, resumed.stderr

@@ -2,7 +2,7 @@
 print are correct to copy; `vtb ablate` exits incomplete when a setting is.
 
 Each test runs the real `vtb` command (``python -m vtb_agents``) against a model and a judge served by a
-local OpenAI-compatible server (tests/openai_server.py) that injects the faults, then runs the command
+local OpenAI-compatible server (tests/support/openai_server.py) that injects the faults, then runs the command
 the CLI printed, word for word.
 """
 
@@ -17,8 +17,9 @@ import pytest
 import typer
 
 from conftest import write_task
-from openai_server import OpenAIServer
-from test_outcomes import ANSWER, RUBRICS, results_of, summary_of, vtb
+from support.openai_server import OpenAIServer
+from support.cli import openai_env, vtb
+from test_outcomes import ANSWER, RUBRICS, results_of, summary_of
 from vtb_agents.cli import app
 from vtb_agents.cli.hints import HintError, config_flags, run_ids_flags, selection_flags
 from vtb_agents.cli.options import RunOptions
@@ -65,12 +66,12 @@ def test_grade_without_judge_keeps_the_llm_judge_and_its_retry_hint_works(tmp_pa
     scripted = Scripted()
     with OpenAIServer(scripted) as server:
         done = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--judge", "openai:judge-1",
-                   "--critical-rule", "either", "--out", str(run), server=server)
+                   "--critical-rule", "either", "--out", str(run), env=openai_env(server.base_url))
         assert done.returncode == 0, done.stderr[-3000:]
         before, summary_before = verdicts(run), summary_of(run)
         assert before == {"t-a": [("r1", "met", "check"), ("r2", "met", "openai:judge-1")]}
 
-        kept = vtb("grade", str(run), server=server)
+        kept = vtb("grade", str(run), env=openai_env(server.base_url))
         assert kept.returncode == 0, kept.stderr[-3000:]
         assert verdicts(run) == before
         assert "regraded with the run's own judge openai:judge-1 and critical rule either" in kept.stdout
@@ -80,21 +81,21 @@ def test_grade_without_judge_keeps_the_llm_judge_and_its_retry_hint_works(tmp_pa
         assert summary["judge"]["model"] == "openai:judge-1" and summary["judge"]["cache_hits"] == 1
 
         # a new critical rule alone keeps the judge
-        flagged = vtb("grade", str(run), "--critical-rule", "weight", server=server)
+        flagged = vtb("grade", str(run), "--critical-rule", "weight", env=openai_env(server.base_url))
         assert flagged.returncode == 0, flagged.stderr[-3000:]
         assert "critical rule weight instead of the run's either (--critical-rule)" in flagged.stdout
         assert verdicts(run) == before
 
         # another judge is a deliberate choice, stated; its outage prints a retry hint that works
         scripted.judge_down = True
-        switched = vtb("grade", str(run), "--judge", "openai:judge-2", server=server)
+        switched = vtb("grade", str(run), "--judge", "openai:judge-2", env=openai_env(server.base_url))
         assert switched.returncode == EXIT_INCOMPLETE, switched.stderr[-3000:]
         assert "judge openai:judge-2 instead of the run's openai:judge-1 (--judge)" in switched.stdout
         assert verdicts(run)["t-a"][1] == ("r2", "error", "openai:judge-2")
         retry = hinted(switched.stderr, "judge them again with: ")
         assert "run their episodes again" not in switched.stderr  # the episodes are fine
         scripted.judge_down = False
-        retried = vtb(*retry, server=server)
+        retried = vtb(*retry, env=openai_env(server.base_url))
     assert retried.returncode == 0, retried.stderr[-3000:]
     assert verdicts(run) == {"t-a": [("r1", "met", "check"), ("r2", "met", "openai:judge-2")]}
     assert json.loads((run / "run.json").read_text())["config"]["judge"] == "openai:judge-2"
@@ -112,17 +113,17 @@ def test_run_and_grade_print_the_same_working_retry_command(tmp_path):
     options = ["--tasks", str(root), "--model", "openai:scripted", "--prompt-level", "mid", "--max-tool-rounds", "3",
                "--request-timeout", "30", "--model-kwargs", '{"top_p": 0.5}', "--limit", "2"]
     with OpenAIServer(scripted) as server:
-        failed = vtb("run", *options, "--out", str(run), server=server)
+        failed = vtb("run", *options, "--out", str(run), env=openai_env(server.base_url))
         assert failed.returncode == EXIT_INCOMPLETE, failed.stderr[-3000:]
         from_run = hinted(failed.stderr, "retry them with: ")
-        graded = vtb("grade", str(run), server=server)
+        graded = vtb("grade", str(run), env=openai_env(server.base_url))
         assert graded.returncode == EXIT_INCOMPLETE, graded.stderr[-3000:]
         from_grade = hinted(graded.stderr, "run their episodes again with: ")
         assert from_grade == from_run  # the run's settings and its selection (--limit 2), from run.json
         assert from_run[-4:] == ["--out", str(run), "--resume", "--retry-errors"]
         assert "judge them again" not in graded.stderr
         scripted.model_down = False
-        retried = vtb(*from_grade, server=server)
+        retried = vtb(*from_grade, env=openai_env(server.base_url))
     assert retried.returncode == 0, retried.stderr[-3000:]
     summary = summary_of(run)
     assert summary["complete"] is True and summary["tasks"] == 2 and summary["apr"] == 1.0
@@ -138,7 +139,8 @@ def test_an_all_failing_ablation_exits_incomplete_and_its_hint_retries_it(tmp_pa
     scripted.model_down = True
     with OpenAIServer(scripted) as server:
         failed = vtb("ablate", "--tasks", str(root), "--model", "openai:scripted", "--setting", "no_tools",
-                     "--setting", "weak_prompt", "--max-tool-rounds", "4", "--out", str(out), server=server)
+                     "--setting", "weak_prompt", "--max-tool-rounds", "4", "--out", str(out),
+                     env=openai_env(server.base_url))
         assert failed.returncode == EXIT_INCOMPLETE, failed.stderr[-3000:]
         for setting in ("no_tools", "weak_prompt"):
             assert f"INCOMPLETE: setting {setting}: 1 of 1 task(s) ungraded" in failed.stderr
@@ -148,17 +150,17 @@ def test_an_all_failing_ablation_exits_incomplete_and_its_hint_retries_it(tmp_pa
         retry = hinted(failed.stderr, "retry them with: ")
         assert retry[retry.index("--max-tool-rounds") + 1] == "4"
         # `vtb grade` on one setting's folder names the ablation that continues it
-        graded = vtb("grade", str(out / "no_tools"), server=server)
+        graded = vtb("grade", str(out / "no_tools"), env=openai_env(server.base_url))
         assert graded.returncode == EXIT_INCOMPLETE, graded.stderr[-3000:]
         from_grade = hinted(graded.stderr, "run their episodes again with: ")
         assert from_grade[0] == "ablate" and from_grade[-6:] == ["--out", str(out), "--setting", "no_tools",
                                                                  "--resume", "--retry-errors"]
         scripted.model_down = False
         server.requests.clear()
-        regraded = vtb(*from_grade, server=server)
+        regraded = vtb(*from_grade, env=openai_env(server.base_url))
         assert regraded.returncode == 0, regraded.stderr[-3000:]
         assert summary_of(out / "no_tools")["complete"] and not summary_of(out / "weak_prompt")["complete"]
-        retried = vtb(*retry, server=server)
+        retried = vtb(*retry, env=openai_env(server.base_url))
     assert retried.returncode == 0, retried.stderr[-3000:]
     assert [summary_of(out / s)["apr"] for s in ("no_tools", "weak_prompt")] == [1.0, 1.0]
     # the no-tools condition's model got no tools and a prompt that names none
@@ -175,7 +177,7 @@ def test_ablation_without_failures_exits_zero_with_a_shared_verdict_cache(task_r
     with OpenAIServer(Scripted()) as server:
         done = vtb("ablate", "--tasks", str(task_root), "--judge", "openai:judge-1", "--setting", "strong_prompt",
                    "--setting", "no_vision_tool", "--judge-cache", str(cache), "--out", str(tmp_path / "a"),
-                   server=server)
+                   env=openai_env(server.base_url))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "INCOMPLETE" not in done.stderr + done.stdout
     judged = [r for r in server.requests if r["model"] == "judge-1"]

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from conftest import write_task
+from support.cli import checkout_env, start_vtb
+from support import cli
 from test_task_files import one_error_line, vtb
 
 from vtb_agents.results import TaskResult
@@ -56,11 +58,8 @@ def agent_run(tasks_root: Path, out: Path, *extra: str) -> list[str]:
 
 
 def vtb_in(folder: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`vtb` run from ``folder`` (so the slow agent's module imports)."""
-    env = {**os.environ, "PYTHONPATH": f"{Path(__file__).resolve().parents[1]}{os.pathsep}{folder}"}
-    env.pop("VTB_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=folder)
+    """`vtb` run from ``folder`` (so the slow agent's module imports), without debug tracebacks."""
+    return cli.vtb(*args, cwd=folder, path=[folder], without=("VTB_DEBUG",), timeout=timeout)
 
 
 def lines_of(out: Path) -> list[dict]:
@@ -75,7 +74,7 @@ def test_a_second_writer_is_refused_at_once_naming_the_holder(tasks_root, tmp_pa
     assert vtb_in(tmp_path, *agent_run(tasks_root, out, "--limit", "2")).returncode == 0
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                              env=checkout_env())
     try:
         assert holder.stdout.readline().strip() == "locked"
         for args in (agent_run(tasks_root, out, "--resume"), ["grade", str(out)], ["report", str(out)]):
@@ -92,14 +91,13 @@ def test_a_second_writer_is_refused_at_once_naming_the_holder(tasks_root, tmp_pa
 @pytest.mark.slow
 def test_two_concurrent_resumes_never_duplicate_results(tasks_root, tmp_path):
     out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": f"{Path(__file__).resolve().parents[1]}{os.pathsep}{tmp_path}"}
-    command = [sys.executable, "-m", "vtb_agents", *agent_run(tasks_root, out, "--resume")]
-    first = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    args = agent_run(tasks_root, out, "--resume")
+    first = start_vtb(*args, cwd=tmp_path, path=[tmp_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not (out / "run.lock").exists() or not (out / "run.lock").read_text():
         assert time.monotonic() < deadline and first.poll() is None
         time.sleep(0.02)
-    second = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    second = cli.vtb(*args, cwd=tmp_path, path=[tmp_path], timeout=120)
     first_err = first.communicate(timeout=120)[1]
     assert first.returncode == 0, first_err
     if second.returncode != 0:  # it started while the first one ran (the usual case)

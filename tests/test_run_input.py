@@ -7,10 +7,7 @@ right."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +16,9 @@ import pytest
 from PIL import Image
 
 from conftest import write_task
-from openai_server import OpenAIServer
-from test_presets import ROOT, vtb
+from support.openai_server import OpenAIServer
+from support.cli import openai_env
+from test_presets import vtb
 
 ANSWER = "The number is 42."
 EVIL_ID = "invoice\u202eexe.txt"
@@ -31,8 +29,6 @@ def answer(body: dict[str, Any]) -> str:
     return ANSWER
 
 
-def model_env(server: OpenAIServer) -> dict[str, str]:
-    return {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"}
 
 
 def bad_suite(root: Path) -> Path:
@@ -54,7 +50,7 @@ def test_run_refuses_an_image_bomb_and_a_bidi_id_before_any_request(tmp_path):
     source = bad_suite(tmp_path / "tasks")
     with OpenAIServer(answer) as server:
         done = vtb("run", "--tasks", str(source), "--model", "openai:m", "--out", str(tmp_path / "run"),
-                   env=model_env(server))
+                   env=openai_env(server.base_url))
     assert done.returncode == 2, done.stderr
     assert server.requests == [] and not (tmp_path / "run").exists()
     stderr = " ".join(done.stderr.split())
@@ -72,12 +68,12 @@ def test_skip_invalid_runs_the_rest_lists_the_skipped_and_resume_continues(tmp_p
     source, out = bad_suite(tmp_path / "tasks"), tmp_path / "run"
     with OpenAIServer(answer) as server:
         done = vtb("run", "--tasks", str(source), "--model", "openai:m", "--out", str(out), "--skip-invalid",
-                   "--limit", "3", env=model_env(server))
+                   "--limit", "3", env=openai_env(server.base_url))
         assert done.returncode == 0, done.stderr
         assert "skipped 2 invalid task(s): 't-bomb', 'invoice\\u202eexe.txt'" in " ".join(done.stderr.split())
         assert task_ids(out) == ["t-ok"] and len(server.requests) == 1  # --limit 3: t-bomb, t-evil, t-ok
         again = vtb("run", "--tasks", str(source), "--model", "openai:m", "--out", str(out), "--skip-invalid",
-                    "--resume", env=model_env(server))
+                    "--resume", env=openai_env(server.base_url))
     assert again.returncode == 0, again.stderr
     assert "skipped 2 invalid task(s)" in again.stderr and "t-ok-2" not in again.stderr
     assert sorted(task_ids(out)) == ["t-ok", "t-ok-2"] and len(server.requests) == 2  # t-ok was not run again
@@ -133,18 +129,18 @@ def test_untouched_scaffold_refuses_the_run_and_status_picks_reviewed_tasks(tmp_
     write_task(root, "legacy")  # no review block: no status
     with OpenAIServer(answer) as server:
         refused = vtb("run", "--tasks", str(root), "--model", "openai:m", "--out", str(tmp_path / "all"),
-                      env=model_env(server))
+                      env=openai_env(server.base_url))
         assert refused.returncode == 2 and server.requests == []
         stderr = " ".join(refused.stderr.split())
         assert "task 'draft-untouched', turn 1, field 'prompt': still TODO" in stderr
         assert "field 'rubrics.t1-answer.description': still TODO" in stderr
         assert "1 task(s) fail validation" in stderr
         accepted = vtb("run", "--tasks", str(root), "--model", "openai:m", "--out", str(tmp_path / "accepted"),
-                       "--status", "accepted", env=model_env(server))
+                       "--status", "accepted", env=openai_env(server.base_url))
         assert accepted.returncode == 0, accepted.stderr
         assert task_ids(tmp_path / "accepted") == ["done"] and len(server.requests) == 1
         reviewed = vtb("run", "--tasks", str(root), "--model", "openai:m", "--out", str(tmp_path / "reviewed"),
-                       "--status", "reviewed", "--status", "accepted", env=model_env(server))
+                       "--status", "reviewed", "--status", "accepted", env=openai_env(server.base_url))
         assert reviewed.returncode == 0, reviewed.stderr
         assert sorted(task_ids(tmp_path / "reviewed")) == ["checked", "done"]
         bad = vtb("run", "--tasks", str(root), "--status", "final", "--out", str(tmp_path / "bad"))
@@ -193,7 +189,7 @@ def test_zoom_views_keep_one_name_per_image_across_turns(tmp_path):
     two_turn_task(tmp_path / "tasks")
     with OpenAIServer(zoom_model) as server:
         done = vtb("run", "--tasks", str(tmp_path / "tasks"), "--model", "openai:m", "--strategy", "zoom",
-                   "--out", str(tmp_path / "run"), env=model_env(server))
+                   "--out", str(tmp_path / "run"), env=openai_env(server.base_url))
     assert done.returncode == 0, done.stderr
     last = shown_images(server.requests[-1])  # turn 2's answer: the whole conversation
     views = [name for name, _ in last if name.startswith("zoom")]
@@ -205,11 +201,6 @@ def test_zoom_views_keep_one_name_per_image_across_turns(tmp_path):
     assert all(len(urls) == 1 for urls in by_name.values()), {n: len(u) for n, u in by_name.items()}
 
 
-def vtb_at(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """The real `vtb` command run from ``cwd`` (for relative task sources)."""
-    full_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, env=full_env,
-                          cwd=cwd, timeout=240)
 
 
 @pytest.mark.slow
@@ -218,19 +209,20 @@ def test_tasks_filter_takes_one_source_however_it_is_spelled(tmp_path):
         write_task(tmp_path / "ho_tasks", task_id)
     with OpenAIServer(lambda body: "I cannot tell from the image.") as server:
         for name, spec in (("run-1", "ho_tasks"), ("run-2", "./ho_tasks")):
-            done = vtb_at(tmp_path, "run", "--tasks", spec, "--model", "openai:m", "--out", name, env=model_env(server))
+            done = vtb("run", "--tasks", spec, "--model", "openai:m", "--out", name, cwd=tmp_path,
+                       env=openai_env(server.base_url))
             assert done.returncode == 0, done.stderr
     assert [json.loads((tmp_path / n / "run.json").read_text())["config"]["tasks"] for n in ("run-1", "run-2")] == \
         ["ho_tasks", "./ho_tasks"]
-    done = vtb_at(tmp_path, "tasks", "filter", "--runs", "run-1", "run-2", "--min-fail", "2", "--out", "hard")
+    done = vtb("tasks", "filter", "--runs", "run-1", "run-2", "--min-fail", "2", "--out", "hard", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "kept 2 of 2 task(s)" in " ".join(done.stdout.split())
     assert sorted(p.name for p in (tmp_path / "hard").iterdir()) == ["t-a", "t-b"]
     (tmp_path / "other").mkdir()
     write_task(tmp_path / "other", "t-a")
-    different = vtb_at(tmp_path, "run", "--tasks", "other", "--out", "run-3")
+    different = vtb("run", "--tasks", "other", "--out", "run-3", cwd=tmp_path)
     assert different.returncode == 0, different.stderr
-    mixed = vtb_at(tmp_path, "tasks", "filter", "--runs", "run-1", "run-3", "--out", "hard-2")
+    mixed = vtb("tasks", "filter", "--runs", "run-1", "run-3", "--out", "hard-2", cwd=tmp_path)
     assert mixed.returncode == 2 and "different task sources (./ho_tasks, other)" not in mixed.stderr
     assert "the runs used different task sources (ho_tasks, other): give --tasks" in " ".join(mixed.stderr.split())
 

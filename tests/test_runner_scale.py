@@ -6,16 +6,16 @@ import json
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import checkout_env, write_task
+from conftest import write_task
+from support.cli import start_vtb, vtb
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 
 from vtb_agents.config import EpisodeSettings
 from vtb_agents.episodes.driver import run_episode
@@ -97,36 +97,33 @@ def test_stop_finishes_running_tasks_and_resume_completes_the_run(many_tasks, sl
 def start_cli_run(tasks_root: Path, tmp_path: Path, *, after_lines: int, **popen: object):
     """Start `vtb run` on the slow agent in a subprocess; return once ``after_lines`` results exist."""
     (tmp_path / "slow_agent.py").write_text(SLOW_AGENT)
-    env = checkout_env(tmp_path)  # this checkout's vtb_agents, then the agent module
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(tasks_root), "--model",
-               "agent:slow_agent:build", "--out", str(out), "--concurrency", "2"]
-    process = subprocess.Popen(command, env=env, **popen)
+    args = ["run", "--tasks", tasks_root, "--model", "agent:slow_agent:build", "--out", out, "--concurrency", "2"]
+    process = start_vtb(*args, path=[tmp_path], **popen)  # this checkout's vtb_agents, then the agent module
     results = out / "results.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < after_lines):
         time.sleep(0.02)
-    return process, command, env, out
+    return process, args, out
 
 
 @pytest.mark.slow
 def test_sigkill_then_resume_loses_and_duplicates_nothing(many_tasks, tmp_path):
-    process, command, env, out = start_cli_run(many_tasks, tmp_path, after_lines=2, stdout=subprocess.DEVNULL,
+    process, args, out = start_cli_run(many_tasks, tmp_path, after_lines=2, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL)
     results = out / "results.jsonl"
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
     written = len(results.read_text().splitlines())
     assert 2 <= written < 8, "the run should have been killed part way"
-    finished = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=120)
+    finished = vtb(*args, "--resume", path=[tmp_path], timeout=120)
     assert finished.returncode == 0, finished.stderr
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     assert sorted(line["task_id"] for line in lines) == [f"t{i}" for i in range(8)]
     loaded, partial = ResultsStore(out).load()
     assert partial is None and len(loaded) == 8 and all(r.grade.passed for r in loaded)
     assert [r.task_id for r in loaded] == [line["task_id"] for line in lines]
-    straight = subprocess.run([*command[:-4], "--out", str(tmp_path / "straight")], env=env, capture_output=True,
-                              text=True, timeout=120)
+    straight = vtb(*args[:-4], "--out", tmp_path / "straight", path=[tmp_path], timeout=120)
     assert straight.returncode == 0, straight.stderr
     straight = json.loads((tmp_path / "straight" / "summary.json").read_text())
     assert json.loads((out / "summary.json").read_text()) == straight
@@ -165,7 +162,7 @@ def test_model_calls_retry_rate_limits_and_server_errors_only(failures, status, 
 
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(many_tasks, tmp_path):
-    process, command, env, out = start_cli_run(many_tasks, tmp_path, after_lines=1, stdout=subprocess.PIPE,
+    process, args, out = start_cli_run(many_tasks, tmp_path, after_lines=1, stdout=subprocess.PIPE,
                                                stderr=subprocess.PIPE, text=True)
     results = out / "results.jsonl"
     process.send_signal(signal.SIGINT)
@@ -179,7 +176,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(many_tasks, tmp_path):
     assert 0 < len(lines) < 8 and all(json.loads(line)["grade"]["passed"] for line in lines)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is False and summary["tasks"] == len(lines)
-    finished = subprocess.run([*command[:3], *words[1:]], env=env, capture_output=True, text=True, timeout=120)
+    finished = vtb(*words[1:], path=[tmp_path], timeout=120)
     assert finished.returncode == 0, finished.stderr
     assert sorted(json.loads(line)["task_id"] for line in results.read_text().splitlines()) == \
         [f"t{i}" for i in range(8)]

@@ -17,7 +17,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from conftest import checkout_env
+from support.cli import checkout_env
 import simpleeval
 from PIL import Image
 
@@ -234,6 +234,7 @@ def test_goldens_pass_their_checks(tasks: list[Task], task_id: str) -> None:
 
 
 @pytest.mark.parametrize("task_id", _sample_ids())
+@pytest.mark.slow
 def test_wrong_answers_fail_critical_checks(tasks: list[Task], built: dict[str, SampleTask], task_id: str) -> None:
     task = next(t for t in tasks if t.id == task_id)
     wrong = built[task_id].wrong_answers
@@ -393,6 +394,7 @@ def test_generation_is_deterministic(regenerated: tuple[Path, Path]) -> None:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
 
 
+@pytest.mark.slow
 def test_shipped_suite_is_up_to_date(regenerated: tuple[Path, Path]) -> None:
     fresh, _ = regenerated
     hint = "the shipped suite is stale: run make sample"
@@ -486,6 +488,7 @@ def test_cassette_is_compact_and_has_no_local_addresses(tmp_path: Path) -> None:
         assert "result" in entry, entry  # the demo cassette answers every call
 
 
+@pytest.mark.slow
 def test_cassette_holds_exactly_the_network_steps(tasks: list[Task], built: dict[str, SampleTask],
                                                   replayed_with_keys: tuple[dict, set[str]]) -> None:
     steps = [step for _, _, _, step in _network_task_steps(tasks)]
@@ -495,6 +498,7 @@ def test_cassette_holds_exactly_the_network_steps(tasks: list[Task], built: dict
     assert set(read_entries(SAMPLE_CASSETTE)) == looked_up, "the cassette has stale entries"
 
 
+@pytest.mark.slow
 def test_network_steps_replay_from_the_cassette(tasks: list[Task], replayed: dict) -> None:
     assert len(replayed) == len(_network_task_steps(tasks))
     for (task_id, t, s), result in replayed.items():
@@ -520,6 +524,7 @@ def test_network_tasks_are_marked_authored(tasks: list[Task]) -> None:
         assert (task.metadata.get("cassette") == "authored") == (task.id in networked), task.id
 
 
+@pytest.mark.slow
 def test_network_goldens_agree_with_the_cassette(tasks: list[Task], replayed: dict) -> None:
     """The facts the goldens take from the network tools are what the replayed tools return."""
     by_id = {task.id: task for task in tasks}

@@ -9,17 +9,14 @@ reset; never an exception on the host, never an ungraded task, never host memory
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import write_task
+from support.cli import vtb
 
 from vtb_agents.sandbox import LocalSandbox
 
-PROJECT = Path(__file__).resolve().parents[1]
 
 FORGE_EVERY_FD = """
 import os, struct, sys
@@ -158,9 +155,7 @@ def test_a_30_mb_forged_frame_costs_the_host_no_memory(sb: LocalSandbox) -> None
 def test_vtb_sandbox_exec_of_forging_code_is_a_failed_call(tmp_path: Path) -> None:
     code_file = tmp_path / "forge.py"
     code_file.write_text(FORGE_EVERY_FD + FLOOD)
-    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
-    done = subprocess.run([sys.executable, "-m", "vtb_agents", "sandbox", "exec", "--code-file", str(code_file),
-                           "--json"], capture_output=True, text=True, timeout=120, env=env)
+    done = vtb("sandbox", "exec", "--code-file", code_file, "--json", timeout=120)
     assert done.returncode == 1, done.stderr  # the exit status of any failed call
     assert "Traceback" not in done.stdout + done.stderr
     payload = json.loads(done.stdout)
@@ -179,9 +174,7 @@ def test_a_task_whose_code_forges_the_channel_is_graded(tmp_path: Path) -> None:
                                       {"tool": "python_interpreter", "args": {"code": FLOOD}},
                                       {"tool": "python_interpreter", "args": {"code": "print(6 * 7)"}}]
     (folder / "task.json").write_text(json.dumps(task))
-    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
-    done = subprocess.run([sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", "replay",
-                           "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=300, env=env)
+    done = vtb("run", "--tasks", root, "--model", "replay", "--out", tmp_path / "run")
     assert done.returncode == 0, done.stderr[-2000:]
     (line,) = (tmp_path / "run" / "results.jsonl").read_text().splitlines()
     result = json.loads(line)

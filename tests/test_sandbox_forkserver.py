@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
-from proctree import tree
+from support.proctree import tree
 
 import vtb_agents
 from vtb_agents.models.scripted import ScriptedChatModel

@@ -10,7 +10,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from test_task_files import PROJECT, vtb
+import pytest
+
+from support.cli import checkout_env
+from test_task_files import vtb
 
 HOST = """
 from vtb_agents.sandbox import open_sandbox
@@ -21,9 +24,10 @@ with open_sandbox("local") as sandbox:
 """
 
 
+@pytest.mark.slow
 def test_the_folder_of_a_killed_run_is_removed_at_the_next_start(tmp_path):
     host = subprocess.Popen([sys.executable, "-c", HOST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(PROJECT)})
+                            env=checkout_env())
     workdir = Path(host.stdout.readline().strip())
     assert workdir.name.startswith(f"vtb-sandbox-{host.pid}-") and (workdir / "image_0.png").exists()
     host.send_signal(signal.SIGKILL)

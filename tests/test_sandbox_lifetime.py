@@ -1,7 +1,7 @@
 """No sandbox process outlives its host, however the host ends (SIGKILL at any moment), and
 closing a fork server leaves none of its processes behind when it returns.
 
-A helper (``orphans.py``) makes itself a child subreaper, starts the host and SIGKILLs it at a
+A helper (``support/orphans.py``) makes itself a child subreaper, starts the host and SIGKILLs it at a
 chosen moment: every process the host leaves orphaned is then re-parented to the helper instead of
 to pid 1, and the helper reports those still running after a grace period. The real ``vtb run``
 (bundled sample suite, replay model, rule judge, local sandbox) is killed before its first sandbox,
@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from proctree import tree
+from support.proctree import tree
+from support.cli import checkout_env, vtb_command
 
 from vtb_agents.sandbox import LocalSandbox, SandboxError, forkserver
 from vtb_agents.sandbox.forkserver import wanted
 from vtb_agents.sandbox.local import choose_level
 
 pytestmark = pytest.mark.timeout(300)
-HELPER = Path(__file__).with_name("orphans.py")
+HELPER = Path(__file__).parent / "support" / "orphans.py"
 GRACE_S = 20.0
 FORKED, DIRECT = "forked", "bwrap"
 
@@ -42,7 +43,7 @@ def way_or_skip(way: str) -> dict[str, str]:
         pytest.skip(f"no bwrap here: {exc}")
     if level != "bwrap" or (way == FORKED and not wanted("bwrap")):
         pytest.skip(f"no {way} workers here")
-    return {**os.environ, "VTB_SANDBOX_ISOLATION": "bwrap", "VTB_SANDBOX_FORK_SERVER": "1" if way == FORKED else "0"}
+    return checkout_env(VTB_SANDBOX_ISOLATION="bwrap", VTB_SANDBOX_FORK_SERVER="1" if way == FORKED else "0")
 
 
 def killed_at(moment: str, command: list[str], env: dict[str, str]) -> dict[str, Any]:
@@ -68,8 +69,7 @@ MOMENTS = {
 @pytest.mark.parametrize(("way", "when"), list(MOMENTS), ids=[f"{w}-{m}" for w, m in MOMENTS])
 def test_a_killed_run_leaves_no_sandbox_process(way: str, when: str, tmp_path: Path) -> None:
     env = way_or_skip(way)
-    command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", "sample", "--model", "replay",
-               "--judge", "rule", "--out", str(tmp_path / "run")]
+    command = vtb_command("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--out", tmp_path / "run")
     report = killed_at(MOMENTS[way, when], command, env)
     assert report["killed"], "the run ended before the moment came"
     assert report["survivors"] == [], report

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from conftest import write_task
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
+from support.cli import checkout_env, openai_env, vtb, vtb_command
 from test_outcomes import ANSWER, RUBRICS, results_of, summary_of
 from vtb_agents.sandbox.removal import remove_tree
 
 pytestmark = pytest.mark.timeout(300)
-PROJECT = Path(__file__).resolve().parents[1]
 DEPTH, LONG_LEVELS = 1200, 25  # 25 folders of 200-character names: a path of 5,025 characters
 
 LITTER = f"""
@@ -65,11 +65,6 @@ def tmpdir_of_runs(tmp_path: Path) -> Iterator[Path]:
     remove_tree(folder)
 
 
-def vtb(*args: str, server: OpenAIServer, tmpdir: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(PROJECT), "OPENAI_BASE_URL": server.base_url,
-           "OPENAI_API_KEY": "test-key", "TMPDIR": str(tmpdir)}
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True,
-                          timeout=240, env=env)
 
 
 def littering_model(body: dict[str, Any]) -> Any:
@@ -103,7 +98,8 @@ def test_litter_is_graded_as_answered_and_the_next_run_is_unaffected(tmp_path: P
                                           "golden_answer": ANSWER, "rubrics": RUBRICS}])
     with OpenAIServer(littering_model) as server:
         first = vtb("run", "--tasks", str(tasks), "--model", "openai:scripted", "--judge", "rule",
-                    "--out", str(tmp_path / "run1"), server=server, tmpdir=tmpdir)
+                    "--out", str(tmp_path / "run1"), env=openai_env(server.base_url, "test-key", TMPDIR=str(tmpdir)),
+                   timeout=240)
         assert_answered(tmp_path / "run1", first, ["t-litter"])
         [observation] = tool_results(server)
         assert observation["ok"] is True and observation["stdout"] == "littered\n", observation
@@ -114,7 +110,8 @@ def test_litter_is_graded_as_answered_and_the_next_run_is_unaffected(tmp_path: P
         assert list(tmpdir.iterdir()) == [], "the sandbox folder must not outlive its task"
 
         second = vtb("run", "--tasks", str(tasks), "--model", "openai:scripted", "--judge", "rule",
-                     "--out", str(tmp_path / "run2"), server=server, tmpdir=tmpdir)
+                     "--out", str(tmp_path / "run2"), env=openai_env(server.base_url, "test-key", TMPDIR=str(tmpdir)),
+                   timeout=240)
     assert_answered(tmp_path / "run2", second, ["t-litter"])
     assert list(tmpdir.iterdir()) == []
 
@@ -135,7 +132,7 @@ with open_sandbox("local") as sandbox:
 def test_a_killed_runs_litter_is_swept_without_failing_the_next_run(tmp_path: Path, tmpdir_of_runs: Path) -> None:
     tasks, tmpdir = tmp_path / "tasks", tmpdir_of_runs
     host = subprocess.Popen([sys.executable, "-c", HOST], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(PROJECT), "TMPDIR": str(tmpdir)})
+                            env=checkout_env(TMPDIR=str(tmpdir)))
     assert host.stdout is not None
     left = Path(host.stdout.readline().strip())
     assert host.stdout.readline() == "littered\n"
@@ -149,7 +146,8 @@ def test_a_killed_runs_litter_is_swept_without_failing_the_next_run(tmp_path: Pa
                                                           "rubrics": RUBRICS}])
     with OpenAIServer(lambda body: ANSWER) as server:
         done = vtb("run", "--tasks", str(tasks), "--model", "openai:scripted", "--judge", "rule",
-                   "--out", str(tmp_path / "run"), server=server, tmpdir=tmpdir)
+                   "--out", str(tmp_path / "run"), env=openai_env(server.base_url, "test-key", TMPDIR=str(tmpdir)),
+                   timeout=240)
     assert_answered(tmp_path / "run", done, ["t-a", "t-b"])
     assert list(tmpdir.iterdir()) == [], "the sweep removes what the killed run's code left"
 
@@ -182,10 +180,10 @@ def test_a_folder_the_host_cannot_read_is_a_failed_tool_result(tmp_path: Path, t
         return {"content": None, "tool_calls": [{"name": "python_interpreter", "arguments": {"code": LOCK_OUT}}]}
 
     with OpenAIServer(respond) as server:
-        env = {**os.environ, "PYTHONPATH": str(PROJECT), "OPENAI_BASE_URL": server.base_url,
-               "OPENAI_API_KEY": "test-key", "TMPDIR": str(tmpdir), "VTB_SANDBOX_ISOLATION": "process"}
-        done = subprocess.run([*WITHOUT_DAC, sys.executable, "-m", "vtb_agents", "run", "--tasks", str(tasks),
-                               "--model", "openai:scripted", "--judge", "rule", "--out", str(tmp_path / "run")],
+        env = checkout_env(**openai_env(server.base_url, "test-key", TMPDIR=str(tmpdir),
+                                        VTB_SANDBOX_ISOLATION="process"))
+        done = subprocess.run([*WITHOUT_DAC, *vtb_command("run", "--tasks", tasks, "--model", "openai:scripted",
+                                                          "--judge", "rule", "--out", tmp_path / "run")],
                               capture_output=True, text=True, timeout=240, env=env)
     assert_answered(tmp_path / "run", done, ["t-locked"])
     [observation] = tool_results(server)

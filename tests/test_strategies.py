@@ -144,7 +144,7 @@ def test_confident_views_are_not_searched_deeper():
 
 
 def test_the_docs_strategy_runs_as_module_function(sample, tmp_path, monkeypatch):
-    from docs_blocks import page_blocks
+    from support.docs_blocks import page_blocks
 
     from vtb_agents.runner import plan
 

@@ -24,8 +24,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from langgraph_sdk import get_sync_client
-from openai_server import OpenAIServer
-from scripted_vision import QUESTION, VisionModel, _images
+from support.openai_server import OpenAIServer
+from support.scripted_vision import QUESTION, VisionModel, _images
 from vtb_agents.api import load_tasks
 
 ROOT = Path(__file__).resolve().parents[1]

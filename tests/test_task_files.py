@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,21 +15,15 @@ import pytest
 from PIL import Image
 
 from conftest import write_task
+from support import cli
 from vtb_agents.tasks import load_tasks
 from vtb_agents.tasks.errors import TaskLoadError
-from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.local import load_task_dir
+from vtb_agents.tasks.model import Task
 from vtb_agents.tasks.parquet import SCHEMA, iter_parquet, task_to_row
 
-PROJECT = Path(__file__).resolve().parents[1]
-
-
-def vtb(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run the real command line (`python -m vtb_agents`) and capture its output."""
-    env = {**os.environ, "PYTHONPATH": str(PROJECT), "COLUMNS": "250"}
-    env.pop("VTB_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=cwd)
+vtb = partial(cli.vtb, env={"COLUMNS": "250"}, without=("VTB_DEBUG",), timeout=60)
+"""The real command line (`python -m vtb_agents`), output captured; a wide terminal, no debug tracebacks."""
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:

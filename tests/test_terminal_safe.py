@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import checkout_env, write_task
+from conftest import write_task
+from support.cli import checkout_env, vtb
 from rich.console import Console
 from rich.table import Table
 
@@ -96,10 +97,6 @@ def build(tools, *, system_prompt, middleware):
 '''
 
 
-def vtb(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``vtb ARGS`` in a subprocess (this checkout), output piped."""
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def assert_no_raw_controls(text: str) -> None:
@@ -115,7 +112,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     write_task(root / "tasks", "t-corner")
     (root / "hostile_agent.py").write_text(HOSTILE_AGENT)
     run = vtb("run", "--tasks", str(root / "tasks"), "--model", "agent:hostile_agent:build", "--out",
-              str(root / "run"), env=checkout_env(root))
+              str(root / "run"), path=[root])
     assert run.returncode == 0, run.stderr
     assert_no_raw_controls(run.stdout + run.stderr)
     return root, root / "run"
@@ -125,8 +122,8 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.mark.parametrize("colour", [False, True], ids=["piped", "terminal"])
 def test_vtb_transcript_of_an_answer_with_osc_and_csi_sequences_prints_none_raw(hostile_run, colour):
     root, run = hostile_run
-    env = checkout_env(root, COLUMNS="200", **({"FORCE_COLOR": "1", "TTY_COMPATIBLE": "1"} if colour else {}))
-    shown = vtb("transcript", str(run), "t-corner", env=env)
+    paint = {"FORCE_COLOR": "1", "TTY_COMPATIBLE": "1"} if colour else {}
+    shown = vtb("transcript", str(run), "t-corner", path=[root], columns=200, env=paint)
     assert shown.returncode == 0, shown.stderr
     if colour:
         assert SGR.search(shown.stdout), "rich should colour a terminal's output"
@@ -140,9 +137,10 @@ def test_vtb_transcript_of_an_answer_with_osc_and_csi_sequences_prints_none_raw(
     assert "\\u001b]0;tool title\\u0007\\u001b[2Jcleared" in plain  # its output, as the tool returned it
 
 
+@pytest.mark.slow
 def test_vtb_transcript_json_escapes_every_control_and_keeps_the_text(hostile_run):
     root, run = hostile_run
-    shown = vtb("transcript", str(run), "t-corner", "--json", env=checkout_env(root))
+    shown = vtb("transcript", str(run), "t-corner", "--json", path=[root])
     assert shown.returncode == 0, shown.stderr
     assert_no_raw_controls(shown.stdout)
     events = json.loads(shown.stdout)["events"]
@@ -152,16 +150,15 @@ def test_vtb_transcript_json_escapes_every_control_and_keeps_the_text(hostile_ru
 def test_task_text_is_printed_terminal_safe_by_tasks_list_show_and_validate(tmp_path):
     hostile_id = "t[red]x\x1b]0;T\x07\x9b2J\u202e"
     write_task(tmp_path / "tasks", "t-hostile", id=hostile_id)
-    env = checkout_env(COLUMNS="250")
-    listed = vtb("tasks", "list", str(tmp_path / "tasks"), env=env)
+    listed = vtb("tasks", "list", str(tmp_path / "tasks"), columns=250)
     assert listed.returncode == 0, listed.stderr
     assert_no_raw_controls(listed.stdout)
     assert "t[red]x\\x1b]0;T\\x07\\x9b2J\\u202e" in listed.stdout
-    shown = vtb("tasks", "show", hostile_id, "--tasks", str(tmp_path / "tasks"), env=env)
+    shown = vtb("tasks", "show", hostile_id, "--tasks", str(tmp_path / "tasks"), columns=250)
     assert shown.returncode == 0, shown.stderr
     assert_no_raw_controls(shown.stdout)
     assert json.loads(shown.stdout)["id"] == hostile_id
-    validated = vtb("tasks", "validate", str(tmp_path / "tasks"), env=env)
+    validated = vtb("tasks", "validate", str(tmp_path / "tasks"), columns=250)
     assert validated.returncode == 1 and "control" in validated.stderr
     assert_no_raw_controls(validated.stdout + validated.stderr)
 
@@ -182,19 +179,19 @@ def test_log_lines_quoting_a_model_are_terminal_safe(verbosity):
     assert "\\x1b]8;;https://evil.example/" in done.stderr
 
 
+@pytest.mark.slow
 def test_vtb_run_and_compare_lines_naming_hostile_tasks_and_runs_are_terminal_safe(hostile_run, tmp_path):
     root, run = hostile_run
-    env = checkout_env(root, COLUMNS="250")
     hostile_id = "t\x1b]0;T\x07[red]x"
     write_task(tmp_path / "tasks", "t-hostile", id=hostile_id)
     refused = vtb("run", "--tasks", str(tmp_path / "tasks"), "--model", "replay", "--out", str(tmp_path / "r"),
-                  env=env)
+                  path=[root], columns=250)
     assert refused.returncode == 2 and "nothing was run" in refused.stderr
     assert_no_raw_controls(refused.stdout + refused.stderr)
     assert "[red]x" in refused.stderr  # markup shown as written
     twin = tmp_path / "copy \x1b]0;title\x07 [bold]b"
     shutil.copytree(run, twin)
-    compared = vtb("compare", str(run), str(twin), env=env)
+    compared = vtb("compare", str(run), str(twin), path=[root], columns=250)
     assert compared.returncode == 0, compared.stderr
     assert_no_raw_controls(compared.stdout + compared.stderr)
     assert "[bold]b" in compared.stdout

@@ -7,28 +7,22 @@ from __future__ import annotations
 import io
 import json
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 from rich.console import Console
 
-from tests.conftest import checkout_env
 from vtb_agents.cli.run import summary_table
 from vtb_agents.rundir.records import RunSummary
 from vtb_agents.report import compare_runs
 from vtb_agents.report.markup import interval, pct
 from vtb_agents.report.paired import cells as paired_cells
 from vtb_agents.report.terminal import Col, Fitted, Sheet
+from support.cli import vtb
 
 WIDTHS = (80, 120)
 
 
-def vtb(*args: str, columns: int) -> subprocess.CompletedProcess[str]:
-    """The real CLI at a terminal of ``columns`` columns (COLUMNS), output captured."""
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, timeout=600,
-                          env=checkout_env(COLUMNS=str(columns)))
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +31,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     each printed at 80 columns by the real CLI."""
     root = tmp_path_factory.mktemp("widths")
     demo = vtb("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--out", str(root / "demo"),
-               columns=80)
+               columns=80, timeout=600)
     assert demo.returncode == 0, demo.stderr
     epochs = vtb("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--epochs", "2", "--limit", "8",
-                 "--out", str(root / "epochs"), columns=80)
+                 "--out", str(root / "epochs"), columns=80, timeout=600)
     assert epochs.returncode == 0, epochs.stderr
     return {"demo": (root / "demo", demo.stdout), "epochs": (root / "epochs", epochs.stdout)}
 
@@ -93,12 +87,14 @@ def test_vtb_run_prints_every_figure_whole_at_80_columns(runs, which):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.slow
 def test_summary_tables_render_whole_at_80_and_120_columns(runs, width):
     for run_dir, _ in runs.values():
         summary = json.loads((run_dir / "summary.json").read_text())
         assert_whole(rendered(table_of(summary), width), figures(summary) + names(summary), width)
 
 
+@pytest.mark.slow
 def test_an_epochs_table_with_wide_intervals_keeps_them_whole(runs):
     """The case of the issue: an interval such as 24.5–100.0 among pass@k and pass^k at 80 columns."""
     summary = json.loads((runs["epochs"][0] / "summary.json").read_text())
@@ -113,7 +109,7 @@ def test_an_epochs_table_with_wide_intervals_keeps_them_whole(runs):
 @pytest.mark.slow
 @pytest.mark.parametrize("width", WIDTHS)
 def test_vtb_compare_prints_every_figure_whole(runs, width):
-    done = vtb("compare", str(runs["demo"][0]), str(runs["epochs"][0]), columns=width)
+    done = vtb("compare", str(runs["demo"][0]), str(runs["epochs"][0]), columns=width, timeout=600)
     assert done.returncode == 0, done.stderr
     comparison = compare_runs([runs["demo"][0], runs["epochs"][0]])
     wanted = [cell for row in comparison.rows for cell in comparison.cells(row)[4:] if cell]
@@ -131,9 +127,10 @@ def test_a_table_too_wide_for_the_terminal_leaves_out_its_lowest_priority_column
     assert "not shown to fit the terminal: minor" in text
 
 
+@pytest.mark.slow
 def test_vtb_transcript_fits_80_columns_and_says_how_the_task_ended(runs):
     run_dir = runs["demo"][0]
-    done = vtb("transcript", str(run_dir), "rs-finance-invoice", columns=80)
+    done = vtb("transcript", str(run_dir), "rs-finance-invoice", columns=80, timeout=600)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert max(map(len, lines)) <= 80

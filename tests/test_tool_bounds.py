@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import checkout_env
-from openai_server import OpenAIServer
+from support.cli import openai_env, vtb
+from support.openai_server import OpenAIServer
 
 from vtb_agents.sandbox.base import OUTPUT_CAP_CHARS
 
@@ -57,11 +56,9 @@ def vtb_run(tmp_path: Path, server: OpenAIServer, out: Path, *flags: str) -> sub
     package.mkdir(parents=True, exist_ok=True)
     (package / "__init__.py").write_text("")
     (package / "tools.py").write_text(TOOLS)
-    args = ["run", "--tasks", "sample", "--task-id", TASK, "--model", "openai:gpt-4o", "--out", str(out),
-            "--tool", "slowtools.tools:flood", "--tool", "slowtools.tools:stall", *flags]
-    env = checkout_env(tmp_path / "lib", OPENAI_API_KEY="k", OPENAI_BASE_URL=server.base_url)
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, env=env,
-                          cwd=tmp_path, timeout=300)
+    return vtb("run", "--tasks", "sample", "--task-id", TASK, "--model", "openai:gpt-4o", "--out", out,
+               "--tool", "slowtools.tools:flood", "--tool", "slowtools.tools:stall", *flags,
+               path=[tmp_path / "lib"], env=openai_env(server.base_url), cwd=tmp_path)
 
 
 def tool_messages(server: OpenAIServer) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 Each tool runs as a user gets it: the code tools bound to a real local sandbox holding an image, the
 calculator as exported, and the network tools against real HTTP servers on 127.0.0.1 speaking the
-Open-Meteo and Tavily wire formats (``tests/servers.py``), once live and once replaying a cassette recorded
+Open-Meteo and Tavily wire formats (``tests/support/servers.py``), once live and once replaying a cassette recorded
 from those servers after they stopped. The standard tests only check the shape of a result, and the network
 tools turn failures into error ToolMessages, so every integration class also checks that its example call
 is answered (``test_example_call_is_answered``).
@@ -25,7 +25,7 @@ from langchain_core.tools import BaseTool
 from langchain_tests.integration_tests import ToolsIntegrationTests
 from langchain_tests.unit_tests import ToolsUnitTests
 from PIL import Image, ImageDraw
-from servers import LocalServer, add_open_meteo, add_tavily, add_web_site
+from support.servers import LocalServer, add_open_meteo, add_tavily, add_web_site
 
 from vtb_agents.api import load_tasks, task_tools
 from vtb_agents.artifacts import ArtifactStore

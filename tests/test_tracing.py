@@ -17,7 +17,7 @@ from conftest import write_task
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tracers.langchain import LangChainTracer
 from langsmith import tracing_context
-from langsmith_server import API_KEY, LangSmithStandIn, block_git, long_base64_runs, noise_png
+from support.langsmith_server import API_KEY, LangSmithStandIn, block_git, long_base64_runs, noise_png
 from PIL import Image
 
 from vtb_agents.episodes.driver import run_episode

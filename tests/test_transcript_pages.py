@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
-from openai_server import OpenAIServer
-from scripted_vision import VisionModel
+from support.openai_server import OpenAIServer
+from support.scripted_vision import VisionModel
+from support.servers import serving
 from test_transcripts import AGENT, JUDGE, PLAN, VERDICT, opening, responder
 
 from vtb_agents.annotate.server import AnnotationSession, make_server
@@ -156,10 +156,7 @@ def test_report_html_filters_and_searches(run, tasks, browser):
 @pytest.mark.slow
 def test_the_annotate_page_shows_the_strategy_steps_and_tool_calls(run, tasks, browser, tmp_path):
     strategy, out, failing = run
-    server = make_server(AnnotationSession.open(out, tmp_path / "labels.jsonl", tasks=tasks))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(make_server(AnnotationSession.open(out, tmp_path / "labels.jsonl", tasks=tasks))) as server:
         page = browser.new_page()
         page.goto(f"http://127.0.0.1:{server.server_address[1]}/")
         page.wait_for_selector(".rubric.current")
@@ -179,12 +176,9 @@ def test_the_annotate_page_shows_the_strategy_steps_and_tool_calls(run, tasks, b
             assert len(widths) > 0 and all(width > 0 for width in widths), task.id
             assert box.locator(".verdicts").count() == 0  # the labeller never sees the judge's verdicts
         assert page.locator(f'[id="task-{failing}"] .steps .call.failed').count() == 1
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
+@pytest.mark.slow
 def test_the_preparer_makes_the_transcripts_thumbnails_during_a_run(run, tasks, tmp_path):
     """ReportPreparer (the run's background head start) makes a thumbnail of every image of a transcript:
     the images sent to the model, the tools' images and the strategy's own."""

@@ -10,16 +10,16 @@ import json
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import checkout_env, write_task
+from conftest import write_task
+from support.cli import openai_env, start_vtb, vtb
 from langchain_openai import ChatOpenAI
-from openai_server import OpenAIServer
-from scripted_vision import VisionModel
+from support.openai_server import OpenAIServer
+from support.scripted_vision import VisionModel
 from typer.testing import CliRunner
 
 import vtb_agents
@@ -130,6 +130,7 @@ def test_model_events_are_the_requests_the_server_received(strategy_run, sample)
     assert summary.complete is True and summary.tasks == len(sample)
 
 
+@pytest.mark.slow
 def test_every_judge_request_is_a_judge_event(strategy_run, sample):
     _, out, summary, requests = strategy_run
     asked = Counter(texts(b["messages"][-1])[0] for b in requests if b["model"] == JUDGE)
@@ -146,6 +147,7 @@ def test_every_judge_request_is_a_judge_event(strategy_run, sample):
     assert len(judged) == sum(len(t.rubrics) for t in sample)
 
 
+@pytest.mark.slow
 def test_strategy_steps_are_recorded_and_counted_apart_from_tool_metrics(strategy_run, sample):
     strategy, out, summary, _ = strategy_run
     transcripts = [read_transcript(out, t.id) for t in sample]
@@ -172,6 +174,7 @@ def test_strategy_steps_are_recorded_and_counted_apart_from_tool_metrics(strateg
 
 
 @pytest.mark.parametrize("strategy_run", ["plan"], indirect=True)
+@pytest.mark.slow
 def test_regrade_replaces_the_verdicts_with_cached_ones_and_keeps_the_episode(strategy_run, sample):
     _, out, _, _ = strategy_run
     task = next(t for t in sample if any(r.check is None for _, r in t.rubrics))
@@ -199,10 +202,9 @@ def test_sigkill_then_resume_keeps_each_transcript_whole_and_once(tmp_path):
         write_task(root, f"t{i}")
     out = tmp_path / "run"
     with OpenAIServer(responder(VisionModel(), delay_s=0.1)) as server:
-        env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
-        command = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", f"openai:{AGENT}",
-                   "--out", str(out), "--concurrency", "2"]
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        args = ["run", "--tasks", root, "--model", f"openai:{AGENT}", "--out", out, "--concurrency", "2"]
+        process = start_vtb(*args, env=openai_env(server.base_url), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
         results = out / "results.jsonl"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 2):
@@ -212,7 +214,7 @@ def test_sigkill_then_resume_keeps_each_transcript_whole_and_once(tmp_path):
         finished = [json.loads(line)["task_id"] for line in results.read_text().splitlines()]
         assert 2 <= len(finished) < SLOW_TASKS, "the run should have been killed part way"
         kept = {task_id: transcript_file(out, task_id).read_bytes() for task_id in finished}
-        resumed = subprocess.run([*command, "--resume"], env=env, capture_output=True, text=True, timeout=120)
+        resumed = vtb(*args, "--resume", env=openai_env(server.base_url), timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     assert {task_id: transcript_file(out, task_id).read_bytes() for task_id in finished} == kept
     assert sorted(p.name for p in (out / TRANSCRIPTS_DIR).iterdir()) == sorted(

@@ -13,7 +13,7 @@ from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 
 from conftest import write_task
-from openai_server import OpenAIServer
+from support.openai_server import OpenAIServer
 from test_presets import vtb
 from vtb_agents.analysis.cost import cost_of
 from vtb_agents.models.presets import presets

@@ -6,17 +6,19 @@ it and the task is graded); a worker that dies because its fork server ended is 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import checkout_env, write_task
+import pytest
+
+from conftest import write_task
+from support.cli import vtb
 
 KILLING_CODE = "import os\nos._exit(3)"
 CROPPING_CODE = ("from PIL import Image\nim = Image.open('image_0.png')\n"
                  "im.crop((340, 260, 400, 300)).save('transformed_image_0.png')\nprint('ok')")
 
 
+@pytest.mark.slow
 def test_code_that_kills_its_worker_is_the_models_doing_and_graded(tmp_path: Path) -> None:
     root = tmp_path / "tasks"
     folder = write_task(root, "t-kill")
@@ -25,9 +27,7 @@ def test_code_that_kills_its_worker_is_the_models_doing_and_graded(tmp_path: Pat
                                       {"tool": "python_image_processing", "args": {"code": CROPPING_CODE}}]
     (folder / "task.json").write_text(json.dumps(task))
     run = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", "replay",
-                           "--out", str(run)], capture_output=True, text=True, timeout=240, cwd=tmp_path,
-                          env=checkout_env(tmp_path))
+    done = vtb("run", "--tasks", root, "--model", "replay", "--out", run, cwd=tmp_path, path=[tmp_path])
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((run / "results.jsonl").read_text())
     assert result["outcome"] == "answered" and result["grade"]["graded"] is True

@@ -195,6 +195,16 @@ class RubricVerdict(BaseModel):
     """The judge asked a model for this verdict (not a check, a deterministic judge or the cache)."""
 
 
+PENDING = "pending: judged in a batch once the run's episodes are done (vtb run --judge-batch)"
+"""The justification of a verdict a ``vtb run --judge-batch`` left for its batch grading
+(:mod:`vtb_agents.judges.batch`): an ``error`` verdict meanwhile, so its task is not graded yet."""
+
+
+def is_pending(verdict: RubricVerdict) -> bool:
+    """Whether ``verdict`` waits for the batch grading of a ``vtb run --judge-batch``."""
+    return verdict.status == "error" and verdict.justification == PENDING
+
+
 class TurnGrade(BaseModel):
     """One turn's share of a task grade (the task itself is pooled over all turns, as in VTB)."""
 
@@ -251,15 +261,14 @@ class TaskUsage(BaseModel):
     """A task's token usage: the agent model's (in total and per turn, 0-based) and the judge's.
     ``model_from_cache`` and ``judge_from_cache`` are the part of each that the model cache answered
     (``vtb run --model-cache``): counted in ``model`` and ``judge`` as originally reported, billed nothing.
-    ``judge_batch`` is the part of ``judge`` a provider's batch API answered (``vtb grade --batch``):
-    counted in ``judge``, billed at the batch price (docs/how-to/batch-judging.md)."""
+    The part of each billed at the batch price (a provider's batch API, ``vtb grade --batch``, or a
+    batch-priced service tier) is in its ``batch_*`` counts (docs/how-to/batch-judging.md)."""
 
     model: TokenUsage = Field(default_factory=TokenUsage)
     model_by_turn: dict[int, TokenUsage] = Field(default_factory=dict)
     judge: TokenUsage = Field(default_factory=TokenUsage)
     model_from_cache: TokenUsage = Field(default_factory=TokenUsage)
     judge_from_cache: TokenUsage = Field(default_factory=TokenUsage)
-    judge_batch: TokenUsage = Field(default_factory=TokenUsage)
 
 
 RESULTS_FORMAT = 1

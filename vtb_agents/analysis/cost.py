@@ -32,7 +32,7 @@ PER_TOKENS = 1_000_000
 
 def _sums(results: Iterable[TaskResult]) -> tuple[dict[str, TokenUsage], int]:
     """Model and judge usage over ``results``, in all and answered by the model cache; results without usage."""
-    sums = {side: TokenUsage() for side in ("model", "judge", "model_from_cache", "judge_from_cache", "judge_batch")}
+    sums = {side: TokenUsage() for side in ("model", "judge", "model_from_cache", "judge_from_cache")}
     missing = 0
     for result in results:
         if result.usage is None:
@@ -54,13 +54,13 @@ def _known_sides(results: list[TaskResult]) -> dict[str, bool]:
 def run_usage(results: Iterable[TaskResult]) -> dict[str, Any]:
     """Tokens of the model and of the judge summed over ``results``, how many results had none, and
     how many calls the model cache answered (``cache_hits``; of the model's and the judge's calls apart:
-    ``model_from_cache``, ``judge_from_cache``, their tokens as reported when the calls were made), and
-    the judge's usage a batch API answered (``judge_batch``, billed at the batch price)."""
+    ``model_from_cache``, ``judge_from_cache``, their tokens as reported when the calls were made); the
+    part billed at the batch price is in each usage's ``batch_*`` counts."""
     sums, missing = _sums(results)
     return {"model": sums["model"].model_dump(), "judge": sums["judge"].model_dump(), "tasks_without_usage": missing,
             "cache_hits": sums["model_from_cache"].calls + sums["judge_from_cache"].calls,
             "model_from_cache": sums["model_from_cache"].model_dump(),
-            "judge_from_cache": sums["judge_from_cache"].model_dump(), "judge_batch": sums["judge_batch"].model_dump()}
+            "judge_from_cache": sums["judge_from_cache"].model_dump()}
 
 
 def batch_part(usage: TokenUsage) -> TokenUsage:
@@ -84,7 +84,7 @@ def _list_cost(usage: TokenUsage, prices: Prices) -> float | None:
              (usage.cache_write_tokens, prices.cache_write), (usage.output_tokens, prices.output)]
     if any(tokens and price is None for tokens, price in parts):
         return None
-    return sum(tokens * (price or 0.0) for tokens, price in parts) / PER_TOKENS
+    return sum(tokens * price for tokens, price in parts if price is not None) / PER_TOKENS
 
 
 def cost_of(usage: TokenUsage, prices: Prices | None) -> float | None:

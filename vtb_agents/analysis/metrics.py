@@ -19,7 +19,7 @@ from vtb_agents.analysis.cost import cost_summary, prompt_cache_summary, run_usa
 from vtb_agents.analysis.image_ops import count_image_ops
 from vtb_agents.analysis.regions import region_iou
 from vtb_agents.analysis.uncertainty import apr_estimate, ars_estimate, by_task, pass_at_k
-from vtb_agents.judges.base import is_pending
+from vtb_agents.results import is_pending
 from vtb_agents.results import TaskResult, ToolCallRecord
 from vtb_agents.tasks.model import CRITICAL_WEIGHT
 from vtb_agents.tool_names import VISION_TOOL_NAME
@@ -34,7 +34,7 @@ def _rate(values: list[float]) -> float | None:
     return round(fmean(values), 6) if values else None
 
 
-def score_block(results: list[TaskResult], epochs: int = 1) -> dict[str, Any]:
+def score_block(results: list[TaskResult], epochs: int) -> dict[str, Any]:
     """``{n, graded, apr, ars}`` over ``results`` (one per task and epoch) with the standard errors and
     95% intervals of APR and ARS, and with ``epochs`` > 1 ``pass_at_k`` and ``pass_hat_k``
     (:mod:`~vtb_agents.analysis.uncertainty`). ``n`` counts tasks, ``graded`` those with a graded
@@ -57,7 +57,7 @@ def score_block(results: list[TaskResult], epochs: int = 1) -> dict[str, Any]:
 
 
 def breakdown(results: list[TaskResult], key: Callable[[TaskResult], str],
-              epochs: int = 1) -> dict[str, dict[str, Any]]:
+              epochs: int) -> dict[str, dict[str, Any]]:
     """:func:`score_block` per group, groups sorted by name."""
     groups: dict[str, list[TaskResult]] = defaultdict(list)
     for result in results:
@@ -147,7 +147,7 @@ def summarize(results: list[TaskResult], *, judge_name: str, expected: int | Non
         "epochs": epochs,
         "apr": overall["apr"],
         "ars": overall["ars"],
-        **{key: value for key, value in overall.items() if key not in ("n", "graded", "apr", "ars")},
+        **{key: value for key, value in overall.items() if key != "n"},  # graded, apr, ars: set above
         "complete": not failed and not missing,
         "missing": missing,
         "infrastructure_errors": {"count": len(failed), "task_ids": sorted({r.task_id for r in failed})},

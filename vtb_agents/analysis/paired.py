@@ -190,7 +190,7 @@ def mcnemar_exact_p(to_pass: int, to_fail: int) -> float:
     discordant = to_pass + to_fail
     if discordant == 0:
         return 1.0
-    return float(stats.binomtest(to_pass, discordant, 0.5, alternative="two-sided").pvalue)
+    return float(stats.binomtest(to_pass, discordant).pvalue)  # scipy's defaults: p = 1/2, two-sided
 
 
 def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, float] | None:
@@ -203,11 +203,12 @@ def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float]) -> tuple[float, 
     import numpy as np  # here, as scipy in mcnemar_exact_p
     from scipy import stats
 
-    def mean_difference(first: np.ndarray, second: np.ndarray, axis: int = -1) -> np.ndarray:
+    def mean_difference(first: np.ndarray, second: np.ndarray, axis: int) -> np.ndarray:
+        """B's mean minus A's along ``axis`` (scipy passes it: vectorised over the resamples)."""
         return np.mean(second, axis=axis) - np.mean(first, axis=axis)
 
-    found = stats.bootstrap((np.asarray(a, dtype=float), np.asarray(b, dtype=float)), mean_difference,
-                            paired=True, vectorized=True, method="percentile", confidence_level=CONFIDENCE,
+    found = stats.bootstrap((np.asarray(a), np.asarray(b)), mean_difference,
+                            paired=True, method="percentile", confidence_level=CONFIDENCE,
                             n_resamples=BOOTSTRAP_RESAMPLES, batch=1000, rng=np.random.default_rng(BOOTSTRAP_SEED))
     interval = found.confidence_interval
     return round(float(interval.low), 6), round(float(interval.high), 6)

@@ -23,7 +23,6 @@ They are the unbiased estimators of pass@k (Chen et al. 2021: 1 - C(n-c, k) / C(
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Iterable, Sequence
@@ -55,10 +54,9 @@ class Estimate:
 
 def by_task(results: Iterable[TaskResult]) -> list[TaskEpochs]:
     """The results grouped by task id (in the order first seen), with their graded passes and scores."""
-    tasks: dict[str, TaskEpochs] = defaultdict(lambda: TaskEpochs(""))
+    tasks: dict[str, TaskEpochs] = {}
     for result in results:
-        task = tasks[result.task_id]
-        task.task_id = result.task_id
+        task = tasks.setdefault(result.task_id, TaskEpochs(result.task_id))
         task.episodes += 1
         if result.grade.graded:
             task.passes.append(bool(result.grade.passed))
@@ -85,7 +83,7 @@ def estimate(values: Sequence[float]) -> Estimate:
         return Estimate(round(mean, DIGITS), None, None)
     import numpy as np
 
-    stderr = float(np.std(np.asarray(values, dtype=float), ddof=1)) / math.sqrt(len(values))
+    stderr = float(np.std(values, ddof=1)) / math.sqrt(len(values))
     half = t_quantile(0.975, len(values) - 1) * stderr
     low, high = max(0.0, mean - half), min(1.0, mean + half)
     return Estimate(round(mean, DIGITS), round(stderr, DIGITS), (round(low, DIGITS), round(high, DIGITS)))

@@ -150,19 +150,26 @@ def run(options: RunOptions,
         run_langsmith_experiment(selected, config, langsmith_experiment, out_dir=out_dir,
                                  dataset=langsmith_dataset, concurrency=options.concurrency)
         return
-    if config.judge_batch:
-        say_if_no_batch_api(config.judge)
     executor = options.make_executor(prestart=True)  # worker processes load the libraries as the runner does
     from vtb_agents.report import preparing_report
-    from vtb_agents.runner.budget import BudgetReached, Spend, run_prices
+    from vtb_agents.runner.budget import BudgetReached, Spend
+    from vtb_agents.runner.plan import plan_run
     from vtb_agents.runner.run import EXIT_BUDGET, run_suite
 
+    try:
+        plan = plan_run(config)  # the run resolved once: run_suite runs this plan
+    except ValueError as exc:
+        fail(str(exc))
+    if config.judge_batch and plan.records.judge.batch_provider is None:
+        from vtb_agents.judges.batch import no_batch_api
+
+        err.print(safe(no_batch_api(config.judge)), highlight=False, markup=False, soft_wrap=True)
     resume = run_resume_command(options, config, out_dir, judge_cache)
-    spend = Spend(*run_prices(config.model, config.judge))
+    spend = Spend(plan.records.model.prices, plan.records.judge.prices)
     with (progress_bar(len(selected) * config.epochs, spend) as (on_result, stop),
           preparing_report(out_dir, selected, on_result) as progress):
         try:
-            summary = run_suite(selected, config, out_dir, resume=options.resume, progress=progress,
+            summary = run_suite(selected, plan, out_dir, resume=options.resume, progress=progress,
                                 judge_cache=judge_cache, executor=executor, stop=stop,
                                 retry_errors=options.retry_errors,
                                 batch=batch_settings(batch_poll, before=lambda: refresh_report(out_dir)))
@@ -413,14 +420,6 @@ def batch_settings(poll_s: float, before: Callable[[], object] | None = None) ->
 
     return BatchSettings(poll_s=poll_s, before=before,
                          on_progress=lambda line: err.print(safe(line), highlight=False, markup=False, soft_wrap=True))
-
-
-def say_if_no_batch_api(judge: str) -> None:
-    """One line on stderr when ``--judge-batch`` meets a judge without a batch API (it grades live)."""
-    from vtb_agents.judges.batch import batch_provider, no_batch_api
-
-    if batch_provider(judge) is None:
-        err.print(safe(no_batch_api(judge)), highlight=False, markup=False, soft_wrap=True)
 
 
 def grade_retry_hints(run_dir: Path, summary: RunSummary, tasks: str | None, judge_cache: Path | None,

@@ -6,13 +6,16 @@ option (:mod:`vtb_agents.cli.options`). Reading them from the model means import
 building the model, most of ``vtb --help``'s time; so they are derived from the model once and kept
 in ``run_settings.json`` next to this file, which the options read instead. The model stays the one
 source: :func:`settings_from_run_config` derives the table, ``python -m vtb_agents.cli.run_settings``
-writes it, and ``tests/test_cli_startup.py`` fails when the file differs from what the model gives
-(after a field is added or changed: run that command).
+writes it with a hash of the modules it was derived from (``config.py``, ``defaults.py``). A table
+whose hash differs from those modules' (a field added, a default changed, a merge that did not rewrite
+it) is never used: the options are then derived from the model, slower but right, and
+``tests/test_cli_startup.py`` fails until the command is run.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,6 +25,9 @@ from typing import Any, Literal, Union, get_args, get_origin
 TABLE_FILE = Path(__file__).with_name("run_settings.json")
 """The derived table: one object per run setting, by its flat name (``RunConfig`` order, then
 ``EpisodeSettings``)."""
+
+SOURCES = tuple(Path(__file__).parent.parent / name for name in ("config.py", "defaults.py"))
+"""The modules the table is derived from: a change to either makes the table stale."""
 
 FlagType = Literal["str", "int", "float", "bool", "list"]
 
@@ -40,11 +46,22 @@ class RunSetting:
     minimum: float | None
 
 
+def sources_hash() -> str:
+    """SHA-256 of :data:`SOURCES`' contents: what a fresh table records."""
+    digest = hashlib.sha256()
+    for source in SOURCES:
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
 @functools.cache
 def run_settings() -> dict[str, RunSetting]:
-    """Every run setting by its flat name, read from :data:`TABLE_FILE`."""
-    table = json.loads(TABLE_FILE.read_text(encoding="utf-8"))
-    return {name: RunSetting(**row) for name, row in table.items()}
+    """Every run setting by its flat name: read from :data:`TABLE_FILE` when it was derived from the
+    modules as they are now, else derived from the model (:func:`settings_from_run_config`)."""
+    table = json.loads(TABLE_FILE.read_text(encoding="utf-8")) if TABLE_FILE.is_file() else {}
+    if table.get("sources") != sources_hash():
+        return settings_from_run_config()
+    return {name: RunSetting(**row) for name, row in table["settings"].items()}
 
 
 def settings_from_run_config() -> dict[str, RunSetting]:
@@ -80,10 +97,11 @@ def _flag_type(name: str, core: Any) -> FlagType:
 
 
 def table_text(settings: dict[str, RunSetting]) -> str:
-    """``settings`` as :data:`TABLE_FILE` holds them (JSON, one setting per line)."""
-    rows = [f"  {json.dumps(name)}: {json.dumps(asdict(setting), ensure_ascii=False)}"
+    """``settings`` as :data:`TABLE_FILE` holds them (JSON, one setting per line, under the hash of
+    the sources they were derived from)."""
+    rows = [f"    {json.dumps(name)}: {json.dumps(asdict(setting), ensure_ascii=False)}"
             for name, setting in settings.items()]
-    return "{\n" + ",\n".join(rows) + "\n}\n"
+    return f'{{\n  "sources": "{sources_hash()}",\n  "settings": {{\n' + ",\n".join(rows) + "\n  }\n}\n"
 
 
 if __name__ == "__main__":

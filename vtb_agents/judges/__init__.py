@@ -16,6 +16,7 @@ from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 
 if TYPE_CHECKING:  # models.spec loads LangChain's chat models: only where a spec is resolved
     from vtb_agents.models.limiter import Budgets
+    from vtb_agents.models.presets import Prices
     from vtb_agents.models.spec import ModelChoice
 
 
@@ -27,11 +28,19 @@ object a run was given (its name in ``run.json``, :data:`~vtb_agents.defaults.OB
 @dataclass(frozen=True)
 class JudgeChoice:
     """A judge spec classified once: its ``kind`` and, for a model, the model resolved (``model``:
-    what ``run.json`` records of the judge, :meth:`~vtb_agents.models.spec.ModelChoice.record`)."""
+    what ``run.json`` records of the judge, :meth:`~vtb_agents.models.spec.ModelChoice.record`).
+    ``batch_provider``: the provider whose batch API can ask its verdicts (None: it has none), told
+    once by the run plan (:mod:`vtb_agents.runner.plan`, docs/how-to/batch-judging.md)."""
 
     spec: str
     kind: JudgeKind
     model: ModelChoice
+    batch_provider: str | None = None
+
+    @property
+    def prices(self) -> Prices | None:
+        """The judge model's prices (None: unknown, or no model), as the plan looked them up."""
+        return self.model.prices
 
     @property
     def calls_model(self) -> bool:
@@ -70,7 +79,7 @@ def build_judge(choice: JudgeChoice, request_timeout_s: float = DEFAULT_REQUEST_
     request times out after ``request_timeout_s`` and is paced by ``budgets``, the run's limiters (shared
     with the model's calls to the same account and model). A recorded object's name raises ValueError:
     the object itself is gone."""
-    from vtb_agents.models.spec import build_chat_model, refuse_object_name
+    from vtb_agents.models.spec import refuse_object_name
 
     if choice.kind == "rule":
         return RuleJudge()
@@ -78,9 +87,23 @@ def build_judge(choice: JudgeChoice, request_timeout_s: float = DEFAULT_REQUEST_
         refuse_object_name(choice.spec, "judge")
     if choice.kind == "yours":
         return judge_extension(choice.spec)
-    from vtb_agents.judges.llm import LLMJudge
+    return llm_judge(choice, request_timeout_s, budgets=budgets)
 
-    return LLMJudge(build_chat_model(choice.model, request_timeout_s, budgets=budgets), name=choice.spec)
+
+
+def llm_judge(choice: JudgeChoice, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S, *,
+              base_url: str | None = None, attempts: int = 3, budgets: Budgets | None = None) -> RubricJudge:
+    """The LLM judge of a classified model judge ``choice``, its model built from the resolved choice
+    (``base_url``: where its requests go instead, such as the batch flow's relay; ``attempts`` per verdict;
+    ``budgets``: the run's limiters, which pace its requests)."""
+    from dataclasses import replace
+
+    from vtb_agents.judges.llm import LLMJudge
+    from vtb_agents.models.spec import build_chat_model
+
+    model = choice.model if base_url is None else replace(
+        choice.model, settings={**choice.model.settings, "base_url": base_url})
+    return LLMJudge(build_chat_model(model, request_timeout_s, budgets=budgets), name=choice.spec, attempts=attempts)
 
 
 def names_extension(spec: str) -> bool:
@@ -102,4 +125,4 @@ def judge_extension(spec: str) -> RubricJudge:
 
 
 __all__ = ["JudgeChoice", "JudgeKind", "Judgement", "RubricJudge", "RuleJudge", "build_judge", "judge_choice",
-           "judge_extension", "names_extension", "rubric_verdict", "score_verdicts"]
+           "judge_extension", "llm_judge", "names_extension", "rubric_verdict", "score_verdicts"]

@@ -5,18 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from vtb_agents.results import RubricVerdict, VerdictStatus
+from vtb_agents.results import VerdictStatus
 from vtb_agents.tasks.model import Rubric, Task
-
-
-PENDING = "pending: judged in a batch once the run's episodes are done (vtb run --judge-batch)"
-"""The justification of a verdict a ``vtb run --judge-batch`` left for its batch grading
-(:mod:`vtb_agents.judges.batch`): an ``error`` verdict meanwhile, so its task is not graded yet."""
-
-
-def is_pending(verdict: RubricVerdict) -> bool:
-    """Whether ``verdict`` waits for the batch grading of a ``vtb run --judge-batch``."""
-    return verdict.status == "error" and verdict.justification == PENDING
 
 
 @dataclass(frozen=True)

@@ -19,20 +19,22 @@ the run directory:
 
 from __future__ import annotations
 
+import importlib
 import threading
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
 
 from vtb_agents.config import CriticalRule
-from vtb_agents.judges.base import PENDING, Judgement, RubricJudge
+from vtb_agents.judges import JudgeChoice
+from vtb_agents.judges.base import Judgement, RubricJudge
+from vtb_agents.judges.batch_api import BatchApi, BatchError, BatchItem, ItemResult
 from vtb_agents.judges.cache import CachedJudge, JudgeCache, verdict_key
 from vtb_agents.judges.grade import rubric_verdict
 from vtb_agents.judges.relay import Relay
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
-from vtb_agents.models.usage import measure_usage
-from vtb_agents.results import Episode, TokenUsage
+from vtb_agents.models.usage import billed_at_batch, measure_usage
+from vtb_agents.results import PENDING, Episode, TokenUsage
 from vtb_agents.tasks.model import Rubric, Task
 
 BATCH_SIZE = 2000
@@ -41,14 +43,10 @@ both providers' limits (OpenAI: 50,000 requests and 200 MB per file; Anthropic: 
 256 MB), and a full VisualToolBench run (7,777 verdicts) goes in four batches that the provider may
 process side by side."""
 
-BATCH_PROVIDERS = ("openai", "anthropic")
-"""Providers whose batch API the judge can use."""
-
-ItemStatus = Literal["succeeded", "errored", "expired", "canceled"]
-
-
-class BatchError(Exception):
-    """A batch that cannot be built, submitted or read (names the batch and the cause)."""
+BATCH_APIS = {"openai": "vtb_agents.judges.batch_openai:OpenAIBatches",
+              "anthropic": "vtb_agents.judges.batch_anthropic:AnthropicBatches"}
+"""Providers whose batch API the judge can use, and the class that speaks it (loaded when used)."""
+BATCH_PROVIDERS = tuple(BATCH_APIS)
 
 
 @dataclass(frozen=True)
@@ -62,57 +60,6 @@ class PendingVerdict:
     rubric: Rubric
     answer: str
     epoch: int
-
-
-@dataclass(frozen=True)
-class BatchItem:
-    """One line of a batch: its id (the verdict's cache key), the API path and the request body."""
-
-    custom_id: str
-    path: str
-    body: dict[str, object]
-
-
-class ItemResult(BaseModel):
-    """What a batch gave for one request: the response body (``succeeded``) or why there is none."""
-
-    status: ItemStatus
-    body: dict[str, object] | None = None
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class BatchProgress:
-    """How far a batch is: the provider's status word, whether it has ended, requests done and failed."""
-
-    batch_id: str
-    status: str
-    ended: bool
-    done: int
-    failed: int
-    total: int
-
-
-class BatchApi(Protocol):
-    """One provider's batch API (docs/how-to/batch-judging.md)."""
-
-    provider: str
-
-    def relay_base_url(self, root: str) -> str:
-        """The judge model's base URL for a relay at ``root`` (so its requests reach the relay)."""
-        ...
-
-    def submit(self, items: list[BatchItem]) -> str:
-        """Submit ``items`` as one batch; its id."""
-        ...
-
-    def progress(self, batch_id: str) -> BatchProgress:
-        """The batch's progress now."""
-        ...
-
-    def results(self, batch_id: str) -> dict[str, ItemResult]:
-        """The results of an ended batch by custom id (a request it never processed may be missing)."""
-        ...
 
 
 class SubmittedBatch(BaseModel):
@@ -136,18 +83,14 @@ class BatchLedger(BaseModel):
         return {key for batch in self.batches for key in batch.keys}
 
 
-def batch_provider(spec: str) -> str | None:
-    """The provider of judge ``spec`` if the batch judge can serve it (an LLM judge of a provider in
-    :data:`BATCH_PROVIDERS`), else None (``rule``, your own judge, another provider)."""
-    from vtb_agents.judges import names_extension
-    from vtb_agents.models.spec import resolve_model
-
-    if spec == "rule" or names_extension(spec):
+def batch_provider(choice: JudgeChoice) -> str | None:
+    """The provider of the classified judge ``choice`` if the batch judge can serve it (an LLM judge
+    of a provider in :data:`BATCH_PROVIDERS`), else None (``rule``, your own judge, another provider).
+    The run plan asks it once (:mod:`vtb_agents.runner.plan`); everything else reads
+    :attr:`JudgeChoice.batch_provider <vtb_agents.judges.JudgeChoice>`."""
+    if choice.kind != "model":
         return None
-    try:
-        provider = resolve_model(spec).spec.partition(":")[0]
-    except ValueError:
-        return None
+    provider = choice.model.spec.partition(":")[0]
     return provider if provider in BATCH_PROVIDERS else None
 
 
@@ -155,6 +98,16 @@ def no_batch_api(spec: str) -> str:
     """The one line saying judge ``spec`` has no batch API, so its verdicts are asked live."""
     return (f"judge {spec} has no batch API (only LLM judges of {' and '.join(BATCH_PROVIDERS)} have one): "
             "its verdicts are asked live")
+
+
+def batch_api(provider: str) -> BatchApi:
+    """The batch API client of ``provider`` (one of :data:`BATCH_PROVIDERS`), configured from the
+    environment as the provider's SDK is (``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, API keys)."""
+    if provider not in BATCH_APIS:
+        raise BatchError(f"provider {provider!r} has no batch API here (only {', '.join(BATCH_PROVIDERS)})")
+    module, _, name = BATCH_APIS[provider].partition(":")
+    api: BatchApi = getattr(importlib.import_module(module), name)()
+    return api
 
 
 @dataclass
@@ -191,17 +144,15 @@ def pending_verdicts(judge: str, episodes: list[tuple[Task, Episode, int]], cach
 
 
 class BatchJudge:
-    """The LLM judge of ``spec`` talking to ``relay``: the live judge's requests and parsing, for a batch."""
+    """The LLM judge of ``choice`` (classified by the run plan) talking to ``relay``: the live judge's
+    requests and parsing, for a batch."""
 
-    def __init__(self, spec: str, api: BatchApi, relay: Relay,
+    def __init__(self, choice: JudgeChoice, api: BatchApi, relay: Relay,
                  request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> None:
-        from vtb_agents.judges.llm import LLMJudge
-        from vtb_agents.models.spec import chat_model
+        from vtb_agents.judges import llm_judge
 
-        model = chat_model(spec, request_timeout_s=request_timeout_s,
-                           extra={"base_url": api.relay_base_url(relay.url)})
-        self.name, self.relay = spec, relay
-        self._judge = LLMJudge(model, name=spec, attempts=1)
+        self.name, self.relay = choice.spec, relay
+        self._judge = llm_judge(choice, request_timeout_s, base_url=api.relay_base_url(relay.url), attempts=1)
 
     def _ask(self, item: PendingVerdict) -> Judgement:
         """The judge's judgement of ``item`` through the relay, untraced (a captured request is no judge call)."""
@@ -220,13 +171,14 @@ class BatchJudge:
 
     def verdict(self, item: PendingVerdict, result: ItemResult) -> tuple[Judgement, TokenUsage]:
         """The judgement and usage the live judge gets from ``result``'s response (an ``error`` judgement
-        when the response is no verdict: the grading then asks live)."""
+        when the response is no verdict: the grading then asks live), the usage billed at the batch price
+        (:func:`~vtb_agents.models.usage.billed_at_batch`)."""
         if result.status != "succeeded" or result.body is None:
             return Judgement("error", f"batch request {result.status}: {result.error}"), TokenUsage()
         body = dict(result.body)
         with measure_usage() as used:
             judgement = self.relay.answer(lambda: self._ask(item), 200, body)
-        return judgement, used.total
+        return judgement, billed_at_batch(used.total)
 
 
 class _Deferred:

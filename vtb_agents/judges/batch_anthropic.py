@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from vtb_agents.judges.batch import BatchError, BatchItem, BatchProgress, ItemResult
+from vtb_agents.judges.batch_api import BatchError, BatchItem, BatchProgress, ItemResult
 
 MESSAGES_PATH = "/v1/messages"
 

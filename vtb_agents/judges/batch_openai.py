@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal, cast
 
-from vtb_agents.judges.batch import BatchError, BatchItem, BatchProgress, ItemResult
+from vtb_agents.judges.batch_api import BatchError, BatchItem, BatchProgress, ItemResult
 
 ENDED = frozenset({"completed", "failed", "expired", "cancelled"})
 COMPLETION_WINDOW: Literal["24h"] = "24h"

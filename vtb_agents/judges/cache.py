@@ -16,15 +16,14 @@ usage, and not as a cache hit, so that a resumed run's summary equals an uninter
 is a cache hit (``cached``): judged by an earlier run or regrade, paid for there, not here.
 
 A verdict a provider's batch API gave (``vtb grade --batch``, :mod:`vtb_agents.judges.batch`) is stored
-like a live one, with its usage also recorded as ``batch``: the part billed at the batch price
-(docs/how-to/batch-judging.md).
+like a live one, its usage billed at the batch price (``TokenUsage.batch_*``, docs/how-to/batch-judging.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vtb_agents.judges.base import Judgement, RubricJudge
@@ -39,10 +38,13 @@ from vtb_agents.tasks.model import Rubric, Task
 _SCHEMA = ["CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, judge TEXT NOT NULL, status TEXT NOT NULL, "
            "justification TEXT NOT NULL)",
            "CREATE TABLE IF NOT EXISTS verdict_payers (key TEXT PRIMARY KEY, usage TEXT NOT NULL, "
-           "from_cache TEXT NOT NULL, grading TEXT, task_id TEXT, epoch INTEGER)",
-           "CREATE TABLE IF NOT EXISTS verdict_batch (key TEXT PRIMARY KEY, usage TEXT NOT NULL)"]
+           "from_cache TEXT NOT NULL, grading TEXT, task_id TEXT, epoch INTEGER)"]
 """Verdicts, and apart from them (a file written before payers were kept still reads: its verdicts have
-none) the usage of the call behind each and who paid for it, and the usage billed at batch price."""
+none) the usage of the call behind each and who paid for it."""
+_GET = ("SELECT status, justification, usage, from_cache, grading, task_id, epoch FROM verdicts "
+        "LEFT JOIN verdict_payers USING (key) WHERE key = ?")
+_PUT_VERDICT = "INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)"
+_PUT_PAYER = "INSERT OR REPLACE INTO verdict_payers VALUES (?, ?, ?, ?, ?, ?)"
 
 
 @dataclass(frozen=True)
@@ -57,22 +59,21 @@ class Payer:
 @dataclass(frozen=True)
 class StoredVerdict:
     """A cached verdict: the judgement, the usage of the call that made it (``from_cache``: the part
-    the model cache answered; ``batch``: the part a provider's batch API answered, billed at batch
-    price) and who paid for it (None: not known, a cache used outside a run)."""
+    the model cache answered; its ``batch_*`` counts: the part billed at the batch price) and who paid
+    for it (None: not known, a cache used outside a run)."""
 
     judgement: Judgement
     usage: TokenUsage
     from_cache: TokenUsage
     payer: Payer | None
-    batch: TokenUsage = field(default_factory=TokenUsage)
 
 
 class JudgeCache:
     """Verdict store in one SQLite file, shared by threads and processes (:class:`SharedSqlite`)."""
 
-    def __init__(self, path: Path, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._db = SharedSqlite(self.path, _SCHEMA, busy_timeout_s)
+        self._db = SharedSqlite(self.path, _SCHEMA)
 
     @staticmethod
     def key(judge: str, prompt: str, epoch: int = 1) -> str:
@@ -82,30 +83,24 @@ class JudgeCache:
 
     def get(self, key: str) -> StoredVerdict | None:
         """The cached verdict for ``key``, if any."""
-        row = self._db.one("SELECT status, justification, verdict_payers.usage, from_cache, grading, task_id, epoch, "
-                           "verdict_batch.usage FROM verdicts LEFT JOIN verdict_payers USING (key) "
-                           "LEFT JOIN verdict_batch USING (key) WHERE key = ?", (key,))
+        row = self._db.one(_GET, (key,))
         if row is None:
             return None
-        status, justification, usage, from_cache, grading, task_id, epoch, batch = row
+        status, justification, usage, from_cache, grading, task_id, epoch = row
         payer = Payer(grading, task_id, epoch) if grading is not None else None
-        return StoredVerdict(Judgement(status, justification), _usage(usage), _usage(from_cache), payer, _usage(batch))
+        return StoredVerdict(Judgement(status, justification), _usage(usage), _usage(from_cache), payer)
 
     def put(self, key: str, judge: str, judgement: Judgement, usage: TokenUsage | None = None,
-            from_cache: TokenUsage | None = None, payer: Payer | None = None, batch: TokenUsage | None = None) -> None:
-        """Store a met / not_met judgement with the usage of its call, who paid for it and the part of
-        the usage billed at batch price (anything else is ignored)."""
+            from_cache: TokenUsage | None = None, payer: Payer | None = None) -> None:
+        """Store a met / not_met judgement with the usage of its call (a batch API's: billed at the
+        batch price, its ``batch_*`` counts) and who paid for it (anything else is ignored)."""
         if judgement.status not in ("met", "not_met"):
             return
-        billed_in_batch = [("INSERT INTO verdict_batch VALUES (?, ?)", (key, batch.model_dump_json()))
-                           ] if batch is not None and batch.calls else []
         self._db.write_all([
-            ("DELETE FROM verdict_batch WHERE key = ?", (key,)), *billed_in_batch,
-            ("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)",
-             (key, judge, judgement.status, judgement.justification)),
-            ("INSERT OR REPLACE INTO verdict_payers VALUES (?, ?, ?, ?, ?, ?)",
-             (key, (usage or TokenUsage()).model_dump_json(), (from_cache or TokenUsage()).model_dump_json(),
-              *((payer.grading, payer.task_id, payer.epoch) if payer else (None, None, None))))])
+            (_PUT_VERDICT, (key, judge, judgement.status, judgement.justification)),
+            (_PUT_PAYER, (key, (usage or TokenUsage()).model_dump_json(),
+                          (from_cache or TokenUsage()).model_dump_json(),
+                          *((payer.grading, payer.task_id, payer.epoch) if payer else (None, None, None))))])
 
     def close(self) -> None:
         """Close the database."""
@@ -163,7 +158,7 @@ class CachedJudge:
         if hit is not None:
             if payer is not None and hit.payer == payer and self._paid_here.claim(key):
                 # this pass paid for it, in an attempt that left no result (or in a batch)
-                add_usage(hit.usage, hit.from_cache, hit.batch)
+                add_usage(hit.usage, hit.from_cache)
                 return hit.judgement
             return replace(hit.judgement, cached=True)
         with measure_usage() as used:  # to store with the verdict; the task's tracker counts the call too

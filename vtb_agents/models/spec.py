@@ -13,7 +13,7 @@ from langchain_core.rate_limiters import BaseRateLimiter, InMemoryRateLimiter
 from vtb_agents.defaults import OBJECT_PREFIX, REPLAY, AgentSpec
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S, PACED_PROVIDERS, client_options
 from vtb_agents.models.limiter import Budgets, Caps, Limiters
-from vtb_agents.models.presets import find_preset
+from vtb_agents.models.presets import Prices, find_preset
 from vtb_agents.models.replay import ReplayChatModel
 from vtb_agents.tasks.model import Task
 
@@ -30,11 +30,14 @@ def temperature_for(model_name: str) -> float:
 
 @dataclass(frozen=True)
 class ModelChoice:
-    """A model spec resolved: the ``provider:model`` to build, the preset it came from, its settings."""
+    """A model spec resolved: the ``provider:model`` to build, the preset it came from, its settings,
+    and its ``prices`` (None: unknown; set by the run plan, :mod:`vtb_agents.runner.plan`, which looks
+    them up once; not part of :meth:`record`)."""
 
     spec: str
     preset: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    prices: Prices | None = None
 
     def record(self) -> dict[str, Any]:
         """What ``run.json`` and the report show of the model."""

@@ -105,7 +105,6 @@ class UsageTracker(BaseCallbackHandler):
         self._lock = threading.Lock()
         self.total = TokenUsage()
         self.from_cache = TokenUsage()
-        self.batch = TokenUsage()
         self.by_turn: dict[int, TokenUsage] = {}
         self.turn: int | None = None
         self._run_turns: dict[UUID, int] = {}
@@ -147,13 +146,12 @@ class UsageTracker(BaseCallbackHandler):
         with self._lock:
             self._run_turns.pop(run_id, None)
 
-    def add(self, usage: TokenUsage, from_cache: TokenUsage, batch: TokenUsage | None = None) -> None:
-        """Count ``usage`` (of which the model cache answered ``from_cache`` and a batch API ``batch``)
-        as calls made now, under the current turn if one is set."""
+    def add(self, usage: TokenUsage, from_cache: TokenUsage) -> None:
+        """Count ``usage`` (of which the model cache answered ``from_cache``) as calls made now, under
+        the current turn if one is set."""
         with self._lock:
             self.total = self.total + usage
             self.from_cache = self.from_cache + from_cache
-            self.batch = self.batch + (batch or TokenUsage())
             if self.turn is not None:
                 self.by_turn[self.turn] = self.by_turn.get(self.turn, TokenUsage()) + usage
 
@@ -187,13 +185,13 @@ def measure_usage() -> Iterator[UsageTracker]:
         _measuring.reset(token)
 
 
-def add_usage(usage: TokenUsage, from_cache: TokenUsage | None = None, batch: TokenUsage | None = None) -> None:
+def add_usage(usage: TokenUsage, from_cache: TokenUsage | None = None) -> None:
     """Count ``usage`` in the active tracker (if any) as calls made now: usage measured in an earlier
-    attempt (a judge verdict the run paid for before it was killed, or that a batch API gave,
-    ``batch``: :mod:`vtb_agents.judges.cache`)."""
+    attempt (a judge verdict the run paid for before it was killed, or that a batch API gave, its
+    ``batch_*`` counts billed at the batch price: :mod:`vtb_agents.judges.cache`)."""
     tracker = _active.get()
     if tracker is not None:
-        tracker.add(usage, from_cache or TokenUsage(), batch)
+        tracker.add(usage, from_cache or TokenUsage())
 
 
 def set_turn(turn: int | None) -> None:

@@ -190,8 +190,8 @@ class EpisodeCounts(BaseModel):
 class RunUsage(BaseModel):
     """Tokens of the model and of the judge over a run, how many results had no usage, and how many
     calls the model cache answered (``cache_hits``; their tokens are counted as originally reported),
-    of the model's and the judge's apart (``model_from_cache``, ``judge_from_cache``), and the judge's
-    usage a batch API answered (``judge_batch``, billed at the batch price)."""
+    of the model's and the judge's apart (``model_from_cache``, ``judge_from_cache``); the part billed at
+    the batch price is in each usage's ``batch_*`` counts."""
 
     model_config = ConfigDict(extra="allow")
     model: TokenUsage = Field(default_factory=TokenUsage)
@@ -200,7 +200,6 @@ class RunUsage(BaseModel):
     cache_hits: int = 0
     model_from_cache: TokenUsage = Field(default_factory=TokenUsage)
     judge_from_cache: TokenUsage = Field(default_factory=TokenUsage)
-    judge_batch: TokenUsage = Field(default_factory=TokenUsage)
 
 
 class RunCost(BaseModel):

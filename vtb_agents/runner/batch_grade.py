@@ -27,10 +27,11 @@ from typing import Callable
 
 from pydantic import ValidationError
 
+from vtb_agents.judges import JudgeChoice
 from vtb_agents.judges.base import RubricJudge
-from vtb_agents.judges.batch import (BATCH_PROVIDERS, BATCH_SIZE, BatchApi, BatchError, BatchJudge, BatchLedger,
-                                     BatchProgress, PendingVerdict, SubmittedBatch, batch_provider, no_batch_api,
-                                     pending_verdicts)
+from vtb_agents.judges.batch import (BATCH_SIZE, BatchJudge, BatchLedger, PendingVerdict, SubmittedBatch, batch_api,
+                                     no_batch_api, pending_verdicts)
+from vtb_agents.judges.batch_api import BatchApi, BatchProgress
 from vtb_agents.judges.cache import CachedJudge, JudgeCache, Payer
 from vtb_agents.judges.relay import Relay
 from vtb_agents.config import CriticalRule
@@ -102,28 +103,30 @@ def progress_line(states: list[BatchProgress], started: float) -> str:
             f"done, {failed} failed; waited {waited // 60}:{waited % 60:02d}")
 
 
-def judge_run_in_batches(run_dir: Path, spec: str, judge: RubricJudge, results: list[TaskResult],
+def judge_run_in_batches(run_dir: Path, choice: JudgeChoice, judge: RubricJudge, results: list[TaskResult],
                          tasks: dict[str, Task], grading: str, *, critical_rule: CriticalRule,
                          request_timeout_s: float, settings: BatchSettings) -> BatchOutcome | None:
-    """:func:`judge_in_batches` for the episodes of ``results`` when ``judge`` (of ``spec``, behind the
-    verdict cache) has a batch API; else one line saying so, and None (the grading asks live)."""
-    provider = batch_provider(spec)
+    """:func:`judge_in_batches` for the episodes of ``results`` when ``judge`` (built from ``choice``,
+    behind the verdict cache) has a batch API (the plan's ``choice.batch_provider``); else one line
+    saying so, and None (the grading asks live)."""
+    provider = choice.batch_provider
     if provider is None or not isinstance(judge, CachedJudge):
         if settings.on_progress:
-            settings.on_progress(no_batch_api(spec))
+            settings.on_progress(no_batch_api(choice.spec))
         return None
     episodes = [(tasks[result.task_id], result.episode, result.epoch) for result in results]
-    return judge_in_batches(run_dir, spec, batch_api(provider), episodes, judge.cache, grading,
+    return judge_in_batches(run_dir, choice, batch_api(provider), episodes, judge.cache, grading,
                             critical_rule=critical_rule, request_timeout_s=request_timeout_s,
                             poll_s=settings.poll_s, on_progress=settings.on_progress)
 
 
-def judge_in_batches(run_dir: Path, spec: str, api: BatchApi, episodes: list[tuple[Task, Episode, int]],
+def judge_in_batches(run_dir: Path, choice: JudgeChoice, api: BatchApi, episodes: list[tuple[Task, Episode, int]],
                      cache: JudgeCache, grading: str, *, critical_rule: CriticalRule = "weight",
                      request_timeout_s: float, poll_s: float = DEFAULT_POLL_S,
                      on_progress: ProgressLine | None = None) -> BatchOutcome:
-    """Judge the pending verdicts of ``episodes`` (task, episode, epoch) with judge ``spec`` through
-    ``api`` into ``cache``, paid for by grading pass ``grading`` (see the module docstring)."""
+    """Judge the pending verdicts of ``episodes`` (task, episode, epoch) with the judge of ``choice``
+    through ``api`` into ``cache``, paid for by grading pass ``grading`` (see the module docstring)."""
+    spec = choice.spec
     say = on_progress or (lambda line: None)
     pending = pending_verdicts(spec, episodes, cache, critical_rule)
     by_key = {item.key: item for item in pending}
@@ -132,7 +135,7 @@ def judge_in_batches(run_dir: Path, spec: str, api: BatchApi, episodes: list[tup
     if not pending:
         say("batch judging: the verdict cache holds every verdict the grading needs: no batch to submit")
     with Relay() as relay:
-        judge = BatchJudge(spec, api, relay, request_timeout_s)
+        judge = BatchJudge(choice, api, relay, request_timeout_s)
         for start in range(0, len(fresh), BATCH_SIZE):
             chunk = fresh[start:start + BATCH_SIZE]
             batch_id = api.submit([judge.request(item) for item in chunk])
@@ -173,20 +176,6 @@ def _store(api: BatchApi, judge: BatchJudge, batch: SubmittedBatch, by_key: dict
             continue  # not pending any more, or failed in the batch: the grading asks live
         judgement, usage = judge.verdict(item, result)
         if judgement.status in ("met", "not_met"):
-            cache.put(key, judge.name, judgement, usage, None, Payer(grading, item.task.id, item.epoch), batch=usage)
+            cache.put(key, judge.name, judgement, usage, None, Payer(grading, item.task.id, item.epoch))
             stored += 1
     return stored
-
-
-def batch_api(provider: str) -> BatchApi:
-    """The batch API client of ``provider`` (one of :data:`BATCH_PROVIDERS`), configured from the
-    environment as the provider's SDK is (``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL``, API keys)."""
-    if provider == "openai":  # the SDK clients load only for a run that judges in batches
-        from vtb_agents.judges.batch_openai import OpenAIBatches
-
-        return OpenAIBatches()
-    if provider == "anthropic":
-        from vtb_agents.judges.batch_anthropic import AnthropicBatches
-
-        return AnthropicBatches()
-    raise BatchError(f"provider {provider!r} has no batch API here (only {', '.join(BATCH_PROVIDERS)})")

@@ -16,15 +16,17 @@ See docs/how-to/cost-and-rate-limits.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from vtb_agents.analysis.cost import cost_of
-from vtb_agents.judges import JudgeChoice
-from vtb_agents.models.presets import Prices, prices_for
+from vtb_agents.models.presets import Prices
 from vtb_agents.results import TaskResult, TokenUsage
 from vtb_agents.rundir.errors import StoppedRun
 
-__all__ = ["Budget", "BudgetReached", "Spend", "run_budget", "run_prices"]
+if TYPE_CHECKING:  # the plan loads LangChain: the CLI imports this module before it builds one
+    from vtb_agents.runner.plan import PlanRecords
+
+__all__ = ["Budget", "BudgetReached", "Spend", "run_budget"]
 
 
 class BudgetReached(StoppedRun):
@@ -86,22 +88,18 @@ class Budget:
         return None
 
 
-def run_prices(model: str, judge: str) -> tuple[Prices | None, Prices | None]:
-    """The prices of a run's model and judge specs (None: unknown), as its summary's cost takes them."""
-    return prices_for(model), prices_for(judge)
-
-
-def run_budget(model: str, judge: JudgeChoice, cost_limit: float | None, token_limit: int | None,
-               done: Iterable[TaskResult] = ()) -> Budget:
-    """The budget of a run of ``model`` graded by ``judge``, with what its ``done`` results spent.
-    A ``cost_limit`` with a model or an LLM judge whose prices are not known raises ValueError naming it
-    (its spending could not be counted)."""
-    model_prices, judge_prices = run_prices(model, judge.spec)
-    if cost_limit is not None:
+def run_budget(records: PlanRecords, done: Iterable[TaskResult] = ()) -> Budget:
+    """The budget of a run of ``records`` (its config's ``cost_limit`` and ``token_limit``, its model's and
+    judge's prices as the plan looked them up), with what its ``done`` results spent. A cost limit with
+    a model or an LLM judge whose prices are not known raises ValueError naming it (its spending could
+    not be counted)."""
+    config, judge = records.config, records.judge
+    model_prices, judge_prices = records.model.prices, judge.prices
+    if config.cost_limit is not None:
         if model_prices is None:
-            raise ValueError(f"--cost-limit needs the model's prices, and {model!r} has none: use a preset "
+            raise ValueError(f"--cost-limit needs the model's prices, and {config.model!r} has none: use a preset "
                              "with prices (`vtb models`) or --token-limit")
         if judge.calls_model and judge_prices is None:
             raise ValueError(f"--cost-limit needs the judge's prices, and {judge.spec!r} has none: use a preset "
                              "with prices (`vtb models`) or --token-limit")
-    return Budget(Spend(model_prices, judge_prices).add_all(done), cost_limit, token_limit)
+    return Budget(Spend(model_prices, judge_prices).add_all(done), config.cost_limit, config.token_limit)

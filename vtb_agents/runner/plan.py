@@ -27,7 +27,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,11 @@ from vtb_agents.config import RunConfig
 from vtb_agents.defaults import OBJECT_PREFIX, REPLAY, AgentSpec
 from vtb_agents.graphs.resumers import Resumer, load_resumer
 from vtb_agents.judges import JudgeChoice, RubricJudge, build_judge, judge_choice
+from vtb_agents.judges.batch import batch_provider
 from vtb_agents.models.http import DEFAULT_REQUEST_TIMEOUT_S
 from vtb_agents.models.limiter import Budgets, Caps
 from vtb_agents.models.limiter import Limiters as AccountLimiters
+from vtb_agents.models.presets import prices_for
 from vtb_agents.models.spec import (ModelChoice, ModelFactory, chat_model, model_choice, model_factory, rate_limiter,
                                     refuse_object_name)
 from vtb_agents.rundir.records import ModelRecord
@@ -54,8 +56,8 @@ from vtb_agents.tools.network import NetworkSettings
 
 SandboxOpener = Callable[[], AbstractContextManager[Sandbox]]
 __all__ = ["JudgePlan", "Limiters", "ModelFactory", "NO_OBJECTS", "PlanRecords", "RunObjects", "RunPlan",
-           "SandboxOpener", "build_plan", "network_settings", "object_name", "plan_judge", "plan_records", "plan_run",
-           "run_limiters", "sandbox_kind_opener", "sandbox_opener"]
+           "SandboxOpener", "build_plan", "decide_judge", "decide_model", "network_settings", "object_name",
+           "plan_judge", "plan_records", "plan_run", "run_limiters", "sandbox_kind_opener", "sandbox_opener"]
 
 
 def object_name(obj: object) -> str:
@@ -101,6 +103,12 @@ class PlanRecords:
     config: RunConfig
     model: ModelChoice
     judge: JudgeChoice
+
+    @property
+    def defers_verdicts(self) -> bool:
+        """Whether the run leaves its verdicts pending for a batch grading at its end (``--judge-batch``
+        with a judge that has a batch API: docs/how-to/batch-judging.md)."""
+        return self.config.judge_batch and self.judge.batch_provider is not None
 
     @property
     def model_is_agent(self) -> bool:
@@ -229,11 +237,25 @@ def added_tools(config: RunConfig, objects: RunObjects) -> list[BaseTool]:
     return [*guard_tools(list(objects.tools)), *extension_tools(specs)]
 
 
+def decide_model(spec: str, extra: dict[str, Any] | None = None) -> ModelChoice:
+    """The model ``spec`` resolved once, with its prices (None: unknown; ``extra``: ``--model-kwargs``)."""
+    return replace(model_choice(spec, extra), prices=prices_for(spec))
+
+
+def decide_judge(spec: str) -> JudgeChoice:
+    """The judge ``spec`` classified once, with what the run reads of it later: its model's prices and
+    the provider whose batch API can ask its verdicts (a bad spec raises ValueError naming it)."""
+    choice = judge_choice(spec)
+    choice = replace(choice, model=replace(choice.model, prices=prices_for(spec)))
+    return replace(choice, batch_provider=batch_provider(choice))
+
+
 def plan_records(config: RunConfig) -> PlanRecords:
-    """The run's model and judge specs resolved, once (a spec that cannot be resolved raises ValueError,
-    as do ``model_kwargs`` for a model that is no chat model: ``replay``, your agent)."""
-    records = PlanRecords(config=config, model=model_choice(config.model, config.model_kwargs),
-                          judge=judge_choice(config.judge))
+    """The run's model and judge specs resolved, once, with their prices and the judge's batch provider
+    (a spec that cannot be resolved raises ValueError, as do ``model_kwargs`` for a model that is no
+    chat model: ``replay``, your agent)."""
+    records = PlanRecords(config=config, model=decide_model(config.model, config.model_kwargs),
+                          judge=decide_judge(config.judge))
     if config.model_kwargs is not None and (config.model == REPLAY or records.model_is_agent):
         raise ValueError(f"--model-kwargs needs a chat model (a preset or provider:model), not {config.model!r}")
     return records
@@ -299,6 +321,6 @@ def plan_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
                budgets: Budgets | None = None) -> JudgePlan:
     """The judge ``spec`` names, classified once and built (a bad spec raises ValueError naming it),
     its calls paced by ``budgets`` (default: account limiters of its own, :mod:`vtb_agents.models.limiter`)."""
-    choice = judge_choice(spec)
+    choice = decide_judge(spec)
     return JudgePlan(choice, build_judge(choice, request_timeout_s, budgets or AccountLimiters()))
 

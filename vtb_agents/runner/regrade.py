@@ -86,8 +86,8 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
         regraded = []
         with open_judge(judging.judge, judge_cache or run_dir / JUDGE_CACHE_FILE, grading) as judge:
             if batch is not None:
-                judge_run_in_batches(run_dir, judge_spec, judge, results, by_id, grading, critical_rule=critical_rule,
-                                     request_timeout_s=request_timeout_s, settings=batch)
+                judge_run_in_batches(run_dir, judging.choice, judge, results, by_id, grading,
+                                     critical_rule=critical_rule, request_timeout_s=request_timeout_s, settings=batch)
             artifacts = ArtifactStore(artifacts_dir(run_dir))
             for done, result in enumerate(results, start=1):
                 recorder = TranscriptRecorder(artifacts)  # the new verdicts replace the transcript's
@@ -99,8 +99,7 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
                 judged = [e for e in recorder.transcript(result.task_id).events if isinstance(e, JudgeEvent)]
                 regraded_transcript(run_dir, result.task_id, judged, result.epoch)
                 # a result written before usage was recorded keeps none: its model's tokens are unknown
-                usage = (result.usage.model_copy(update={"judge": judge_usage.total, "judge_batch": judge_usage.batch})
-                         if result.usage else None)
+                usage = result.usage.model_copy(update={"judge": judge_usage.total}) if result.usage else None
                 regraded.append(result.model_copy(update={"grade": grade, "usage": usage,
                                                           "outcome": task_outcome(result.episode, grade)}))
                 if progress:

@@ -27,6 +27,7 @@ from vtb_agents.episodes.regions import ReferenceRegionCache
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.resumers import Resumer
 from vtb_agents.judges import RubricJudge
+from vtb_agents.judges.batch import defer_verdicts
 from vtb_agents.judges.cache import CachedJudge, JudgeCache
 from vtb_agents.models.cache import ModelCache
 from vtb_agents.rundir.read import record_if_any
@@ -116,8 +117,9 @@ def open_plan(plan: RunPlan, *, artifacts: Path | None = None, checkpoints: Path
     entering: a new run writes it first)."""
     record = record_if_any(run_dir)
     with ExitStack() as stack:
+        judge = stack.enter_context(open_judge(plan.judge, judge_cache, record.grading_id if record else None))
         yield RunResources(
-            judge=stack.enter_context(open_judge(plan.judge, judge_cache, record.grading_id if record else None)),
+            judge=defer_verdicts(judge) if plan.records.defers_verdicts else judge,
             strategy=plan.strategy, tools=plan.tools, open_sandbox=plan.open_sandbox, models=plan.models,
             resumer=plan.resumer, artifacts=ArtifactStore(artifacts) if artifacts is not None else None,
             checkpointer=stack.enter_context(open_checkpoints(checkpoints)) if checkpoints is not None else None,

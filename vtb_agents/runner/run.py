@@ -24,7 +24,6 @@ from vtb_agents.episodes.recorder import TranscriptRecorder
 from vtb_agents.episodes.regions import has_reference_code, locate_untracked
 from vtb_agents.judges.bounded import judge_time_limit
 from vtb_agents.judges.graph import grade_episode
-from vtb_agents.judges.batch import batch_provider, defer_verdicts
 from vtb_agents.judges.cache import judge_for_epoch
 from vtb_agents.models.cache import ModelCacheMiss, task_model_calls
 from vtb_agents.models.usage import track_usage
@@ -98,8 +97,7 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
         outcome: Outcome | None = None
         with track_usage() as judge_usage:
             try:
-                judge = defer_verdicts(resources.judge) if defers_verdicts(config) else resources.judge
-                grade = grade_episode(task, episode, judge_for_epoch(judge, epoch), config.critical_rule,
+                grade = grade_episode(task, episode, judge_for_epoch(resources.judge, epoch), config.critical_rule,
                                       callbacks=[recorder] if recorder is not None else None,
                                       time_limit_s=config.episode.task_timeout_s,
                                       call_limit_s=judge_time_limit(config.request_timeout_s))
@@ -119,8 +117,7 @@ def run_task(task: Task, config: RunConfig, resources: RunResources, *, epoch: i
         episode=episode, grade=grade, duration_s=round(time.perf_counter() - started, 4),
         outcome=outcome or task_outcome(episode, grade),
         usage=TaskUsage(model=model_usage.total, model_by_turn=model_usage.by_turn, judge=judge_usage.total,
-                        model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache,
-                        judge_batch=judge_usage.batch),
+                        model_from_cache=model_usage.from_cache, judge_from_cache=judge_usage.from_cache),
     )
 
 
@@ -222,7 +219,7 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
     if plan.in_process_only and not executor.in_process:
         raise RunError("objects from Python (a model, judge, strategy, agent or tools) cannot reach remote workers: "
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
-    budget = run_budget(config.model, plan.records.judge, config.cost_limit, config.token_limit)  # before any file
+    budget = run_budget(plan.records)  # before any file
     cache = judge_cache or out / JUDGE_CACHE_FILE
     if not checked:
         require(check_plan(plan))  # and parts that break their contract or cannot run code
@@ -275,7 +272,7 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
                                    "critical_rule": config.critical_rule,
                                    "rate_limits": plan.limiters.counts(recorded_pacing(out) if resume else None)})
         typed = write_summary(out, summary)
-    if defers_verdicts(config) and not typed.missing and not stop.is_set():
+    if plan.records.defers_verdicts and not typed.missing and not stop.is_set():
         batch = batch or BatchSettings()
         if batch.before is not None:
             batch.before()
@@ -288,8 +285,3 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
                             f"summary of those in {out}; continue with a higher limit")
     return typed.model_copy(update={"run_dir": out})
 
-
-def defers_verdicts(config: RunConfig) -> bool:
-    """Whether a run of ``config`` leaves its verdicts pending for a batch grading at its end
-    (``--judge-batch`` with a judge that has a batch API: docs/how-to/batch-judging.md)."""
-    return config.judge_batch and batch_provider(config.judge) is not None

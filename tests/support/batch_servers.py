@@ -1,7 +1,7 @@
 """Real HTTP servers on 127.0.0.1 speaking OpenAI's Batch API and Anthropic's Message Batches API.
 
 Each answers every request of a batch the way the scripted judge ``respond(request_json) -> reply``
-answers it live (a string: the reply's text, as in tests/openai_server.py), and serves live calls
+answers it live (a string: the reply's text, as in tests/support/openai_server.py), and serves live calls
 too (``/v1/chat/completions``, ``/v1/messages``), which it counts in ``live`` apart from the
 requests submitted in batches (``submitted``: one list of request bodies per batch, by custom id).
 
@@ -17,17 +17,18 @@ import json
 import threading
 import time
 from email.parser import BytesParser
-from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable
 
-from openai_server import _HTTPServer, completion
+from support.openai_server import completion
+from support.servers import LocalServer, Reply as HTTPReply, Request
 
 Respond = Callable[[dict[str, Any]], str]
 Outcome = Callable[[str, dict[str, Any]], str]
 
 
 class _BatchServer:
-    """The HTTP plumbing both servers share: routes ``(method, path) -> (status, payload)``."""
+    """What both servers share: a ``LocalServer`` whose every request goes to :meth:`route`
+    (``(method, path) -> (status, payload)``; bytes are sent as a file, anything else as JSON)."""
 
     base_path = ""
 
@@ -41,43 +42,23 @@ class _BatchServer:
         self.polls = 0
         self.live_status: int | None = None
         self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_GET(self) -> None:  # noqa: N802
-                self._answer(server.route("GET", self.path, b"", self.headers.get("Content-Type", "")))
-
-            def do_POST(self) -> None:  # noqa: N802
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                self._answer(server.route("POST", self.path, raw, self.headers.get("Content-Type", "")))
-
-            def _answer(self, reply: tuple[int, Any]) -> None:
-                status, payload = reply
-                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/octet-stream" if isinstance(payload, bytes)
-                                 else "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._httpd = _HTTPServer(("127.0.0.1", 0), Handler)
-        self.root = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        self.http = LocalServer(fallback=self._serve)
+        self.root = self.http.url("")
         self.base_url = self.root + self.base_path
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    def _serve(self, request: Request) -> HTTPReply:
+        content_type = request.headers.get("content-type", "")
+        status, payload = self.route(request.method, request.path, request.body, content_type)
+        if isinstance(payload, bytes):
+            return HTTPReply(status, payload, {"Content-Type": "application/octet-stream"})
+        return HTTPReply(status, json.dumps(payload).encode(), {"Content-Type": "application/json"})
 
     def __enter__(self) -> Any:
-        self._thread.start()
+        self.http.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self.http.stop()
 
     def route(self, method: str, path: str, raw: bytes, content_type: str) -> tuple[int, Any]:
         raise NotImplementedError

@@ -1,27 +1,34 @@
-"""Real HTTP servers on 127.0.0.1 for tests: a small routed server that records what it receives, and
-stand-ins of the public APIs the network tools call (Open-Meteo, Tavily, SerpAPI) plus a web site.
+"""The one local HTTP server of the tests (``LocalServer``, real sockets on 127.0.0.1) and stand-ins of the
+public APIs the network tools call (Open-Meteo, Tavily, SerpAPI) plus a web site and a folder of files.
 
-The stand-ins answer in the providers' real wire formats and check the requests they get; a failed check
-answers HTTP 400 and is kept in ``server.errors`` (tests assert it stays empty).
+Every HTTP service a test talks to is a ``LocalServer``: its routes answer what the stand-in of that
+service answers (``support.openai_server``: the chat-completions API, ``support.langsmith_server``: LangSmith,
+``add_*`` here). A server records what it receives; the stand-ins answer in the providers' real wire formats
+and check the requests they get; a failed check answers HTTP 400 and is kept in ``server.errors`` (tests
+assert it stays empty). ``serving`` runs any ``socketserver`` server (say the package's own) in a thread.
 """
 
 from __future__ import annotations
 
 import json
+import mimetypes
+import socketserver
 import struct
 import sys
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 
 @dataclass
 class Request:
-    """One request as the server saw it (header names lower-case)."""
+    """One request as the server saw it (header names lower-case, a chunked body joined)."""
 
     method: str
     path: str
@@ -39,12 +46,16 @@ class Request:
 
 @dataclass
 class Reply:
-    """What a route answers: a dict/list body is sent as JSON, str as HTML unless headers say otherwise."""
+    """What a route answers: a dict/list body is sent as JSON, str as HTML unless headers say otherwise.
+
+    ``stream`` sends its pieces as they come, without a length, and closes the connection after the last
+    (server-sent events); ``delay_s`` waits before answering (cut short when the server stops)."""
 
     status: int = 200
     body: bytes | str | dict[str, Any] | list[Any] = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    stream: Iterable[bytes] | None = None
 
     def encoded(self) -> tuple[bytes, str]:
         if isinstance(self.body, (dict, list)):
@@ -61,7 +72,7 @@ class _Server(ThreadingHTTPServer):
     """ThreadingHTTPServer that treats a client hang-up as normal and records any other handler crash."""
 
     daemon_threads = True
-    request_queue_size = 128  # parallel-call tests connect many clients at once
+    request_queue_size = 128  # parallel-call tests connect many clients at once (the default 5 resets some)
     owner: LocalServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -72,13 +83,30 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
-class LocalServer:
-    """A threading HTTP server on 127.0.0.1 with routes by (method, path); use it as a context manager."""
+@contextmanager
+def serving(server: socketserver.BaseServer) -> Iterator[socketserver.BaseServer]:
+    """Serve ``server`` from a thread while the block runs; then stop it and close its port."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
-    def __init__(self) -> None:
+
+class LocalServer:
+    """A threading HTTP/1.1 server on 127.0.0.1 (keep-alive, TCP_NODELAY as real servers) with routes by
+    (method, path); ``fallback`` answers the requests no route takes (404 without one). Use it as a context
+    manager. ``requests`` lists what it received, ``connections`` counts the client connections it accepted."""
+
+    def __init__(self, fallback: Handler | None = None) -> None:
         self.routes: dict[tuple[str, str], Handler] = {}
+        self.fallback = fallback
         self.requests: list[Request] = []
         self.errors: list[str] = []
+        self.connections = 0
         self._stopping = threading.Event()
         self._lock = threading.Lock()
         self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
@@ -115,7 +143,7 @@ class LocalServer:
     def _dispatch(self, request: Request) -> Reply:
         with self._lock:
             self.requests.append(request)
-        handler = self.routes.get((request.method, request.path))
+        handler = self.routes.get((request.method, request.path), self.fallback)
         if handler is None:
             return Reply(404, "<html><body><h1>Not Found</h1></body></html>")
         try:
@@ -132,28 +160,70 @@ class LocalServer:
         server = self
 
         class _Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+            protocol_version = "HTTP/1.1"  # keep-alive, as real APIs
+            disable_nagle_algorithm = True  # no 40 ms wait between a reply's header and its body
+
+            def setup(self) -> None:
+                super().setup()
+                with server._lock:
+                    server.connections += 1
+
+            def _body(self) -> bytes:
+                if self.headers.get("transfer-encoding", "").lower() != "chunked":
+                    return self.rfile.read(int(self.headers.get("content-length") or 0))
+                data = b""
+                while size := int(self.rfile.readline().split(b";")[0], 16):
+                    data += self.rfile.read(size)
+                    self.rfile.readline()
+                self.rfile.readline()
+                return data
 
             def _serve(self) -> None:
                 parts = urlsplit(self.path)
-                length = int(self.headers.get("content-length") or 0)
                 request = Request(self.command, parts.path, parse_qs(parts.query),
-                                  {k.lower(): v for k, v in self.headers.items()}, self.rfile.read(length))
+                                  {k.lower(): v for k, v in self.headers.items()}, self._body())
                 reply = server._dispatch(request)
                 body, content_type = reply.encoded()
                 self.send_response(reply.status)
+                if reply.stream is not None:
+                    for name, value in {"Content-Type": content_type, **reply.headers, "Connection": "close"}.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.close_connection = True  # the end of the body is the end of the connection
+                    for piece in reply.stream:
+                        self.wfile.write(piece)
+                    return
                 headers = {"Content-Type": content_type, **reply.headers, "Content-Length": str(len(body))}
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body)
 
-            do_GET = do_POST = _serve
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
 
             def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
                 return
 
         return _Handler
+
+
+def add_directory(server: LocalServer, root: Path) -> None:
+    """Serve the files under ``root`` for any GET no route takes (``index.html`` for a folder), as a static
+    web host does: content type from the name, 404 for what is missing or outside ``root``."""
+    base = root.resolve()
+
+    def files(request: Request) -> Reply:
+        if request.method != "GET":
+            return Reply(405, "<html><body>Method Not Allowed</body></html>")
+        target = (base / unquote(request.path).lstrip("/")).resolve()
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_relative_to(base) or not target.is_file():
+            return Reply(404, "<html><body><h1>Not Found</h1></body></html>")
+        kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        return Reply(200, target.read_bytes(), {"Content-Type": kind})
+
+    server.fallback = files
 
 
 # ---------------------------------------------------------------- Open-Meteo (geocoding + archive)

@@ -1,4 +1,4 @@
-"""A scripted vision model for the local chat-completions server (tests/openai_server.py).
+"""A scripted vision model for the local chat-completions server (tests/support/openai_server.py).
 
 Per turn it crops the turn's newest image with python_image_processing, then answers; on
 follow-up tasks it can open by asking a clarifying question.

@@ -1,5 +1,5 @@
-"""A LangSmith stand-in for tests: a real HTTP server on 127.0.0.1 that speaks the REST wire format the
-installed ``langsmith`` client uses, keeps what it is sent in memory and answers like the service.
+"""A LangSmith stand-in for tests: a ``LocalServer`` (``support.servers``) on 127.0.0.1 speaking the REST wire
+format the installed ``langsmith`` client uses, keeps what it is sent in memory and answers like the service.
 
 Implemented (only what the client calls for tracing, datasets and ``evaluate``):
 
@@ -28,15 +28,14 @@ import re
 import threading
 import uuid
 from datetime import datetime, UTC
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import replace
 from typing import Any, Callable
-from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import zstandard
 from PIL import Image
 
-from servers import Request
+from support.servers import LocalServer, Reply, Request
 
 API_KEY = "lsv2_pt_test-key"
 TENANT_ID = str(uuid.uuid4())
@@ -109,10 +108,7 @@ class LangSmithStandIn:
         self.examples: dict[str, dict[str, Any]] = {}
         self.attachments: dict[tuple[str, str], tuple[str, bytes]] = {}
         self.lock = threading.RLock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self.http = LocalServer(fallback=self._answer)
         self.routes: list[tuple[str, re.Pattern[str], Callable[..., tuple[int, Any]]]] = [
             ("GET", re.compile(r"/info"), self.info),
             ("POST", re.compile(r"/runs/multipart"), self.runs_multipart),
@@ -137,15 +133,14 @@ class LangSmithStandIn:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return self.http.url("")
 
     def __enter__(self) -> LangSmithStandIn:
-        self._thread.start()
+        self.http.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self.http.stop()
 
     # ---------------------------------------------------------------- queries for tests
 
@@ -340,41 +335,12 @@ class LangSmithStandIn:
             self.errors.append(f"unhandled {call.method} {call.path}?{call.query}")
             return 404, {"detail": "Not Found"}
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _body(self) -> bytes:
-                if self.headers.get("transfer-encoding", "").lower() == "chunked":
-                    data = b""
-                    while size := int(self.rfile.readline().split(b";")[0], 16):
-                        data += self.rfile.read(size)
-                        self.rfile.readline()
-                    self.rfile.readline()
-                else:
-                    data = self.rfile.read(int(self.headers.get("content-length") or 0))
-                if self.headers.get("content-encoding", "").lower() == "zstd":
-                    data = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True).read()
-                return data
-
-            def _serve(self) -> None:
-                parts = urlsplit(self.path)
-                call = Request(self.command, parts.path, parse_qs(parts.query),
-                               {k.lower(): v for k, v in self.headers.items()}, self._body())
-                status, payload = server._dispatch(call)
-                body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/octet-stream" if isinstance(payload, bytes)
-                                 else "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        return Handler
+    def _answer(self, call: Request) -> Reply:
+        """Every request: its body decompressed (``Content-Encoding: zstd``), routed, answered as JSON or bytes."""
+        if call.headers.get("content-encoding", "").lower() == "zstd":
+            body = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(call.body), read_across_frames=True).read()
+            call = replace(call, body=body)
+        status, payload = self._dispatch(call)
+        if isinstance(payload, bytes):
+            return Reply(status, payload)
+        return Reply(status, json.dumps(payload).encode(), {"Content-Type": "application/json"})
