@@ -1,6 +1,6 @@
 """A local chat-completions server that enforces an account's rate limits, as OpenAI and Anthropic do.
 
-It is the tests' scripted server (``tests/openai_server.py``) behind a limit: a token bucket of
+It is the tests' scripted server (``tests/support/openai_server.py``) behind a limit: a token bucket of
 ``requests_per_s`` requests (holding at most one second of them) and, if given, one of
 ``tokens_per_s`` tokens (counted here from the request: its text's characters / 4 and each image
 by OpenAI's tile formula). A request over either limit is answered ``429`` with the provider's
@@ -38,7 +38,7 @@ from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from openai_server import OpenAIServer, Reply, Responder  # noqa: E402  (the tests' real chat-completions server)
+from support.openai_server import OpenAIServer, Reply, Responder  # noqa: E402  (the tests' real chat-completions server)
 
 from vtb_agents.models.token_estimate import openai_image_tokens  # noqa: E402
 
