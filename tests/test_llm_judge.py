@@ -117,7 +117,7 @@ def test_regrade_reuses_cached_verdicts(task_root, tmp_path, monkeypatch):
         first = regrade_run(out, "openai:judge-1")
         assert len(server.requests) == 1
         assert first.judge.model_dump() == {"model": "openai:judge-1", "calls": 1, "checks": 1, "unjudged": 0,
-                                       "errors": 0, "cache_hits": 0}
+                                       "errors": 0, "cache_hits": 0, "pending": 0}
         result = CliRunner().invoke(app, ["grade", str(out), "--judge", "openai:judge-1"])
         assert result.exit_code == 0, result.output
         assert "0 call(s), 1 verdict cache hit(s), 0 error(s)" in result.output

@@ -39,7 +39,7 @@ def test_run_writes_results_and_summary(three_tasks, tmp_path):
     assert summary.tool_metrics.by_tool == {"python_image_processing": 3}
     assert summary.tool_metrics.image_ops["cropping"] == 3
     assert summary.judge.model_dump() == {"model": "rule", "calls": 0, "checks": 3, "unjudged": 3, "errors": 0,
-                                          "cache_hits": 0}
+                                          "cache_hits": 0, "pending": 0}
     lines = (out / "results.jsonl").read_text().splitlines()
     assert [json.loads(line)["task_id"] for line in lines] == ["a", "b", "c"]
     run = json.loads((out / "run.json").read_text())

@@ -111,8 +111,8 @@ def tool_metrics(results: list[TaskResult]) -> dict[str, Any]:
 
 def judge_counts(results: Iterable[TaskResult], judge_name: str) -> dict[str, Any]:
     """How rubrics were decided: judge calls, deterministic checks, unjudged, errors, cache hits, and
-    verdicts pending in a batch (``pending``, only while a ``vtb run --judge-batch`` waits for its
-    batches; they are not errors)."""
+    verdicts pending in a batch (``pending``: non-zero only while a ``vtb run --judge-batch`` waits for
+    its batches; they are not errors)."""
     verdicts = [v for r in results for v in r.grade.verdicts]
     pending = sum(is_pending(v) for v in verdicts)
     return {
@@ -122,7 +122,7 @@ def judge_counts(results: Iterable[TaskResult], judge_name: str) -> dict[str, An
         "unjudged": sum(v.status == "unjudged" for v in verdicts),
         "errors": sum(v.status == "error" and v.judge != "episode" for v in verdicts) - pending,
         "cache_hits": sum(v.cached for v in verdicts),
-        **({"pending": pending} if pending else {}),  # only while a --judge-batch run waits for its batches
+        "pending": pending,  # verdicts a --judge-batch run still waits for (0 once graded)
     }
 
 
