@@ -12,18 +12,18 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support import cli
 from support.batch_servers import AnthropicBatchServer, OpenAIBatchServer
+from support.cli import openai_env, start_vtb
 from conftest import write_task
 from vtb_agents.runner.run import EXIT_INCOMPLETE
 
-PROJECT = Path(__file__).resolve().parents[1]
 ANSWER = "The number is 42."
 RUBRICS = {"r1": {"description": "Says 42", "weight": 5, "critical": "yes", "category": ["visual understanding"],
                   "check": {"type": "number", "value": 42}},
@@ -46,14 +46,14 @@ def respond(body: dict[str, Any]) -> str:
     return json.dumps({"verdict": verdict, "justification": f"Judged: {name}."})
 
 
-def vtb(*args: str, server: Any, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env_for(server))
-
-
 def env_for(server: Any) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(PROJECT), "OPENAI_BASE_URL": server.root + "/v1",
-            "OPENAI_API_KEY": "test-key", "ANTHROPIC_BASE_URL": server.root, "ANTHROPIC_API_KEY": "test-key"}
+    """Both providers' clients pointed at ``server`` (it speaks either API)."""
+    return openai_env(server.root + "/v1", "test-key", ANTHROPIC_BASE_URL=server.root, ANTHROPIC_API_KEY="test-key")
+
+
+def vtb(*args: str, server: Any, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """``vtb ARGS`` against the batch ``server``."""
+    return cli.vtb(*args, env=env_for(server), timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +64,7 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         write_task(root / "tasks", name, turns=[{"prompt": f"{name}: what number is printed?", "images": [0],
                                                  "golden_answer": ANSWER, "rubrics": RUBRICS}])
     run = root / "run"
-    done = subprocess.run([sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root / "tasks"), "--model",
-                           "replay", "--judge", "rule", "--out", str(run)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    done = cli.vtb("run", "--tasks", root / "tasks", "--model", "replay", "--judge", "rule", "--out", run)
     assert done.returncode == 0, done.stderr[-3000:]
     return run
 
@@ -166,10 +164,9 @@ def test_a_grade_killed_while_polling_resumes_and_submits_nothing_twice(finished
     run = copy_of(finished_run, tmp_path / "run")
     with OpenAIBatchServer(respond) as server:
         server.release.clear()  # every batch stays in_progress
-        args = [sys.executable, "-m", "vtb_agents", "grade", str(run), "--judge", "openai:judge-1", "--batch",
-                "--batch-poll", "0.05"]
-        process = subprocess.Popen(args, env=env_for(server), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   start_new_session=True)
+        process = start_vtb("grade", run, "--judge", "openai:judge-1", "--batch", "--batch-poll", "0.05",
+                            env=env_for(server), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
         try:
             deadline = time.monotonic() + 180
             while server.polls < 3 and time.monotonic() < deadline and process.poll() is None:
@@ -252,10 +249,9 @@ def test_run_with_judge_batch_grades_once_its_episodes_are_done(tmp_path):
         assert len(server.live) == 6
         server.live.clear()
         server.release.clear()  # the batch stays in_progress: the run waits with its verdicts pending
-        args = [sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", "replay", "--judge",
-                "openai:judge-1", "--judge-batch", "--batch-poll", "0.05", "--out", str(run)]
-        process = subprocess.Popen(args, env=env_for(server), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   start_new_session=True)
+        process = start_vtb("run", "--tasks", root, "--model", "replay", "--judge", "openai:judge-1", "--judge-batch",
+                            "--batch-poll", "0.05", "--out", run, env=env_for(server), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
         try:
             deadline = time.monotonic() + 240
             while server.polls < 2 and time.monotonic() < deadline and process.poll() is None:
@@ -283,9 +279,8 @@ def test_run_with_judge_batch_grades_once_its_episodes_are_done(tmp_path):
 def test_run_with_judge_batch_and_the_rule_judge_says_so_and_grades_live(tmp_path):
     root = tmp_path / "tasks"
     write_task(root, "t-one")
-    done = subprocess.run([sys.executable, "-m", "vtb_agents", "run", "--tasks", str(root), "--model", "replay",
-                           "--judge", "rule", "--judge-batch", "--out", str(tmp_path / "run")], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(PROJECT)})
+    done = cli.vtb("run", "--tasks", root, "--model", "replay", "--judge", "rule", "--judge-batch", "--out",
+                   tmp_path / "run")
     assert done.returncode == 0, done.stderr[-3000:]
     assert [line for line in done.stderr.splitlines() if "batch API" in line] == [
         "judge rule has no batch API (only LLM judges of openai and anthropic have one): its verdicts are asked live"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
-from conftest import checkout_env, write_task
+from conftest import write_task
+from support.cli import openai_env, vtb
 from support.openai_server import OpenAIServer
 from support.scripted_vision import VisionModel
 
@@ -36,13 +36,14 @@ def write_tasks(root: Path) -> None:
         write_task(root, f"t{i}")
 
 
-def vtb(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "vtb_agents", "run", *map(str, args)]
+def run_args(*args: str | Path) -> list[str | Path]:
+    """The arguments of ``vtb run ARGS``."""
+    return ["run", *args]
 
 
-def run(server: OpenAIServer, command: list[str]) -> subprocess.CompletedProcess[str]:
-    env = checkout_env(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="k")
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+def run(server: OpenAIServer, args: list[str | Path]) -> subprocess.CompletedProcess[str]:
+    """``vtb ARGS`` with the model served by ``server``."""
+    return vtb(*args, env=openai_env(server.base_url))
 
 
 def stop_line(stderr: str) -> str:
@@ -51,12 +52,12 @@ def stop_line(stderr: str) -> str:
     return lines[0]
 
 
-def resume_command(line: str, flag: str, value: str) -> list[str]:
-    """The ``vtb ...`` command a stop line ends with, as argv, with ``flag`` set to ``value``."""
-    words = shlex.split(line[line.index(": vtb run ") + 2:])
+def resume_command(line: str, flag: str, value: str) -> list[str | Path]:
+    """The arguments of the ``vtb ...`` command a stop line ends with, with ``flag`` set to ``value``."""
+    words: list[str | Path] = list(shlex.split(line[line.index(": vtb run ") + 2:]))
     assert words[:2] == ["vtb", "run"] and words[-1] == "--resume", line
     words[words.index(flag) + 1] = value
-    return [sys.executable, "-m", "vtb_agents", *words[1:]]
+    return words[1:]
 
 
 def results(out: Path) -> list[dict]:
@@ -68,7 +69,7 @@ def test_cost_limit_stops_the_run_and_a_resume_with_a_higher_limit_gives_the_uni
     write_tasks(root)
     common = ["--tasks", root, "--model", PRICED, "--judge", "rule", "--concurrency", "1"]
     with OpenAIServer(VisionModel()) as server:
-        done = run(server, vtb(*common, "--out", whole))
+        done = run(server, run_args(*common, "--out", whole))
         assert done.returncode == 0, done.stderr
         expected = json.loads((whole / "summary.json").read_text())
         per_task = expected["cost"]["total"] / TASKS
@@ -83,7 +84,7 @@ def test_cost_limit_stops_the_run_and_a_resume_with_a_higher_limit_gives_the_uni
         assert status == f"pass 1/4 · ${expected['cost']['total']:.4f} · 120 tok · last t3"
 
         limit = f"{1.5 * per_task:g}"  # reached by the second task
-        stopped = run(server, vtb(*common, "--out", limited, "--cost-limit", limit))
+        stopped = run(server, run_args(*common, "--out", limited, "--cost-limit", limit))
         assert stopped.returncode == EXIT_BUDGET, stopped.stderr
         line = stop_line(stopped.stderr)
         assert "cost limit reached" in line and f"--cost-limit {limit}" in line
@@ -104,8 +105,8 @@ def test_token_limit_stops_the_run_at_the_tokens_used(tmp_path):
     root, out = tmp_path / "tasks", tmp_path / "run"
     write_tasks(root)
     with OpenAIServer(VisionModel()) as server:  # every call reports 10 input and 5 output tokens
-        stopped = run(server, vtb("--tasks", root, "--model", "openai:any-model", "--judge", "rule",
-                                  "--concurrency", "1", "--out", out, "--token-limit", "31"))
+        stopped = run(server, run_args("--tasks", root, "--model", "openai:any-model", "--judge", "rule",
+                                       "--concurrency", "1", "--out", out, "--token-limit", "31"))
         assert stopped.returncode == EXIT_BUDGET, stopped.stderr
         line = stop_line(stopped.stderr)
         assert "token limit reached: 60 tokens used of --token-limit 31" in line, line
@@ -119,8 +120,8 @@ def test_a_cost_limit_for_a_model_without_prices_is_refused_before_the_run(tmp_p
     root, out = tmp_path / "tasks", tmp_path / "run"
     write_tasks(root)
     with OpenAIServer(VisionModel()) as server:
-        refused = run(server, vtb("--tasks", root, "--model", "openai:unpriced-model", "--judge", "rule",
-                                  "--out", out, "--cost-limit", "1"))
+        refused = run(server, run_args("--tasks", root, "--model", "openai:unpriced-model", "--judge", "rule",
+                                       "--out", out, "--cost-limit", "1"))
         assert not server.requests
     assert refused.returncode == 2, refused.stderr
     assert "--cost-limit needs the model's prices, and 'openai:unpriced-model' has none" in refused.stderr
@@ -131,8 +132,8 @@ def test_task_token_limit_ends_the_task_as_token_limit_and_grades_it(tmp_path):
     root, out = tmp_path / "tasks", tmp_path / "run"
     write_tasks(root)
     with OpenAIServer(VisionModel()) as server:  # a crop (15 tokens), then the answer (15 more): past 20
-        done = run(server, vtb("--tasks", root, "--model", "openai:any-model", "--judge", "rule",
-                               "--out", out, "--task-token-limit", "20"))
+        done = run(server, run_args("--tasks", root, "--model", "openai:any-model", "--judge", "rule",
+                                    "--out", out, "--task-token-limit", "20"))
         assert len(server.requests) == 2 * TASKS  # the second call of each task passed the limit: no third
     assert done.returncode == 0, done.stderr  # the model's doing: graded, the run complete
     summary = json.loads((out / "summary.json").read_text())

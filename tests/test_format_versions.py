@@ -7,14 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
 import vtb_agents
-from conftest import checkout_env
+from support import cli
 from vtb_agents.config import run_config
 from vtb_agents.results import RESULTS_FORMAT
 from vtb_agents.rundir.errors import FormatVersionError, RunError
@@ -33,8 +32,7 @@ TASK = "rs-finance-invoice"
 
 def vtb(*args: str) -> subprocess.CompletedProcess[str]:
     """The real command line (`python -m vtb_agents`), output captured, wide enough for one line."""
-    return subprocess.run([sys.executable, "-m", "vtb_agents", *args], capture_output=True, text=True, timeout=240,
-                          env=checkout_env(COLUMNS="400", VTB_DEBUG=""))
+    return cli.vtb(*args, env={"VTB_DEBUG": ""}, columns=400, timeout=240)
 
 
 def snapshot(run_dir: Path) -> dict[str, str]:

@@ -110,7 +110,7 @@ def test_summary_of_a_mixed_run_matches_the_hand_computed_values():
     assert summary["tool_metrics"]["by_tool"] == {"calculator": 2, CODE: 3, "web_search": 2}
     # judge calls: A's first (cached) is not a call; B's, C's first and F's are: 3. checks: A's second.
     assert summary["judge"] == {"model": "o4-mini", "calls": 3, "checks": 1, "unjudged": 1,
-                                "errors": 1, "cache_hits": 1}  # errors: F's (D's is the episode's, not the judge's)
+                                "errors": 1, "cache_hits": 1, "pending": 0}  # errors: F's (D's is the episode's, not the judge's)
     # weight >= 4 against the dataset's flag: A's weight-2 flagged rubric, B's unflagged weight 4
     assert summary["critical_disagreements"] == 2
     # D and E errored
@@ -223,7 +223,7 @@ def test_judge_episode_usage_cost_and_image_op_counts_by_hand():
     summary = summarize([judged], judge_name="o4-mini", extra={"model": "gpt-4o"})
     # calls: the weight 5, 4 and 1 verdicts (the weight-3 one came from the cache); checks: the weight-2 one
     assert summary["judge"] == {"model": "o4-mini", "calls": 3, "checks": 1, "unjudged": 0, "errors": 1,
-                                "cache_hits": 1}
+                                "cache_hits": 1, "pending": 0}
     assert summary["episodes"] == {"errors": 0, "task_timeout": 1, "tool_round_cap": 1, "context_exceeded": 0}
     rejected = result("K", "c", "d", "single", score=0.0, passed=False, outcome="context_exceeded")
     assert summarize([rejected, judged], judge_name="rule")["episodes"] == {
