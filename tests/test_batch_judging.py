@@ -269,7 +269,7 @@ def test_run_with_judge_batch_grades_once_its_episodes_are_done(tmp_path):
     assert server.live == [] and len(server.submitted) == 1 and len(server.submitted[0]) == 6
     assert verdicts(run) == verdicts(live_run)
     summary = summary_of(run)
-    assert "pending" not in summary["judge"] and summary["judge"]["calls"] == 6 and summary["complete"] is True
+    assert summary["judge"]["pending"] == 0 and summary["judge"]["calls"] == 6 and summary["complete"] is True
     assert summary["usage"]["judge"]["batch_calls"] == summary["usage"]["judge"]["calls"] == 6
     assert summary["apr"] == summary_of(live_run)["apr"] and summary["ars"] == summary_of(live_run)["ars"]
     assert "verdicts pending in a batch" not in (run / "report.html").read_text()
@@ -284,7 +284,7 @@ def test_run_with_judge_batch_and_the_rule_judge_says_so_and_grades_live(tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     assert [line for line in done.stderr.splitlines() if "batch API" in line] == [
         "judge rule has no batch API (only LLM judges of openai and anthropic have one): its verdicts are asked live"]
-    assert "pending" not in summary_of(tmp_path / "run")["judge"]
+    assert summary_of(tmp_path / "run")["judge"]["pending"] == 0
 
 
 def test_a_damaged_ledger_is_refused_naming_the_file(tmp_path):
