@@ -127,6 +127,26 @@ def test_host_files_are_out_of_reach(sb: LocalSandbox, tmp_path: Path) -> None:
     assert_alive(sb)
 
 
+def test_fallback_hides_the_checkout_of_a_venv_elsewhere(tmp_path: Path) -> None:
+    """The host runs from a venv outside the checkout it imports the package from (a worktree
+    whose .venv links to another checkout's venv, or PYTHONPATH): the fallback still hides that
+    checkout (it used to mask only the folder around the venv, and showed the checkout)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    site_dirs = [d for d in sys.path if d.endswith("site-packages")]
+    code = ("import sys\nfrom vtb_agents.sandbox import LocalSandbox\n"
+            "with LocalSandbox(sys.argv[1], isolation='fallback') as sb:\n"
+            "    r = sb.run('try:\\n open(%r).read(); print(\"READ\")\\n"
+            "except OSError as e:\\n print(type(e).__name__)' % sys.argv[2])\n"
+            "    print(r.stdout.strip(), r.ok, r.stderr)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PROJECT), *site_dirs])}
+    (tmp_path / "work").mkdir()
+    out = subprocess.run([str(tmp_path / "venv" / "bin" / "python"), "-c", code, str(tmp_path / "work"),
+                          str(PROJECT / "pyproject.toml")], capture_output=True, text=True,
+                         env=env, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[:2] in (["FileNotFoundError", "True"], ["PermissionError", "True"]), out.stdout
+
+
 def test_bwrap_root_holds_only_the_minimal_tree(bwrap_level: str, tmp_path: Path) -> None:
     with LocalSandbox(tmp_path / "work", isolation=bwrap_level) as sb:
         result = sb.run("import os\nprint(repr((sorted(os.listdir('/')), sorted(os.listdir('/etc')),"

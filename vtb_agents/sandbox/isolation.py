@@ -252,12 +252,24 @@ def bwrap_handshake(info_fd: int, block_fd: int | None, deadline: float) -> int:
 
 def fallback_config(python_dirs: list[str], worker_dir: str, workdir: str,
                     tmp_bytes: int) -> dict[str, Any]:
-    """What the fallback worker masks (tmpfs) and binds back (``keep``: path -> read-only?)."""
+    """What the fallback worker masks (tmpfs) and binds back (``keep``: path -> read-only?).
+
+    The projects masked: the folder around the venv, both as reached and with symlinks resolved
+    (a checkout whose ``.venv`` links to another checkout's venv), and the checkout holding the
+    package's source (``worker_dir``'s grandparent), unless that lies in a Python root (a
+    site-packages install). Only ``worker_dir`` of that checkout is bound back.
+    """
     keep = {**{d: True for d in python_dirs}, worker_dir: True, workdir: False}
     masks = [m for m in _MASKS if os.path.isdir(m) and not os.path.islink(m)]
-    venv = os.path.realpath(sys.prefix)
-    if sys.prefix != sys.base_prefix and os.path.dirname(venv) not in _NOT_MASKABLE:
-        masks.append(os.path.dirname(venv))  # the project around the venv
+    projects = set()
+    if sys.prefix != sys.base_prefix:
+        projects |= {os.path.dirname(os.path.abspath(sys.prefix)),
+                     os.path.dirname(os.path.realpath(sys.prefix))}
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(worker_dir)))
+    if not under([checkout], python_dirs):
+        projects |= {checkout, os.path.realpath(checkout)}
+    masks += [p for p in projects
+              if p not in _NOT_MASKABLE and os.path.isdir(p) and not os.path.islink(p)]
     if drops_uid():  # directories uid 65534 cannot traverse would hide what it needs
         masks += [a for path in keep for a in _ancestors(os.path.dirname(path))
                   if a not in _NOT_MASKABLE and not os.stat(a).st_mode & stat.S_IXOTH]
