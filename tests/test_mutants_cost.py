@@ -79,8 +79,8 @@ def test_cost_summary_bills_what_the_cache_did_not_answer_and_divides_by_passed_
     summary = cost_summary(lines, model="gpt-4o", judge="o4-mini")
     # model billed 400,000 x 2.5 + 40,000 x 10 = 1.4; judge billed 100,000 x 1.1 = 0.11; two passed tasks
     assert summary == {"currency": "USD", "model": 1.4, "judge": 0.11, "total": 1.51, "per_passed_task": 0.755,
-                       "prices": {"model": {"input": 2.5, "cached_input": 1.25, "output": 10.0},
-                                  "judge": {"input": 1.1, "cached_input": 0.275, "output": 4.4}}}
+                       "prices": {"model": {"input": 2.5, "cached_input": 1.25, "output": 10.0, "batch": 0.5},
+                                  "judge": {"input": 1.1, "cached_input": 0.275, "output": 4.4, "batch": 0.5}}}
     third = cost_summary([*lines, result_line("d", score=1.0, passed=True, usage=TaskUsage())], model="gpt-4o",
                          judge="o4-mini")
     assert third["per_passed_task"] == 0.503333  # 1.51 / 3, rounded to six places
