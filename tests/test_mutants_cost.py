@@ -3,7 +3,8 @@
 cache reads and writes, a judge error that carries usage, an episode that failed by infrastructure.
 Part of ``make mutation`` (docs/development.md). Prices are the presets' (USD per million tokens):
 gpt-4o input 2.5, cached 1.25, output 10, no cache-write price; claude-sonnet-4 input 3, cached
-0.3, cache write 3.75, output 15; o4-mini input 1.1, cached 0.275, output 4.4."""
+0.3, cache write 3.75, output 15; o4-mini input 1.1, cached 0.275, output 4.4; each with a batch
+share of 0.5 (batch-billed tokens pay half the list price)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from vtb_agents.analysis.cost import cost_of, cost_summary, run_usage, task_cost
 from vtb_agents.models.presets import Prices, prices_for
 from vtb_agents.results import TaskUsage, TokenUsage
 
-SONNET = Prices(input=3.0, cached_input=0.3, cache_write=3.75, output=15.0)
-GPT4O = Prices(input=2.5, cached_input=1.25, output=10.0)
+SONNET = Prices(input=3.0, cached_input=0.3, cache_write=3.75, output=15.0, batch=0.5)
+GPT4O = Prices(input=2.5, cached_input=1.25, output=10.0, batch=0.5)
 
 
 def usage(calls: int = 1, inp: int = 0, out: int = 0, **more: int) -> TokenUsage:
@@ -78,8 +79,8 @@ def test_cost_summary_bills_what_the_cache_did_not_answer_and_divides_by_passed_
     summary = cost_summary(lines, model="gpt-4o", judge="o4-mini")
     # model billed 400,000 x 2.5 + 40,000 x 10 = 1.4; judge billed 100,000 x 1.1 = 0.11; two passed tasks
     assert summary == {"currency": "USD", "model": 1.4, "judge": 0.11, "total": 1.51, "per_passed_task": 0.755,
-                       "prices": {"model": {"input": 2.5, "cached_input": 1.25, "output": 10.0},
-                                  "judge": {"input": 1.1, "cached_input": 0.275, "output": 4.4}}}
+                       "prices": {"model": {"input": 2.5, "cached_input": 1.25, "output": 10.0, "batch": 0.5},
+                                  "judge": {"input": 1.1, "cached_input": 0.275, "output": 4.4, "batch": 0.5}}}
     third = cost_summary([*lines, result_line("d", score=1.0, passed=True, usage=TaskUsage())], model="gpt-4o",
                          judge="o4-mini")
     assert third["per_passed_task"] == 0.503333  # 1.51 / 3, rounded to six places

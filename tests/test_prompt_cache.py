@@ -140,13 +140,13 @@ def test_cache_reads_and_writes_arrive_in_usage_and_cost_equals_a_hand_computati
     # Calls 1..6 report uncached input 101..106, cache reads 1000..6000, 200 writes each, 20 output each.
     assert sum(u["input_tokens"] for u in reported) == 621
     assert sum(u["cache_read_input_tokens"] for u in reported) == 21_000
-    usage = summary["usage"]["model"]
-    assert (usage["calls"], usage["cached_tokens"], usage["cache_write_tokens"]) == (6, 21_000, 1_200)
-    assert (usage["input_tokens"], usage["output_tokens"]) == (621 + 21_000 + 1_200, 120)
+    usage = summary.usage.model
+    assert (usage.calls, usage.cached_tokens, usage.cache_write_tokens) == (6, 21_000, 1_200)
+    assert (usage.input_tokens, usage.output_tokens) == (621 + 21_000 + 1_200, 120)
     # claude-sonnet-4, USD per million tokens: input 3.00, cache read 0.30, cache write 3.75, output 15.00
     # 621 x 3.00 + 21,000 x 0.30 + 1,200 x 3.75 + 120 x 15.00 = 1,863 + 6,300 + 4,500 + 1,800 = 14,463 -> $0.014463
-    assert summary["cost"]["model"] == 0.014463
+    assert summary.cost.model == 0.014463
     # The cache served 21,000 of 22,821 input tokens and saved 21,000 x (3.00 - 0.30) = 56,700 -> $0.0567.
-    cache = summary["prompt_cache"]["model"]
-    assert cache["share"] == round(21_000 / 22_821, 6) and cache["saving"] == 0.0567
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["prompt_cache"]["model"] == cache
+    cache = summary.prompt_cache.model
+    assert cache.share == round(21_000 / 22_821, 6) and cache.saving == 0.0567
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["prompt_cache"]["model"] == cache.model_dump()

@@ -160,8 +160,9 @@ def two_turn_task(root: Path) -> Path:
 
 
 def zoom_model(body: dict[str, Any]) -> str:
-    """Proposes one region of the turn's image (a different box per image), is then confident, answers."""
-    text = json.dumps(body["messages"])
+    """Proposes one region of the turn's image (a different box per image), is then confident, answers.
+    Reads the request's last message only: zoom keeps its earlier requests in the conversation."""
+    text = json.dumps(body["messages"][-1])
     if "Propose up to 4 regions" in text:
         source = re.search(r"Sources are the images: (image_\d\.png)", text)
         assert source is not None

@@ -120,6 +120,10 @@ def summary_table(summary: RunSummary, epochs: int) -> Fitted:
     return Fitted(wide, stacked)
 
 
+BATCH_POLL = typer.Option(30.0, "--batch-poll", min=0.0,
+                          help="With --judge-batch: seconds between two polls of the batches' status.")
+
+
 @run_cli.command("run")
 @with_run_options
 def run(options: RunOptions,
@@ -134,8 +138,7 @@ def run(options: RunOptions,
                        "rubric feedback in LangSmith."),
         langsmith_dataset: Optional[str] = typer.Option(
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
-        batch_poll: float = typer.Option(30.0, min=0.0, help="With --judge-batch: seconds between two polls of "
-                                                             "the batches' status."),
+        batch_poll: float = BATCH_POLL,
         ) -> None:
     """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
     from vtb_agents.rundir.errors import RunError, StoppedRun
@@ -304,6 +307,7 @@ def ablate(options: RunOptions,
            settings: list[str] = typer.Option([], "--setting", help="Only these settings (repeatable)."),
            judge_cache: Optional[Path] = typer.Option(None, help="Verdict cache shared by the settings (default: "
                                                                  "OUT/SETTING/judge_cache.sqlite each)."),
+           batch_poll: float = BATCH_POLL,
            ) -> None:
     """Run the paper's ablations (strong / weak prompt, no vision tool, no tools) and compare them.
     Exits with status 3, as `vtb run`, while any setting has tasks ungraded by infrastructure failures."""
@@ -329,7 +333,8 @@ def ablate(options: RunOptions,
         try:
             summaries = run_ablations(selected, base, out_dir, settings=chosen, resume=options.resume,
                                       executor=options.make_executor(), stop=stop, progress=count,
-                                      retry_errors=options.retry_errors, judge_cache=judge_cache)
+                                      retry_errors=options.retry_errors, judge_cache=judge_cache,
+                                      batch=batch_settings(batch_poll))
         except StoppedRun as exc:
             fail(f"{exc}: {resume}")
         except (RunError, ValueError) as exc:

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from vtb_agents.config import RunConfig
 from vtb_agents.rundir.records import RunSummary
+from vtb_agents.runner.batch_grade import BatchSettings
 from vtb_agents.runner.executors import Executor
 from vtb_agents.runner.preflight import check_run
 from vtb_agents.runner.run import ProgressFn, run_suite
@@ -38,9 +39,10 @@ def ablation_config(base: RunConfig, setting: str) -> RunConfig:
 def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings: Sequence[str] = tuple(ABLATIONS),
                   resume: bool = False, executor: Executor | None = None,
                   stop: threading.Event | None = None, progress: ProgressFn | None = None,
-                  retry_errors: bool = False, judge_cache: Path | None = None) -> dict[str, RunSummary]:
-    """Run every setting into ``out/<setting>`` and return their summaries, in order (``retry_errors``
-    and ``judge_cache``: as :func:`~vtb_agents.runner.run.run_suite`'s, for each setting; one
+                  retry_errors: bool = False, judge_cache: Path | None = None,
+                  batch: BatchSettings | None = None) -> dict[str, RunSummary]:
+    """Run every setting into ``out/<setting>`` and return their summaries, in order (``retry_errors``,
+    ``judge_cache`` and ``batch``: as :func:`~vtb_agents.runner.run.run_suite`'s, for each setting; one
     ``judge_cache`` serves all settings, the same answer getting the same verdict).
 
     Every setting is planned and checked before the first setting runs
@@ -54,5 +56,5 @@ def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings
             break
         summaries[setting] = run_suite(tasks, plan, Path(out) / setting, resume=resume, executor=executor,
                                        stop=stop, progress=progress, retry_errors=retry_errors,
-                                       judge_cache=judge_cache, checked=True)
+                                       judge_cache=judge_cache, checked=True, batch=batch)
     return summaries
