@@ -109,8 +109,9 @@ def test_summary_of_a_mixed_run_matches_the_hand_computed_values():
     assert summary["tool_metrics"]["calls"] == 7
     assert summary["tool_metrics"]["by_tool"] == {"calculator": 2, CODE: 3, "web_search": 2}
     # judge calls: A's first (cached) is not a call; B's, C's first and F's are: 3. checks: A's second.
+    # errors: F's (D's is the episode's, not the judge's)
     assert summary["judge"] == {"model": "o4-mini", "calls": 3, "checks": 1, "unjudged": 1,
-                                "errors": 1, "cache_hits": 1, "pending": 0}  # errors: F's (D's is the episode's, not the judge's)
+                                "errors": 1, "cache_hits": 1, "pending": 0}
     # weight >= 4 against the dataset's flag: A's weight-2 flagged rubric, B's unflagged weight 4
     assert summary["critical_disagreements"] == 2
     # D and E errored
