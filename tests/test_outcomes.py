@@ -126,7 +126,8 @@ def test_provider_outage_leaves_the_run_incomplete_until_retried(tmp_path):
 
         resumed = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--out", str(run), "--resume",
                       env=openai_env(server.base_url, "test-key"), timeout=240)
-        assert resumed.returncode == EXIT_INCOMPLETE  # --resume alone keeps finished (failed) tasks
+        # --resume alone keeps finished (failed) tasks
+        assert resumed.returncode == EXIT_INCOMPLETE, resumed.stderr[-3000:]
 
         state["healthy"] = True
         retried = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "2",

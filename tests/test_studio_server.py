@@ -27,6 +27,7 @@ from langgraph_sdk import get_sync_client
 from support.openai_server import OpenAIServer
 from support.scripted_vision import QUESTION, VisionModel, _images
 from vtb_agents.api import load_tasks
+from vtb_agents.config import EpisodeSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPHS = json.loads((ROOT / "langgraph.json").read_text())["graphs"]
@@ -242,7 +243,10 @@ def test_task_graph_runs_a_suite_task_by_id_with_a_json_context(client: Any) -> 
     assert [t["status"] for t in state["episode"]["turns"]] == ["asked_user", "answered"]
     assert state["episode"]["model"] == "replay"
     settings = state["episode"]["settings"]  # recorded as `vtb run` records an episode's settings
-    assert {k for k, v in settings.items() if v is None} == set(), settings
+    # only the optional per-task limits (None: no limit, the default) may be None; every other setting is recorded
+    unlimited = {name for name, f in EpisodeSettings.model_fields.items() if f.default is None}
+    assert unlimited == {"task_timeout_s", "task_token_limit"}
+    assert {k for k, v in settings.items() if v is None} == unlimited, settings
     assert settings["resumer"] == "scripted" and settings["graph"] == "task" and settings["strategy"] == "react"
     assert "python_image_processing" in settings["tools"] and settings["sandbox_isolation"] != "unknown"
     assert state["grade"]["passed"] is True and state["grade"]["score"] == 1.0

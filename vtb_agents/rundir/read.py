@@ -9,7 +9,6 @@ Both give typed records (:mod:`vtb_agents.rundir.records`), never the files' dic
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,8 +224,8 @@ def recorded_pacing(out: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        pacing = json.loads(path.read_text(encoding="utf-8")).get("rate_limits")
-    except (OSError, ValueError, AttributeError) as exc:
+        summary = RunSummary.model_validate_json(path.read_bytes())
+    except (OSError, ValueError) as exc:  # a pydantic ValidationError is a ValueError
         _log.warning("%s: the earlier rate-limit counts are not readable (%s): this run counts its own only", path, exc)
         return None
-    return pacing if isinstance(pacing, dict) else None
+    return summary.rate_limits.model_dump(mode="json")

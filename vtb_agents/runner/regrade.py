@@ -32,7 +32,7 @@ from vtb_agents.rundir.layout import JUDGE_CACHE_FILE, RUN_FILE, artifacts_dir
 from vtb_agents.rundir.lock import run_dir_lock
 from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.read import open_finished_run, read_record, recorded_pacing
-from vtb_agents.rundir.records import RunSummary, next_grading_id
+from vtb_agents.rundir.records import RateLimitCounts, RunSummary, next_grading_id
 from vtb_agents.config import RunConfig
 from vtb_agents.rundir.settings import with_grading
 from vtb_agents.rundir.store import ResultsStore, write_json_atomic
@@ -109,7 +109,8 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
         record = with_grading(finished.run, judge_spec, critical_rule).model_copy(
             update={"judge": judging.record(), "grading_id": grading})
         write_json_atomic(run_dir / RUN_FILE, record.model_dump(mode="json"))
+        pacing = recorded_pacing(run_dir) or RateLimitCounts().model_dump(mode="json")  # the shape every run writes
         summary = summarize(regraded, judge_name=judge_spec, epochs=finished.run.config.epochs,
                             extra={"model": finished.run.config.model, "strategy": finished.run.config.strategy_spec,
-                                   "critical_rule": critical_rule, "rate_limits": recorded_pacing(run_dir) or {}})
+                                   "critical_rule": critical_rule, "rate_limits": pacing})
         return write_summary(run_dir, summary).model_copy(update={"run_dir": run_dir})
