@@ -248,8 +248,10 @@ def test_the_report_shows_the_intervals_and_an_error_bar_in_chromium(two_epochs)
 
 PAPER_KEYS = {"tasks", "graded", "ungraded", "apr", "ars", "complete", "missing", "infrastructure_errors", "outcomes",
               "by_category", "by_domain", "by_turncase", "tool_metrics", "judge", "critical_disagreements",
-              "episodes", "usage", "cost", "prompt_cache", "model", "strategy", "critical_rule", "region_iou"}
-"""The keys of ``summary.json`` before epochs (``prompt_cache`` since: docs/concepts/prompt-caching.md)."""
+              "episodes", "usage", "cost", "prompt_cache", "model", "strategy", "critical_rule", "region_iou",
+              "rate_limits"}
+"""The keys of ``summary.json`` before epochs (``prompt_cache`` and ``rate_limits`` since:
+docs/concepts/prompt-caching.md, docs/how-to/cost-and-rate-limits.md)."""
 NEW_KEYS = {"epochs", "apr_stderr", "apr_ci95", "ars_stderr", "ars_ci95"}
 
 
