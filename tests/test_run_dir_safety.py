@@ -18,6 +18,7 @@ from support import cli
 from test_task_files import one_error_line, vtb
 
 from vtb_agents.results import TaskResult
+from vtb_agents.rundir.lock import RunDirBusy, run_dir_lock, run_dir_scope
 from vtb_agents.rundir.store import ResultsStore, StorageError
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
@@ -72,6 +73,8 @@ def lines_of(out: Path) -> list[dict]:
 def test_a_second_writer_is_refused_at_once_naming_the_holder(tasks_root, tmp_path):
     out = tmp_path / "run"
     assert vtb_in(tmp_path, *agent_run(tasks_root, out, "--limit", "2")).returncode == 0
+    # the report was written under the run's own lock, never released in between (run_dir_scope)
+    assert (out / "run.lock").read_text().endswith(", vtb run\n"), (out / "run.lock").read_text()
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True,
                               env=checkout_env())
@@ -86,6 +89,44 @@ def test_a_second_writer_is_refused_at_once_naming_the_holder(tasks_root, tmp_pa
         holder.stdin.close()
         holder.wait(timeout=30)
     assert [r["task_id"] for r in lines_of(out)] == ["t0", "t1"]
+
+
+TRY_LOCK = """
+import sys
+from pathlib import Path
+from vtb_agents.rundir.lock import RunDirBusy, run_dir_lock
+try:
+    with run_dir_lock(Path(sys.argv[1]), "probe"):
+        print("taken")
+except RunDirBusy as exc:
+    print(exc)
+"""
+
+
+def another_process_locks(run_dir: Path) -> str:
+    """What another process gets when it tries ``run_dir``'s lock: "taken", or the refusal."""
+    probe = subprocess.run([sys.executable, "-c", TRY_LOCK, str(run_dir)], capture_output=True, text=True,
+                           env=checkout_env(), timeout=60)
+    assert probe.returncode == 0, probe.stderr
+    return probe.stdout.strip()
+
+
+def test_a_scope_keeps_the_lock_from_the_first_writer_in_it_to_its_end(tmp_path):
+    run = tmp_path / "run"
+    with run_dir_scope(run):  # the directory is made inside, as `vtb run` does
+        run.mkdir()
+        with run_dir_lock(run, "vtb run"), run_dir_lock(run, "vtb report"):  # taken again, not refused
+            pass
+        assert f"pid {os.getpid()}, vtb run" in another_process_locks(run)  # kept past the first block
+        with run_dir_lock(run, "vtb report"):
+            pass
+        assert "in use by another process" in another_process_locks(run)
+    assert another_process_locks(run) == "taken"
+    # outside a scope, a second open in this process is refused
+    with (run_dir_lock(run, "vtb run"), pytest.raises(RunDirBusy, match=f"pid {os.getpid()}, vtb run"),
+          run_dir_lock(run, "vtb report")):
+        pass
+    assert another_process_locks(run) == "taken"  # released at the block's end
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Optional, Sequence, get_args
 
@@ -22,6 +22,7 @@ import typer
 from vtb_agents.cli.interrupt import stop_on_signals
 from vtb_agents.cli.common import check_choice, choice, cli_app, err, fail, load_or_fail, out
 from vtb_agents.cli.options import REQUEST_TIMEOUT, RunOptions, config_option, with_run_options
+from vtb_agents.rundir.lock import run_dir_scope
 from vtb_agents.terminal import safe, safe_markup, safe_text
 
 if TYPE_CHECKING:  # the runner, the judges and the results model load when a command runs
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
 
     from vtb_agents.report.terminal import Fitted
 
-    from vtb_agents.config import RunConfig
+    from vtb_agents.config import CriticalRule, RunConfig
     from vtb_agents.extensions import Kind
     from vtb_agents.results import TaskResult
     from vtb_agents.runner.batch_grade import BatchSettings
@@ -169,38 +170,39 @@ def run(options: RunOptions,
         err.print(safe(no_batch_api(config.judge)), highlight=False, markup=False, soft_wrap=True)
     resume = run_resume_command(options, config, out_dir, judge_cache)
     spend = Spend(plan.records.model.prices, plan.records.judge.prices)
-    with (progress_bar(len(selected) * config.epochs, spend) as (on_result, stop),
-          preparing_report(out_dir, selected, on_result) as progress):
-        try:
-            summary = run_suite(selected, plan, out_dir, resume=options.resume, progress=progress,
-                                judge_cache=judge_cache, executor=executor, stop=stop,
-                                retry_errors=options.retry_errors,
-                                batch=batch_settings(batch_poll, before=lambda: refresh_report(out_dir)))
-        except BudgetReached as exc:  # the summary of what is done is written: the report shows it
+    with run_dir_scope(out_dir):  # no other writer between the run and its report
+        with (progress_bar(len(selected) * config.epochs, spend) as (on_result, stop),
+              preparing_report(out_dir, selected, on_result) as progress):
+            try:
+                summary = run_suite(selected, plan, out_dir, resume=options.resume, progress=progress,
+                                    judge_cache=judge_cache, executor=executor, stop=stop,
+                                    retry_errors=options.retry_errors,
+                                    batch=batch_settings(batch_poll, before=lambda: refresh_report(out_dir)))
+            except BudgetReached as exc:  # the summary of what is done is written: the report shows it
+                refresh_report(out_dir, only_if_present=True)
+                err.print(safe(f"stopped: {exc}: {resume}"), highlight=False, soft_wrap=True, markup=False)
+                raise typer.Exit(EXIT_BUDGET) from None
+            except StoppedRun as exc:
+                fail(f"{exc}: {resume}")
+            except (RunError, ValueError) as exc:
+                fail(str(exc))
+        out.print(summary_table(summary, config.epochs))
+        out.print(region_table(summary))
+        tm = summary.tool_metrics
+        out.print(safe(f"tools: proactivity {tm.proactivity}, success rate {tm.success_rate}, "
+                       f"volume {tm.volume}, by tool {tm.by_tool}"), markup=False)  # tool names are the model's
+        out.print(cache_line(summary), highlight=False)
+        if summary.missing:
             refresh_report(out_dir, only_if_present=True)
-            err.print(safe(f"stopped: {exc}: {resume}"), highlight=False, soft_wrap=True, markup=False)
-            raise typer.Exit(EXIT_BUDGET) from None
-        except StoppedRun as exc:
-            fail(f"{exc}: {resume}")
-        except (RunError, ValueError) as exc:
-            fail(str(exc))
-    out.print(summary_table(summary, config.epochs))
-    out.print(region_table(summary))
-    tm = summary.tool_metrics
-    out.print(safe(f"tools: proactivity {tm.proactivity}, success rate {tm.success_rate}, "
-                   f"volume {tm.volume}, by tool {tm.by_tool}"), markup=False)  # tool names are the model's
-    out.print(cache_line(summary), highlight=False)
-    if summary.missing:
-        refresh_report(out_dir, only_if_present=True)
-        total = len(selected) * config.epochs
-        err.print(safe(f"interrupted: {total - summary.missing} of {total} episode(s) done "
-                       f"({len(selected)} task(s) × {config.epochs} epoch(s)); continue with: {resume}"),
-                  highlight=False, soft_wrap=True, markup=False)
-        raise typer.Exit(130)
-    report = refresh_report(out_dir)
-    out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
-    exit_if_incomplete(summary.infrastructure_errors, f"retry them with: {resume} --retry-errors",
-                       causes=failure_causes(out_dir))
+            total = len(selected) * config.epochs
+            err.print(safe(f"interrupted: {total - summary.missing} of {total} episode(s) done "
+                           f"({len(selected)} task(s) × {config.epochs} epoch(s)); continue with: {resume}"),
+                      highlight=False, soft_wrap=True, markup=False)
+            raise typer.Exit(130)
+        report = refresh_report(out_dir)
+        out.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  report: {report}")
+        exit_if_incomplete(summary.infrastructure_errors, f"retry them with: {resume} --retry-errors",
+                           causes=failure_causes(out_dir))
 
 
 def failure_causes(run_dir: Path) -> list[str]:
@@ -323,7 +325,9 @@ def ablate(options: RunOptions,
     resume = run_resume_command(options, base, out_dir, judge_cache, "ablate",
                                 *(item for setting in settings for item in ("--setting", setting)))
     total = len(selected) * len(chosen) * base.epochs
-    with progress_bar(total) as (on_result, stop):
+    with ExitStack() as held, progress_bar(total) as (on_result, stop):
+        for setting in chosen:  # no other writer in a setting's directory between its run and its report
+            held.enter_context(run_dir_scope(out_dir / setting))
         done = {"n": 0}
 
         def count(result: TaskResult, _done: int, _total: int) -> None:
@@ -339,8 +343,8 @@ def ablate(options: RunOptions,
             fail(f"{exc}: {resume}")
         except (RunError, ValueError) as exc:
             fail(str(exc))
-    for setting in summaries:
-        refresh_report(out_dir / setting, only_if_present=True)
+        for setting in summaries:
+            refresh_report(out_dir / setting, only_if_present=True)
     if len(summaries) < len(chosen) or any(s.missing for s in summaries.values()):
         err.print(safe(f"interrupted: continue with: {resume}"), highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(130)
@@ -386,17 +390,26 @@ def grade(run_dir: Path = typer.Argument(..., help="A run directory written by `
     choose others. With --batch the verdicts go through the judge provider's batch API first; a killed
     `vtb grade --batch` run again resumes polling the batches it submitted."""
     from vtb_agents.config import CriticalRule
+
+    rule = choice("--critical-rule", critical_rule, get_args(CriticalRule)) if critical_rule else None
+    task_list = load_or_fail(tasks) if tasks else None
+    with run_dir_scope(run_dir):  # no other writer between the regrade and its report
+        regrade_and_report(run_dir, judge, rule, task_list, tasks, judge_cache, request_timeout,
+                           batch_settings(batch_poll) if batch else None)
+
+
+def regrade_and_report(run_dir: Path, judge: str | None, rule: CriticalRule | None, task_list: list[Task] | None,
+                       tasks: str | None, judge_cache: Path | None, request_timeout: float,
+                       batch: BatchSettings | None) -> None:
+    """`vtb grade`'s work once its options are read: regrade, print the figures, rewrite the report."""
     from vtb_agents.rundir.errors import RunError
     from vtb_agents.runner.regrade import recorded_grading, regrade_run
     from vtb_agents.tasks.errors import TaskLoadError
 
-    rule = choice("--critical-rule", critical_rule, get_args(CriticalRule)) if critical_rule else None
-    task_list = load_or_fail(tasks) if tasks else None
     try:
         before = recorded_grading(run_dir)
         summary = regrade_run(run_dir, judge, critical_rule=rule, tasks=task_list,
-                              judge_cache=judge_cache, request_timeout_s=request_timeout,
-                              batch=batch_settings(batch_poll) if batch else None)
+                              judge_cache=judge_cache, request_timeout_s=request_timeout, batch=batch)
     except (RunError, TaskLoadError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
     out.print(summary_table(summary, before.epochs))
