@@ -55,7 +55,8 @@ class Models:
                                "code": "rate_limit_exceeded"}}
             return ("raw", json.dumps(error), 429, {"retry-after": "90"})
         time.sleep(self.delay_s)
-        return "Final answer: 42." if model == "gpt-4.1" else "Final answer: 41."
+        unique = "!" * len(self.calls)  # no two answers alike: every verdict is asked (and billed), none cached
+        return f"Final answer: 42{unique}" if model == "gpt-4.1" else f"Final answer: 41{unique}"
 
     def of(self, model: str) -> list[float]:
         with self.lock:
@@ -131,7 +132,7 @@ def test_two_models_give_two_run_directories_one_verdict_cache_and_a_leaderboard
 def test_two_specs_with_one_directory_name_are_refused_before_anything_is_written(tmp_path):
     out = tmp_path / "out"
     done = vtb(*args(tasks(tmp_path / "tasks", 1), out, "openai:gpt-4.1", "openai/gpt-4.1"), timeout=120)
-    assert done.returncode == 1
+    assert done.returncode == 2  # a usage error, as any bad option
     assert "would share the run directory" in done.stderr and "openai-gpt-4.1" in done.stderr
     assert not out.exists()
 
@@ -208,3 +209,26 @@ def test_a_long_retry_after_on_one_provider_does_not_hold_back_the_other_models_
     assert len(lines(out / "openai-free")) == count
     board = read_leaderboard(out / "leaderboard.json")
     assert {row.model for row in board.rows} == {held, free} and all(row.complete for row in board.rows)
+
+
+@pytest.mark.slow
+def test_a_token_limit_counts_what_every_model_spent_together(tmp_path):
+    """Each episode bills 30 tokens (the agent's answer and one verdict, 15 each), each model 4 episodes:
+    120 tokens per model, so a limit of 121 is never reached by one model alone; the command's
+    models together reach it at their fifth episode, and no episode starts after that."""
+    out, count = tmp_path / "out", 4
+    root = tasks(tmp_path / "tasks", count)
+    with OpenAIServer(Models(delay_s=0.3)) as server:
+        env = openai_env(server.base_url)
+        done = vtb(*args(root, out, PRICED, UNPRICED, concurrency=1), "--token-limit", "121", env=env, columns=400)
+        assert done.returncode == 4, done.stderr[-3000:]  # as `vtb run` stopped by its budget
+        assert "stopped: token limit reached" in done.stderr and "--model openai:beta" in done.stderr
+        spent = [r for name in DIRS.values() for r in lines(out / name)]
+        billed = sum(r["usage"][side]["input_tokens"] + r["usage"][side]["output_tokens"]
+                     for r in spent for side in ("model", "judge"))
+        assert 121 <= billed and len(spent) in (5, 6), (billed, len(spent))  # the running episode may finish
+        resumed = vtb(*args(root, out, PRICED, UNPRICED, concurrency=1), "--token-limit", "1000", "--resume",
+                      env=env, columns=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert all(len(lines(out / name)) == count for name in DIRS.values())
+    check_leaderboard(out, DIRS)
