@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from vtb_agents.rundir.errors import FormatVersionError, RunError, check_format, format_version
-from vtb_agents.rundir.read import RunMeta, read_meta
+from vtb_agents.rundir.read import RunMeta, _problems, read_meta
 from vtb_agents.rundir.store import write_json_atomic
 
 __all__ = ["LEADERBOARD_FILE", "LEADERBOARD_FORMAT", "Leaderboard", "LeaderboardRow", "leaderboard_of",
@@ -128,4 +128,4 @@ def read_leaderboard(path: Path) -> Leaderboard:
     except FormatVersionError:
         raise
     except (OSError, ValidationError, ValueError) as exc:
-        raise RunError(f"{path}: not a readable {LEADERBOARD_FILE}: {exc}") from None
+        raise RunError(f"{path}: not a readable {LEADERBOARD_FILE}: {_problems(exc)}") from None
