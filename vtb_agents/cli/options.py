@@ -152,10 +152,10 @@ def setting_parameter(option: str) -> inspect.Parameter:
     field has one (``ge``)."""
     setting = run_settings()[option]
     if setting.type == "list" or option == "model":  # a repeatable flag (--tool; --model: one run per model)
-        more = (f" Repeat it to run several models, one run directory each under --out (default: "
-                f"{config_default(option)}; docs/how-to/many-models.md).") if option == "model" else ""
         return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, annotation=list[str],
-                                 default=typer.Option([], CONFIG_FLAGS[option], help=config_help(option) + more))
+                                 default=typer.Option([], CONFIG_FLAGS[option], help=config_help(option),
+                                                      show_default=str(config_default(option)) if option == "model"
+                                                      else False))
     core = {"str": str, "int": int, "float": float, "bool": bool}[setting.type]
     bounds = {"min": setting.minimum} if setting.minimum is not None else {}
     return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=config_option(option, **bounds),

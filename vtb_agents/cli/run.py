@@ -4,6 +4,9 @@ Long runs show a progress bar (ETA, pass rate so far) and stop cleanly on Ctrl-C
 tasks finish and are written, and ``--resume`` continues; a second Ctrl-C (or SIGTERM) ends the
 process at once, whatever its tasks are doing, leaving every result line whole (``cli/interrupt.py``).
 
+``vtb run --model A --model B`` runs every model at once, one run directory each under ``--out``, and
+ends with a leaderboard (:func:`run_many`, :mod:`vtb_agents.runner.many`).
+
 Each command that changes a run's results or summary rewrites its report (:func:`refresh_report`):
 ``vtb run`` and ``vtb grade`` always; an interrupted ``vtb run`` and each setting of ``vtb ablate``
 the report they already have, so that no report.html shows figures or verdicts its run no longer has.
@@ -142,7 +145,9 @@ def run(options: RunOptions,
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
         batch_poll: float = BATCH_POLL,
         ) -> None:
-    """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
+    """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out.
+    With --model given several times: every model at once, one run directory each under --out, one verdict
+    cache, and a leaderboard (leaderboard.json, leaderboard.html; docs/how-to/many-models.md)."""
     from vtb_agents.rundir.errors import RunError, StoppedRun
 
     config = options.config(prompt_level=prompt_level, no_tools=not tools, no_vision_tool=not vision_tool)
