@@ -226,7 +226,7 @@ def test_a_token_limit_counts_what_every_model_spent_together(tmp_path):
         spent = [r for name in DIRS.values() for r in lines(out / name)]
         billed = sum(r["usage"][side]["input_tokens"] + r["usage"][side]["output_tokens"]
                      for r in spent for side in ("model", "judge"))
-        assert 121 <= billed and len(spent) in (5, 6), (billed, len(spent))  # the running episode may finish
+        assert billed >= 121 and len(spent) in (5, 6), (billed, len(spent))  # the running episode may finish
         resumed = vtb(*args(root, out, PRICED, UNPRICED, concurrency=1), "--token-limit", "1000", "--resume",
                       env=env, columns=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -57,8 +57,8 @@ from vtb_agents.tasks.sources import load_tasks as load_source
 from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
 
-__all__ = ["Evaluation", "Evaluations", "GroupScore", "RunCost", "RunSummary", "RunUsage", "TaskResult", "aevaluate", "evaluate",
-           "load_tasks", "task_tools"]
+__all__ = ["Evaluation", "Evaluations", "GroupScore", "RunCost", "RunSummary", "RunUsage", "TaskResult", "aevaluate",
+           "evaluate", "load_tasks", "task_tools"]
 
 JudgeLike = str | BaseChatModel | RubricJudge
 P = ParamSpec("P")
