@@ -568,6 +568,9 @@ def run_many(options: RunOptions, config: RunConfig, selected: list[Task], out_d
     from vtb_agents.runner.budget import SpendByModel
     from vtb_agents.runner.many import plan_models, run_models
 
+    if options.executor == "ray":  # a Ray executor per model would start and stop one Ray instance each
+        fail("--executor ray runs one model: give one --model per command (several models run with "
+             "--executor local or processes)")
     if (out_dir / RUN_FILE).exists():
         fail(f"{out_dir} holds the run of one model: a run of several models writes one directory per model "
              "under --out; choose another --out")
