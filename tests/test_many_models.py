@@ -129,6 +129,17 @@ def test_two_models_give_two_run_directories_one_verdict_cache_and_a_leaderboard
 
 
 @pytest.mark.slow
+def test_two_models_run_in_worker_processes_too(tmp_path):
+    out = tmp_path / "out"
+    with OpenAIServer(Models()) as server:
+        done = vtb(*args(tasks(tmp_path / "tasks", 2), out, PRICED, UNPRICED), "--executor", "processes",
+                   "--workers", "1", env=openai_env(server.base_url), columns=200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert all(len(lines(out / name)) == 2 for name in DIRS.values())
+    check_leaderboard(out, DIRS)
+
+
+@pytest.mark.slow
 def test_two_specs_with_one_directory_name_are_refused_before_anything_is_written(tmp_path):
     out = tmp_path / "out"
     done = vtb(*args(tasks(tmp_path / "tasks", 1), out, "openai:gpt-4.1", "openai/gpt-4.1"), timeout=120)
