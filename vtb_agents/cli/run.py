@@ -612,7 +612,7 @@ def finish(runs: dict[str, ModelRun], planned: ManyPlans, out_dir: Path, resume:
         raise error
     for run in runs.values():  # no report.html may show figures its run no longer has
         refresh_report(run.run_dir, only_if_present=True)
-    if planned.budget.reached:
+    if any(isinstance(run.error, BudgetReached) for run in runs.values()):  # episodes left: none started after it
         err.print(safe(f"stopped: {planned.budget.reached}: {resume}"), highlight=False, soft_wrap=True, markup=False)
         raise typer.Exit(EXIT_BUDGET)
     summaries = {spec: run.summary for spec, run in runs.items() if run.summary is not None}
