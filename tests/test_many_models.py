@@ -243,3 +243,34 @@ def test_a_token_limit_counts_what_every_model_spent_together(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert all(len(lines(out / name)) == count for name in DIRS.values())
     check_leaderboard(out, DIRS)
+
+
+class Refusing(Models):
+    """As :class:`Models`, but beta's agent calls are answered 400 (a provider error, not retried)."""
+
+    def __call__(self, body: dict[str, Any]) -> Any:
+        if body["model"] == "beta" and "response_format" not in body:
+            error = {"error": {"message": "bad request", "type": "invalid_request_error", "param": None, "code": None}}
+            return ("raw", json.dumps(error), 400)
+        return super().__call__(body)
+
+
+@pytest.mark.slow
+def test_a_model_left_ungraded_by_its_provider_exits_3_naming_it_and_retry_errors_completes_it(tmp_path):
+    out, count = tmp_path / "out", 2
+    root = tasks(tmp_path / "tasks", count)
+    with OpenAIServer(Refusing()) as server:
+        done = vtb(*args(root, out, PRICED, UNPRICED), env=openai_env(server.base_url), columns=400)
+    assert done.returncode == 3, done.stderr[-3000:]  # as `vtb run` with tasks ungraded by infrastructure failures
+    assert "INCOMPLETE: model openai:beta: 2 of 2 task(s)" in done.stderr
+    retry = next(line for line in done.stderr.splitlines() if line.startswith("retry them with: vtb run "))
+    words = shlex.split(retry.removeprefix("retry them with: "))
+    assert words[-2:] == ["--resume", "--retry-errors"] and words.count("--model") == 2
+    board = read_leaderboard(out / "leaderboard.json")  # written: the leaderboard says which run is incomplete
+    assert {row.model: (row.complete, row.infrastructure_errors) for row in board.rows} == \
+        {PRICED: (True, 0), UNPRICED: (False, count)}
+    with OpenAIServer(Models()) as server:
+        again = vtb(*words[1:], env=openai_env(server.base_url), columns=200)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert all(row.complete for row in read_leaderboard(out / "leaderboard.json").rows)
+    check_leaderboard(out, DIRS)
