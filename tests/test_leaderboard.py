@@ -114,3 +114,22 @@ def test_the_leaderboard_page_shows_the_figures_and_links_each_models_report_in_
         page.wait_for_load_state()
         assert page.url == (evaluations.page.parent / row.run_dir / "report.html").as_uri()
         assert page.locator("#task-table tbody tr").count() == 2  # the model's own report, its two tasks
+
+
+def test_the_models_of_one_command_share_one_registry_of_budgets_one_verdict_cache_and_one_budget(
+        tmp_path, monkeypatch):
+    from vtb_agents.config import run_config
+    from vtb_agents.runner.many import plan_models
+
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    out = tmp_path / "out"
+    planned = plan_models(run_config(tasks="sample", judge="openai:gpt-4o", token_limit=10), ["replay", "openai:beta"],
+                          out)
+    replay, beta = planned.plans.values()
+    assert replay.limiters.budgets is beta.limiters.budgets  # the judge's account: one budget for both runs
+    assert planned.judge_cache == out / "judge_cache.sqlite"
+    assert planned.dirs == {"replay": out / "replay", "openai:beta": out / "openai-beta"}
+    assert planned.budget.token_limit == 10 and set(planned.budget.spend.by_model) == {"replay", "openai:beta"}
+    with pytest.raises(ValueError, match="--cost-limit needs the model's prices, and 'openai:beta' has none"):
+        plan_models(run_config(tasks="sample", judge="rule", cost_limit=1.0), ["openai:gpt-4.1", "openai:beta"], out)
+    assert not out.exists()  # planned and checked: nothing written
