@@ -1,7 +1,8 @@
 """vtb-agents: VisualToolBench as LangGraph state graphs.
 
 The Python API (:mod:`vtb_agents.api`): ``evaluate`` (and its async twin ``aevaluate``) runs and
-grades tasks with a strategy or your own agent, specs or LangChain objects, returning an ``Evaluation``;
+grades tasks with a strategy or your own agent, specs or LangChain objects, returning an ``Evaluation``
+(several models, ``model=[...]``: ``Evaluations``, with a leaderboard);
 ``load_tasks`` reads a task source, ``task_tools`` gives a task's tools bound to a fresh sandbox.
 The subpackages hold the rest: ``tasks``, ``tools``, ``strategies``, ``graphs``, ``episodes``,
 ``judges``, ``analysis``, ``runner``, ``report``. ``RunConfig``
@@ -15,7 +16,7 @@ from typing import Any
 
 from vtb_agents.version import __version__ as __version__
 
-__all__ = ["Evaluation", "RunConfig", "aevaluate", "evaluate", "load_tasks", "task_tools"]
+__all__ = ["Evaluation", "Evaluations", "RunConfig", "aevaluate", "evaluate", "load_tasks", "task_tools"]
 
 
 def __getattr__(name: str) -> Any:

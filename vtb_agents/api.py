@@ -29,10 +29,10 @@ import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, overload
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
@@ -45,6 +45,7 @@ from vtb_agents.judges.base import judge_problem
 from vtb_agents.judges.llm import LLMJudge
 from vtb_agents.results import TaskResult
 from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.leaderboard import Leaderboard
 from vtb_agents.rundir.records import GroupScore, RunCost, RunSummary, RunUsage
 from vtb_agents.rundir.store import ResultsStore
 from vtb_agents.runner.plan import RunObjects, object_name, sandbox_kind_opener
@@ -56,8 +57,8 @@ from vtb_agents.tasks.sources import load_tasks as load_source
 from vtb_agents.tools import bind_episode_tools, select_tools
 from vtb_agents.tools.network import NetworkSettings
 
-__all__ = ["Evaluation", "GroupScore", "RunCost", "RunSummary", "RunUsage", "TaskResult", "aevaluate", "evaluate",
-           "load_tasks", "task_tools"]
+__all__ = ["Evaluation", "Evaluations", "GroupScore", "RunCost", "RunSummary", "RunUsage", "TaskResult", "aevaluate",
+           "evaluate", "load_tasks", "task_tools"]
 
 JudgeLike = str | BaseChatModel | RubricJudge
 P = ParamSpec("P")
@@ -179,10 +180,35 @@ def run_objects(strategy: str | Strategy, model: str | BaseChatModel, judge: Jud
     return objects, names
 
 
+class Evaluations(Leaderboard):
+    """What :func:`evaluate` returns for several models (``model=[...]``): the leaderboard
+    (``leaderboard.json``: per model APR, ARS with intervals, cost, cost per pass, outcomes, from each
+    run's ``summary.json``), each model's :class:`Evaluation` by the name its ``run.json`` records
+    (``runs``), and the leaderboard page (``page``, linking each model's report)."""
+
+    runs: dict[str, Evaluation]
+    page: Path
+
+
+@overload
+def evaluate(strategy: str | Strategy = ..., tasks: str | list[Task] = ..., model: str | BaseChatModel = ...,
+             judge: JudgeLike = ..., out: str | Path | None = ..., *, agent: AgentLike | None = ...,
+             tools: Sequence[BaseTool | str] = ..., concurrency: int = ..., resume: bool = ...,
+             retry_errors: bool = ..., **options: Any) -> Evaluation: ...
+
+
+@overload
+def evaluate(strategy: str | Strategy = ..., tasks: str | list[Task] = ...,
+             model: list[str | BaseChatModel] = ..., judge: JudgeLike = ..., out: str | Path | None = ..., *,
+             agent: AgentLike | None = ..., tools: Sequence[BaseTool | str] = ..., concurrency: int = ...,
+             resume: bool = ..., retry_errors: bool = ..., **options: Any) -> Evaluations: ...
+
+
 def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task] = "sample",
-             model: str | BaseChatModel = REPLAY, judge: JudgeLike = "rule", out: str | Path | None = None, *,
-             agent: AgentLike | None = None, tools: Sequence[BaseTool | str] = (), concurrency: int = 1,
-             resume: bool = False, retry_errors: bool = False, **options: Any) -> Evaluation:
+             model: str | BaseChatModel | list[str | BaseChatModel] = REPLAY, judge: JudgeLike = "rule",
+             out: str | Path | None = None, *, agent: AgentLike | None = None, tools: Sequence[BaseTool | str] = (),
+             concurrency: int = 1, resume: bool = False, retry_errors: bool = False,
+             **options: Any) -> Evaluation | Evaluations:
     """Run and grade ``tasks``, write the run directory ``out`` (default: a new folder under ``./runs/``
     named by the time, printed on stderr) with its HTML report (``report.html`` and a page per task, as
     ``vtb run`` writes them) and return its summary, results and report's path. ``resume=True``
@@ -206,12 +232,19 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
     Before anything is written, every part of the run is built once and checked
     (docs/how-to/doctor.md): a part that fails raises :class:`~vtb_agents.runner.preflight.PreflightError`
     (a RuntimeError) naming it and the cause; a spec that cannot be loaded raises ValueError.
+
+    ``model=[...]`` (specs or chat models) runs every model at once, one run directory each under
+    ``out``, as ``vtb run --model A --model B`` does (docs/how-to/many-models.md), and returns the
+    :class:`Evaluations` with the leaderboard.
     """
     from vtb_agents.config import run_config
     from vtb_agents.report import preparing_report, write_report
     from vtb_agents.runner.executors import LocalExecutor
     from vtb_agents.runner.run import run_suite
 
+    if isinstance(model, list):
+        return evaluate_models(strategy, tasks, model, judge, out, agent=agent, tools=tools, concurrency=concurrency,
+                               resume=resume, retry_errors=retry_errors, **options)
     objects, names = run_objects(strategy, model, judge, agent, tools)
     if objects.model is not None and options.get("model_kwargs"):
         raise ValueError("model_kwargs set a spec's chat-model settings: configure the model object itself")
@@ -233,6 +266,62 @@ def evaluate(strategy: str | Strategy = DEFAULT_STRATEGY, tasks: str | list[Task
         wanted = {t.id for t in task_list}
         results = [r for r in ResultsStore(run_dir).load()[0] if r.task_id in wanted]
         return Evaluation.model_validate({**summary.model_dump(), "results": results, "report": report})
+
+    if not loop_running():
+        return run()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vtb-evaluate") as worker:
+        return worker.submit(contextvars.copy_context().run, run).result()
+
+
+def evaluate_models(strategy: str | Strategy, tasks: str | list[Task], models: list[str | BaseChatModel],
+                    judge: JudgeLike, out: str | Path | None, *, agent: AgentLike | None,
+                    tools: Sequence[BaseTool | str], concurrency: int, resume: bool, retry_errors: bool,
+                    **options: Any) -> Evaluations:
+    """:func:`evaluate` of several ``models`` (:mod:`vtb_agents.runner.many`): planned and checked all
+    before any runs, run at once (``concurrency`` each), each run's report written, then the leaderboard.
+    The first error of a model's run is raised once every run has stopped (in :func:`evaluate`'s terms)."""
+    from vtb_agents.config import run_config
+    from vtb_agents.report import preparing_report, write_report
+    from vtb_agents.report.leaderboard import write_leaderboard_page
+    from vtb_agents.rundir.leaderboard import leaderboard_of, write_leaderboard
+    from vtb_agents.runner.executors import LocalExecutor
+    from vtb_agents.runner.many import plan_models, run_models
+
+    if not models:
+        raise ValueError("model=[] names no model: give one or more")
+    chosen = [run_objects(strategy, model, judge, agent, tools) for model in models]
+    if any(objects.model is not None for objects, _ in chosen) and options.get("model_kwargs"):
+        raise ValueError("model_kwargs set a spec's chat-model settings: configure the model object itself")
+    task_list = load_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks)
+    base = run_config(tasks=tasks if isinstance(tasks, str) else "python", **chosen[0][1], **options)
+    folder = Path(out) if out is not None else default_run_dir()
+    specs = [names["model"] for _, names in chosen]
+    planned = plan_models(base, specs, folder, objects={names["model"]: objects for objects, names in chosen})
+    if out is None:
+        print(f"vtb_agents.evaluate: writing the runs to {folder.resolve()}", file=sys.stderr)
+
+    def run() -> Evaluations:
+        with ExitStack() as preparing:
+            progress = {spec: preparing.enter_context(preparing_report(path, task_list))
+                        for spec, path in planned.dirs.items()}
+            runs = run_models(task_list, planned, resume=resume, executor=lambda: LocalExecutor(concurrency),
+                              progress=progress, retry_errors=retry_errors)
+        for spec, done in runs.items():
+            if done.error is not None:
+                if isinstance(done.error, RunError):
+                    done.error.args = (in_python_terms(f"model {spec}: {done.error}"), *done.error.args[1:])
+                raise done.error
+        wanted = {t.id for t in task_list}
+        evaluations: dict[str, Evaluation] = {}
+        for spec, done in runs.items():
+            assert done.summary is not None  # a run that raised nothing wrote its summary
+            results = [r for r in ResultsStore(done.run_dir).load()[0] if r.task_id in wanted]
+            evaluations[spec] = Evaluation.model_validate({**done.summary.model_dump(), "results": results,
+                                                           "report": write_report(done.run_dir, tasks=task_list)})
+        board = leaderboard_of(folder, planned.dirs)
+        write_leaderboard(folder, board)
+        return Evaluations.model_validate({**board.model_dump(), "runs": evaluations,
+                                           "page": write_leaderboard_page(folder, board)})
 
     if not loop_running():
         return run()

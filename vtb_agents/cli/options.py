@@ -102,12 +102,17 @@ class RunOptions:
     executor: str
     workers: Optional[int]
     ray_address: Optional[str]
+    models: tuple[str, ...] = ()
+    """Every ``--model`` given, in order (``settings["model"]`` is the first): more than one is a
+    many-model run (docs/how-to/many-models.md)."""
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> RunOptions:
         """The shared options among a command's parsed ``params`` (the others are left out)."""
-        names = [f.name for f in fields(cls) if f.name != "settings"]
-        return cls(settings={name: params[name] for name in SHARED_SETTINGS}, **{name: params[name] for name in names})
+        names = [f.name for f in fields(cls) if f.name not in ("settings", "models")]
+        models = tuple(params["model"]) or (config_default("model"),)
+        settings = {**{name: params[name] for name in SHARED_SETTINGS}, "model": models[0]}
+        return cls(settings=settings, models=models, **{name: params[name] for name in names})
 
     @property
     def tasks(self) -> str:
@@ -146,9 +151,11 @@ def setting_parameter(option: str) -> inspect.Parameter:
     a choice or JSON object is text, checked when the config is built), and a lower bound where the
     field has one (``ge``)."""
     setting = run_settings()[option]
-    if setting.type == "list":  # a repeatable flag (--tool)
+    if setting.type == "list" or option == "model":  # a repeatable flag (--tool; --model: one run per model)
         return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, annotation=list[str],
-                                 default=typer.Option([], CONFIG_FLAGS[option], help=config_help(option)))
+                                 default=typer.Option([], CONFIG_FLAGS[option], help=config_help(option),
+                                                      show_default=str(config_default(option)) if option == "model"
+                                                      else False))
     core = {"str": str, "int": int, "float": float, "bool": bool}[setting.type]
     bounds = {"min": setting.minimum} if setting.minimum is not None else {}
     return inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=config_option(option, **bounds),

@@ -4,6 +4,9 @@ Long runs show a progress bar (ETA, pass rate so far) and stop cleanly on Ctrl-C
 tasks finish and are written, and ``--resume`` continues; a second Ctrl-C (or SIGTERM) ends the
 process at once, whatever its tasks are doing, leaving every result line whole (``cli/interrupt.py``).
 
+``vtb run --model A --model B`` runs every model at once, one run directory each under ``--out``, and
+ends with a leaderboard (:func:`run_many`, :mod:`vtb_agents.runner.many`).
+
 Each command that changes a run's results or summary rewrites its report (:func:`refresh_report`):
 ``vtb run`` and ``vtb grade`` always; an interrupted ``vtb run`` and each setting of ``vtb ablate``
 the report they already have, so that no report.html shows figures or verdicts its run no longer has.
@@ -35,6 +38,7 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
     from vtb_agents.results import TaskResult
     from vtb_agents.runner.batch_grade import BatchSettings
     from vtb_agents.runner.budget import Spend
+    from vtb_agents.runner.many import ManyPlans, ModelRun
     from vtb_agents.rundir.records import GroupScore, InfrastructureErrors, RegionScore, RunSummary
     from vtb_agents.tasks.model import Task
 
@@ -141,11 +145,18 @@ def run(options: RunOptions,
             None, help="Dataset for --langsmith-experiment (default: vtb:<tasks>)."),
         batch_poll: float = BATCH_POLL,
         ) -> None:
-    """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out."""
+    """Run tasks with a model, grade them, and write results.jsonl, summary.json and report.html to --out.
+    With --model given several times: every model at once, one run directory each under --out, one verdict
+    cache, and a leaderboard (leaderboard.json, leaderboard.html; docs/how-to/many-models.md)."""
     from vtb_agents.rundir.errors import RunError, StoppedRun
 
     config = options.config(prompt_level=prompt_level, no_tools=not tools, no_vision_tool=not vision_tool)
     selected = options.selected_tasks()
+    if len(options.models) > 1:  # one run per model under --out, and a leaderboard
+        if langsmith_experiment:
+            fail("--langsmith-experiment runs one model: give one --model")
+        run_many(options, config, selected, out_dir, judge_cache, batch_settings(batch_poll))
+        return
     if langsmith_experiment:
         from vtb_agents.cli.langsmith import run_langsmith_experiment
 
@@ -317,6 +328,8 @@ def ablate(options: RunOptions,
     from vtb_agents.rundir.errors import RunError, StoppedRun
     from vtb_agents.runner.ablate import ABLATIONS, run_ablations
 
+    if len(options.models) > 1:
+        fail("vtb ablate runs one model: give one --model (or run `vtb ablate` once per model)")
     chosen = settings or list(ABLATIONS)
     for setting in chosen:
         check_choice("--setting", setting, tuple(ABLATIONS))
@@ -354,16 +367,17 @@ def ablate(options: RunOptions,
     exit_if_incomplete(ablation_failures(summaries), f"retry them with: {resume} --retry-errors")
 
 
-def ablation_failures(summaries: dict[str, RunSummary]) -> InfrastructureErrors:
-    """The infrastructure failures of all settings of an ablation (task ids as ``setting/id``), with an
-    INCOMPLETE line printed for each setting that has any."""
+def ablation_failures(summaries: dict[str, RunSummary], what: str = "setting") -> InfrastructureErrors:
+    """The infrastructure failures of all runs of an ablation (``what``: "setting"; of a many-model
+    run, "model") by their name (task ids as ``name/id``), with an INCOMPLETE line printed for each
+    run that has any."""
     from vtb_agents.rundir.records import InfrastructureErrors
 
     ids: list[str] = []
     for setting, summary in summaries.items():
         failed = summary.infrastructure_errors
         if failed.count:
-            err.print(f"[bold red]INCOMPLETE:[/] setting {setting}: {failed.count} of {summary.tasks} "
+            err.print(f"[bold red]INCOMPLETE:[/] {what} {safe_markup(setting)}: {failed.count} of {summary.tasks} "
                       "task(s) ungraded by infrastructure failures; its scores cover graded tasks only",
                       highlight=False, soft_wrap=True)
             ids += [f"{setting}/{task_id}" for task_id in failed.task_ids]
@@ -515,3 +529,102 @@ def sandboxes() -> None:
     print_listing("sandboxes", "sandboxes (--sandbox NAME, or module:Class)",
                   [("local", "a worker process on this machine (bubblewrap isolation where available)", "built-in"),
                    ("e2b", "an E2B cloud sandbox (the 'e2b' extra and E2B_API_KEY)", "built-in")])
+
+
+# ---------------------------------------------------------------- vtb run --model A --model B: one run per model
+
+def many_resume_command(options: RunOptions, config: RunConfig, out_dir: Path, judge_cache: Path | None) -> str:
+    """The command continuing this many-model run: every ``--model``, the shared settings, ``--resume``."""
+    from vtb_agents.config import DEFAULTS
+
+    models = [item for spec in options.models for item in ("--model", spec)]
+    return run_resume_command(options, config.model_copy(update={"model": DEFAULTS.model}), out_dir, judge_cache,
+                              "run", *models)
+
+
+def counted(planned: ManyPlans, on_result: ProgressFn, total: int) -> dict[str, ProgressFn]:
+    """Each model's progress callback, feeding the command's one bar with the episodes of all models
+    (a run reports its own count, earlier sessions' included; the bar shows their sum)."""
+    done = dict.fromkeys(planned.plans, 0)
+    lock = threading.Lock()
+
+    def for_model(spec: str) -> ProgressFn:
+        def count(result: TaskResult, done_now: int, _total: int) -> None:
+            with lock:  # the models' threads report at once
+                done[spec] = done_now
+                on_result(result, sum(done.values()), total)
+        return count
+
+    return {spec: for_model(spec) for spec in planned.plans}
+
+
+def run_many(options: RunOptions, config: RunConfig, selected: list[Task], out_dir: Path,
+             judge_cache: Path | None, batch: BatchSettings) -> None:
+    """Plan, run and report every model of ``options.models`` (``config``: the first model's settings,
+    which the others share), then write and print the leaderboard."""
+    from vtb_agents.report import preparing_report
+    from vtb_agents.rundir.errors import RunError
+    from vtb_agents.rundir.layout import RUN_FILE
+    from vtb_agents.runner.budget import SpendByModel
+    from vtb_agents.runner.many import plan_models, run_models
+
+    if options.executor == "ray":  # a Ray executor per model would start and stop one Ray instance each
+        fail("--executor ray runs one model: give one --model per command (several models run with "
+             "--executor local or processes)")
+    if (out_dir / RUN_FILE).exists():
+        fail(f"{out_dir} holds the run of one model: a run of several models writes one directory per model "
+             "under --out; choose another --out")
+    resume = many_resume_command(options, config, out_dir, judge_cache)
+    try:
+        planned = plan_models(config, options.models, out_dir, judge_cache=judge_cache)
+    except (RunError, ValueError) as exc:
+        fail(str(exc))
+    spend = SpendByModel.of({spec: (plan.records.model.prices, plan.records.judge.prices)
+                             for spec, plan in planned.plans.items()})
+    total = len(selected) * config.epochs * len(planned.plans)
+    with ExitStack() as held:
+        for run_dir in planned.dirs.values():  # no other writer in a model's directory between its run and report
+            held.enter_context(run_dir_scope(run_dir))
+        with progress_bar(total, spend) as (on_result, stop), ExitStack() as preparing:
+            progress = {spec: preparing.enter_context(preparing_report(planned.dirs[spec], selected, count))
+                        for spec, count in counted(planned, on_result, total).items()}
+            runs = run_models(selected, planned, resume=options.resume, executor=options.make_executor, stop=stop,
+                              progress=progress, retry_errors=options.retry_errors, batch=batch)
+        finish(runs, planned, out_dir, resume)
+
+
+def finish(runs: dict[str, ModelRun], planned: ManyPlans, out_dir: Path, resume: str) -> None:
+    """End the command as ``vtb run`` ends: a failed run's error, else an interruption or a budget
+    (reports refreshed, the resume command printed), else every report and the leaderboard."""
+    from vtb_agents.report.leaderboard import leaderboard_table, write_leaderboard_page
+    from vtb_agents.rundir.errors import RunError, StoppedRun
+    from vtb_agents.rundir.leaderboard import leaderboard_of, write_leaderboard
+    from vtb_agents.runner.budget import BudgetReached
+    from vtb_agents.runner.run import EXIT_BUDGET
+
+    failed = {spec: run.error for spec, run in runs.items()
+              if run.error is not None and not isinstance(run.error, BudgetReached)}
+    for spec, error in failed.items():
+        if isinstance(error, StoppedRun):
+            fail(f"--model {spec}: {error}: {resume}")
+        if isinstance(error, (RunError, ValueError)):
+            fail(f"--model {spec}: {error}")
+        raise error
+    for run in runs.values():  # no report.html may show figures its run no longer has
+        refresh_report(run.run_dir, only_if_present=True)
+    if any(isinstance(run.error, BudgetReached) for run in runs.values()):  # episodes left: none started after it
+        err.print(safe(f"stopped: {planned.budget.reached}: {resume}"), highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(EXIT_BUDGET)
+    summaries = {spec: run.summary for spec, run in runs.items() if run.summary is not None}
+    missing = sum(summary.missing for summary in summaries.values())
+    if missing or len(summaries) < len(runs):
+        err.print(safe(f"interrupted: {missing} episode(s) left; continue with: {resume}"), highlight=False,
+                  soft_wrap=True, markup=False)
+        raise typer.Exit(130)
+    for spec, run in runs.items():
+        out.print(safe(f"{spec}: {refresh_report(run.run_dir)}"), highlight=False, markup=False)
+    board = leaderboard_of(out_dir, planned.dirs)
+    out.print(leaderboard_table(board))
+    out.print(safe(f"leaderboard: {write_leaderboard(out_dir, board)}  page: {write_leaderboard_page(out_dir, board)}"),
+              highlight=False, markup=False)
+    exit_if_incomplete(ablation_failures(summaries, "model"), f"retry them with: {resume} --retry-errors")

@@ -15,8 +15,9 @@ See docs/how-to/cost-and-rate-limits.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from vtb_agents.analysis.cost import cost_of
 from vtb_agents.models.presets import Prices
@@ -26,7 +27,7 @@ from vtb_agents.rundir.errors import StoppedRun
 if TYPE_CHECKING:  # the plan loads LangChain: the CLI imports this module before it builds one
     from vtb_agents.runner.plan import PlanRecords
 
-__all__ = ["Budget", "BudgetReached", "Spend", "run_budget"]
+__all__ = ["Budget", "BudgetReached", "Spend", "SpendByModel", "run_budget"]
 
 
 class BudgetReached(StoppedRun):
@@ -68,6 +69,30 @@ class Spend:
         for result in results:
             self.add(result)
         return self
+
+
+@dataclass
+class SpendByModel(Spend):
+    """What the runs of a many-model command spent together (``vtb run --model A --model B``): each
+    result counted by the :class:`Spend` of its model (``by_model``, keyed by the model spec a result
+    records), ``usd``, ``tokens`` and ``unpriced`` their sums. Thread-safe: the models run at once."""
+
+    by_model: Mapping[str, Spend] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def of(cls, prices: Mapping[str, tuple[Prices | None, Prices | None]]) -> SpendByModel:
+        """Nothing spent yet by the models of ``prices`` (model spec: its model's and judge's prices)."""
+        return cls(None, None, by_model={spec: Spend(model, judge) for spec, (model, judge) in prices.items()})
+
+    def add(self, result: TaskResult) -> None:
+        """Count ``result`` with its model's prices (a model not in ``by_model`` is a KeyError: a bug)."""
+        with self._lock:
+            self.by_model[result.model].add(result)
+            spends = self.by_model.values()
+            self.usd = round(sum(spend.usd for spend in spends), 6)
+            self.tokens = sum(spend.tokens for spend in spends)
+            self.unpriced = sum(spend.unpriced for spend in spends)
 
 
 @dataclass

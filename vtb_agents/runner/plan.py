@@ -289,9 +289,10 @@ def build_plan(records: PlanRecords, objects: RunObjects = NO_OBJECTS, budgets: 
                    in_process_only=bool(objects))
 
 
-def plan_run(config: RunConfig, objects: RunObjects = NO_OBJECTS) -> RunPlan:
+def plan_run(config: RunConfig, objects: RunObjects = NO_OBJECTS, budgets: Budgets | None = None) -> RunPlan:
     """The run's plan: its specs resolved (:func:`plan_records`) and its objects built
-    (:func:`build_plan`), ``objects`` from Python standing in for the specs that name them. A spec
+    (:func:`build_plan`), ``objects`` from Python standing in for the specs that name them, its requests
+    paced by ``budgets`` (default: its own, :func:`run_limiters`; several runs of one command share one). A spec
     that cannot be loaded or built raises ValueError naming it and the cause; no file is touched."""
     records = plan_records(config)
     if records.model_is_agent and config.strategy != DEFAULT_STRATEGY:
@@ -301,7 +302,7 @@ def plan_run(config: RunConfig, objects: RunObjects = NO_OBJECTS) -> RunPlan:
         raise ValueError(f"model cache {config.model_cache}: no such file (a cache-only run replays a recorded cache)")
     if config.sandbox == "local":  # probed while the model's libraries load: first tasks need not wait
         probe_in_background()
-    return build_plan(records, objects)
+    return build_plan(records, objects, budgets)
 
 
 @dataclass(frozen=True)

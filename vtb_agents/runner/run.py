@@ -39,7 +39,7 @@ from vtb_agents.rundir.store import ResultsStore, episode_key, latest_results
 from vtb_agents.rundir.transcripts import write_transcript
 from vtb_agents.config import PACING_KEYS, RunConfig
 from vtb_agents.runner.batch_grade import BatchSettings
-from vtb_agents.runner.budget import BudgetReached, run_budget
+from vtb_agents.runner.budget import Budget, BudgetReached, run_budget
 from vtb_agents.runner.executors import Executor, LocalExecutor, RunJob, TaskEpoch
 from vtb_agents.runner.outcomes import failed_episode
 from vtb_agents.runner.plan import NO_OBJECTS, PlanRecords, RunObjects, RunPlan, plan_run
@@ -174,7 +174,7 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
               progress: ProgressFn | None = None, judge_cache: Path | None = None,
               executor: Executor | None = None, stop: threading.Event | None = None,
               objects: RunObjects = NO_OBJECTS, retry_errors: bool = False, checked: bool = False,
-              batch: BatchSettings | None = None) -> RunSummary:
+              batch: BatchSettings | None = None, budget: Budget | None = None) -> RunSummary:
     """Run every episode (task and epoch, ``config.epochs`` per task) not yet in ``out``, append each
     result as it finishes, write ``summary.json`` and return it (typed, with ``run_dir`` ``out``).
 
@@ -192,7 +192,8 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
     With ``config.cost_limit`` or ``config.token_limit``, no episode starts once the run's results spent
     it (:mod:`vtb_agents.runner.budget`): the summary of what is done is written, then
     :class:`~vtb_agents.runner.budget.BudgetReached` raised if episodes are left (a ValueError before
-    any file when a cost limit meets a model or judge without known prices).
+    any file when a cost limit meets a model or judge without known prices). ``budget``: a budget
+    several runs share instead (``vtb run --model A --model B``, :mod:`vtb_agents.runner.many`).
     ``objects`` from Python (a model, judge, strategy, tools) stand in for the specs of ``config``,
     which records their names.
 
@@ -219,7 +220,7 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
     if plan.in_process_only and not executor.in_process:
         raise RunError("objects from Python (a model, judge, strategy, agent or tools) cannot reach remote workers: "
                        "name them by specs ('provider:model', 'module:function', 'agent:module:function')")
-    budget = run_budget(plan.records)  # before any file
+    budget = run_budget(plan.records) if budget is None else budget  # before any file
     cache = judge_cache or out / JUDGE_CACHE_FILE
     if not checked:
         require(check_plan(plan))  # and parts that break their contract or cannot run code
