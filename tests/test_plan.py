@@ -123,12 +123,6 @@ DECODER_HOMES = {
     "cli/run.py": "lists installed extensions (vtb strategies / tools / judges / sandboxes), decodes no run's spec",
     "cli/sandbox.py": "`vtb sandbox`: opens one sandbox of a kind to try code, outside any run",
     "analysis/failures.py": "`vtb analyze failures --model`: the classifier's model, outside any run",
-    "analysis/cost.py": "prices a finished run from the spec strings its run.json's config records (the summary's "
-                        "cost), not from the recorded resolved model: left to move (the summary should take the "
-                        "plan's prices, and a reader the recorded model record's)",
-    "report/html.py": "prices a finished run's task pages from its recorded spec strings, as analysis/cost.py does",
-    "cli/transcript.py": "prices one recorded task (`vtb transcript`) from its recorded spec strings, as "
-                         "analysis/cost.py does",
 }
 """Modules that may import a decoder, each with its reason; every other module reads the plan's built
 objects or its typed records."""
@@ -168,8 +162,9 @@ def test_the_plan_records_the_prices_and_the_judges_batch_api_once(monkeypatch: 
     records = plan_records(RunConfig(model="gpt-4o", judge="o4-mini", judge_batch=True))
     assert (records.model.prices, records.judge.prices) == (gpt.prices, o4.prices)
     assert records.judge.batch_provider == "openai" and records.defers_verdicts
-    assert records.model_record().model_dump() == {"spec": gpt.spec, "preset": "gpt-4o",
-                                                   "settings": gpt.settings}  # run.json: no prices
+    assert records.model_record().model_dump() == {"spec": gpt.spec, "preset": "gpt-4o", "settings": gpt.settings,
+                                                   "prices": gpt.prices.known()}  # run.json: the prices, once
+    assert records.judge_record().prices == o4.prices.known()
     assert plan_records(RunConfig(judge="anthropic:claude-x")).judge.batch_provider == "anthropic"
     for judge in ("rule", "google_genai:gemini-x", "my_pkg.judges:strict"):  # no batch API: graded live
         other = plan_records(RunConfig(model="replay", judge=judge, judge_batch=True))
@@ -179,3 +174,4 @@ def test_the_plan_records_the_prices_and_the_judges_batch_api_once(monkeypatch: 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")  # the judge is built (no call is made)
     grading = plan_judge("o4-mini")  # vtb grade --batch reads the same facts
     assert (grading.choice.batch_provider, grading.choice.prices) == ("openai", o4.prices)
+    assert grading.record().prices == o4.prices.known()  # what a regrade records as the run's judge
