@@ -122,7 +122,6 @@ DECODER_HOMES = {
     "config.py": "validates a sandbox kind's form when a RunConfig is made (is_extension), decodes nothing",
     "cli/run.py": "lists installed extensions (vtb strategies / tools / judges / sandboxes), decodes no run's spec",
     "cli/sandbox.py": "`vtb sandbox`: opens one sandbox of a kind to try code, outside any run",
-    "analysis/failures.py": "`vtb analyze failures --model`: the classifier's model, outside any run",
 }
 """Modules that may import a decoder, each with its reason; every other module reads the plan's built
 objects or its typed records."""
