@@ -119,7 +119,6 @@ DECODER_HOMES = {
     "strategies/__init__.py": "re-exports the strategy decoder", "sandbox/__init__.py": "the sandbox decoder itself",
     "tools/toolset.py": "the tool decoder itself", "tools/__init__.py": "re-exports the tool decoder",
     "graphs/resumers.py": "the resumer decoder itself", "extensions.py": "the extension loader itself",
-    "config.py": "validates a sandbox kind's form when a RunConfig is made (is_extension), decodes nothing",
     "cli/run.py": "lists installed extensions (vtb strategies / tools / judges / sandboxes), decodes no run's spec",
     "cli/sandbox.py": "`vtb sandbox`: opens one sandbox of a kind to try code, outside any run",
 }
@@ -174,3 +173,16 @@ def test_the_plan_records_the_prices_and_the_judges_batch_api_once(monkeypatch: 
     grading = plan_judge("o4-mini")  # vtb grade --batch reads the same facts
     assert (grading.choice.batch_provider, grading.choice.prices) == ("openai", o4.prices)
     assert grading.record().prices == o4.prices.known()  # what a regrade records as the run's judge
+
+
+def test_a_recorded_sandbox_kind_is_read_anywhere_and_decoded_by_the_plan(tmp_path: Path) -> None:
+    from vtb_agents.rundir.records import RunRecord
+
+    config = RunConfig(model="replay", judge="rule", sandbox="their_sandbox")  # a package installed elsewhere
+    records = plan_records(config)  # the model and judge resolved; the sandbox kind is decoded when built
+    record = RunRecord(config=config, model=records.model_record(), judge=records.judge_record())
+    (tmp_path / "run.json").write_text(record.model_dump_json())
+    assert read_record(tmp_path).config.sandbox == "their_sandbox"  # a reader needs no plugin of the run's
+    with pytest.raises(ValueError, match=r"unknown sandbox kind 'their_sandbox': allowed kinds are local, e2b, "
+                                         r"'module:Class' or an installed sandbox \(`vtb sandboxes`\)"):
+        plan_run(config)
