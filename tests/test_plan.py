@@ -119,8 +119,11 @@ DECODER_HOMES = {
     "strategies/__init__.py": "re-exports the strategy decoder", "sandbox/__init__.py": "the sandbox decoder itself",
     "tools/toolset.py": "the tool decoder itself", "tools/__init__.py": "re-exports the tool decoder",
     "graphs/resumers.py": "the resumer decoder itself", "extensions.py": "the extension loader itself",
-    "cli/run.py": "lists installed extensions (vtb strategies / tools / judges / sandboxes), decodes no run's spec",
-    "cli/sandbox.py": "`vtb sandbox`: opens one sandbox of a kind to try code, outside any run",
+    "cli/extensions.py": "`vtb strategies` / `tools` / `judges` / `sandboxes`: lists the names a spec can use "
+                         "(installed entry points), decodes no spec",
+    "cli/sandbox.py": "`vtb sandbox`: a top-level command that decides its one sandbox's kind itself, outside any "
+                      "run, and must not load the plan (LangChain: test_cli_startup.py's "
+                      "test_sandbox_exec_runs_code_without_langchain)",
 }
 """Modules that may import a decoder, each with its reason; every other module reads the plan's built
 objects or its typed records."""
@@ -143,6 +146,9 @@ def test_no_module_below_the_plan_decodes_a_spec() -> None:
     importers = {str(path.relative_to(PACKAGE)): decoder_imports(path) for path in sorted(PACKAGE.rglob("*.py"))}
     strays = {module: sorted(names) for module, names in importers.items() if names and module not in DECODER_HOMES}
     assert strays == {}
+    readers = ["analysis/cost.py", "analysis/metrics.py", "analysis/paired.py", "analysis/failures.py",
+               "report/html.py", "report/compare.py", "cli/transcript.py", "cli/run.py", "cli/analyze.py", "config.py"]
+    assert {module: importers[module] for module in readers if importers[module]} == {}  # they read the records
     executors = ["runner/run.py", "runner/executors.py", "runner/process_executor.py", "runner/ray_executor.py",
                  "runner/worker.py", "runner/dispatch.py", "runner/resources.py", "runner/regrade.py",
                  "runner/ablate.py", "runner/preflight.py", "episodes/driver.py", "api.py", "langsmith_eval.py",
