@@ -29,7 +29,8 @@ def test_a_run_with_epochs_counts_missing_episodes_per_epoch_and_has_pass_at_k_i
 
 def test_the_summary_holds_the_region_metric_under_region_iou():
     turns = [TurnRecord(index=0, answer="a", status="answered", best_crop_iou=0.5)]
-    summary = summarize([result_line("a", score=1.0, passed=True, turns=turns, by_turn={0: True})], judge_name="rule", prices=RunPrices())
+    summary = summarize([result_line("a", score=1.0, passed=True, turns=turns, by_turn={0: True})], judge_name="rule",
+                        prices=RunPrices())
     assert summary["region_iou"]["turns"] == 1 and summary["region_iou"]["pass_rate_when_looked"] == 1.0
 
 
