@@ -8,6 +8,8 @@ share of 0.5 (batch-billed tokens pay half the list price)."""
 
 from __future__ import annotations
 
+import pytest
+
 from support.result_lines import result_line
 from vtb_agents.analysis.cost import RunPrices, cost_of, cost_summary, run_usage, task_cost
 from vtb_agents.models.presets import Prices, prices_for
@@ -114,3 +116,27 @@ def test_cost_summary_without_a_priced_model_or_a_passed_task():
     assert summary["prices"]["model"] is None
     free = cost_summary([result_line("a", score=0.0, passed=False, usage=TaskUsage())], RUN)
     assert (free["total"], free["per_passed_task"]) == (0.0, None)  # nothing passed: no cost per pass, not a division
+
+
+def test_recorded_prices_are_run_jsons_and_an_unknown_price_name_is_refused():
+    from vtb_agents.analysis.cost import recorded_prices
+    from vtb_agents.config import RunConfig
+    from vtb_agents.rundir.errors import RunError
+    from vtb_agents.rundir.records import ModelRecord, RunRecord
+
+    def record(model: dict | None, judge: dict | None) -> RunRecord:
+        return RunRecord(config=RunConfig(), model=None if model is None else ModelRecord(spec="openai:m", prices=model),
+                         judge=None if judge is None else ModelRecord(spec="openai:j", prices=judge))
+
+    assert recorded_prices(record({"input": 2.5, "cached_input": 1.25, "output": 10.0, "batch": 0.5},
+                                  {"input": 1.1, "cached_input": 0.275, "output": 4.4, "batch": 0.5})) == RUN
+    assert recorded_prices(record({}, {"cache_write": 3.75})) == RunPrices(Prices(), Prices(cache_write=3.75))
+    assert recorded_prices(record(None, None)) == RunPrices(None, None)  # no model or judge recorded
+    unpriced = RunRecord(config=RunConfig(), model=ModelRecord(spec="replay", prices=None),
+                         judge=ModelRecord(spec="rule", prices=None))
+    assert recorded_prices(unpriced) == RunPrices(None, None)
+    for side in ("model", "judge"):
+        bad = record(*(({"input": 1.0, "per_call": 0.01}, {}) if side == "model" else ({}, {"per_call": 0.01})))
+        with pytest.raises(RunError, match=rf"run\.json: {side}\.prices has unknown price name\(s\) per_call \(known: "
+                                           r"input, cached_input, cache_write, output, batch\)"):
+            recorded_prices(bad)
