@@ -3,8 +3,8 @@
 Tokens are summed from the per-task usage the runner recorded (model and judge apart); the cost
 multiplies them by the prices the run recorded (:class:`RunPrices`, USD per million tokens): the
 presets' prices as the run plan looked them up at the run's start, which ``run.json`` keeps
-(:func:`recorded_prices`), so that a run is priced the same whichever vtb reads it later. A price that is not known, a
-call whose provider reported no usage, or a result without usage makes the cost unknown (None),
+(:func:`recorded_prices`), so that a run is priced the same whichever vtb reads it later. A price
+that is not known, a call whose provider reported no usage, or a result without usage makes the cost unknown (None),
 never zero; so does an infrastructure failure (a failed request reports no usage, billed or not):
 of the model's side an episode that failed, of the judge's a judge error. Only a side that made
 no calls at all, with nothing failed, costs a known 0.
