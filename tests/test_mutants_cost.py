@@ -125,7 +125,8 @@ def test_recorded_prices_are_run_jsons_and_an_unknown_price_name_is_refused():
     from vtb_agents.rundir.records import ModelRecord, RunRecord
 
     def record(model: dict | None, judge: dict | None) -> RunRecord:
-        return RunRecord(config=RunConfig(), model=None if model is None else ModelRecord(spec="openai:m", prices=model),
+        return RunRecord(config=RunConfig(),
+                         model=None if model is None else ModelRecord(spec="openai:m", prices=model),
                          judge=None if judge is None else ModelRecord(spec="openai:j", prices=judge))
 
     assert recorded_prices(record({"input": 2.5, "cached_input": 1.25, "output": 10.0, "batch": 0.5},
