@@ -44,6 +44,7 @@ def test_every_reader_refuses_a_malformed_agent_spec_the_same_way(spec: str) -> 
 def test_readers_agree_on_what_names_an_agent() -> None:
     assert strategy_name("agent:m:f", "react") == "agent:m:f"
     assert strategy_name("openai:gpt-4o", "reflect") == "reflect"
-    assert model_choice("agent:m:f", {"x": 1}).record() == {"spec": "agent:m:f", "preset": None, "settings": {"x": 1}}
+    assert model_choice("agent:m:f", {"x": 1}).record() == {"spec": "agent:m:f", "preset": None, "settings": {"x": 1},
+                                                            "prices": None}
     with pytest.raises(ValueError, match="agent spec 'agent:no_such_module_xyz:f': cannot load"):
         load_strategy("agent:no_such_module_xyz:f")

@@ -18,9 +18,10 @@ from support.scripted_vision import VisionModel
 
 import pytest
 
-from vtb_agents.analysis.cost import cost_summary
+from vtb_agents.analysis.cost import RunPrices, cost_summary
 from vtb_agents.cli.run import progress_status
 from vtb_agents.config import RunConfig
+from vtb_agents.models.presets import prices_for
 from vtb_agents.results import Episode, TaskGrade, TaskResult, TaskUsage, TokenUsage
 from vtb_agents.runner.budget import Spend, run_budget
 from vtb_agents.runner.plan import plan_records
@@ -161,7 +162,7 @@ def test_the_budget_counts_billed_tokens_at_the_summarys_prices():
     cached = priced_result(call + call, judged, model_from_cache=call)  # one call answered by the model cache
     results = [paid, cached]
     budget = run_budget(plan_records(RunConfig(model=PRICED, judge="o4-mini", cost_limit=1.0)), done=results)
-    expected = cost_summary(results, model=PRICED, judge="o4-mini")["total"]
+    expected = cost_summary(results, RunPrices(prices_for(PRICED), prices_for("o4-mini")))["total"]
     assert budget.spend.usd == expected and expected > 0  # the summary's cost: cache answers cost nothing
     assert budget.spend.tokens == 3000 + 210 + 1500 + 210 and budget.reached is None
     assert run_budget(plan_records(RunConfig(model=PRICED, judge="o4-mini", cost_limit=1e-9)),

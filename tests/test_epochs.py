@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 import vtb_agents
 from vtb_agents.report import write_report
 from vtb_agents.analysis.alignment import alignment_report
+from vtb_agents.analysis.cost import RunPrices
 from vtb_agents.analysis.difficulty import open_runs
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.annotate.server import AnnotationSession
@@ -68,7 +69,7 @@ def test_two_epochs_average_per_task_then_over_tasks():
         line("c", 1, passed=False, score=0.2), line("c", 2, passed=False, score=0.0),   # pass 0,   score 0.1
         line("d", 1, passed=False, score=0.3), line("d", 2, passed=None, outcome="provider_error"),  # epoch 1 only
     ]
-    summary = summarize(results, judge_name="rule", expected=4, epochs=2)
+    summary = summarize(results, judge_name="rule", prices=RunPrices(), expected=4, epochs=2)
     # APR: task means 1, 0.5, 0, 0 -> mean 0.375; deviations .625 .125 -.375 -.375, squares sum
     # .390625 + .015625 + .140625 + .140625 = .6875; s^2 = .6875 / 3 = .229167; s = .478714;
     # stderr = .478714 / 2 = .239357; t(0.975, 3) = 3.182446: half width .761740 -> [-.386740, 1.136740],
@@ -92,7 +93,7 @@ def test_two_epochs_average_per_task_then_over_tasks():
 def test_small_groups_have_no_interval_and_one_epoch_no_pass_at_k():
     results = [line("a", 1, passed=True), line("b", 1, passed=False, category="temporal"),
                line("c", 1, passed=True, category="temporal")]
-    summary = summarize(results, judge_name="rule", expected=3)
+    summary = summarize(results, judge_name="rule", prices=RunPrices(), expected=3)
     assert "pass_at_k" not in summary and "pass_hat_k" not in summary["by_category"]["temporal"]
     alone = summary["by_category"]["region_switch"]  # one task: no spread to measure
     assert (alone["apr"], alone["apr_stderr"], alone["apr_ci95"], alone["ars_ci95"]) == (1.0, None, None, None)
@@ -100,7 +101,7 @@ def test_small_groups_have_no_interval_and_one_epoch_no_pass_at_k():
     # passes 0, 1: mean .5, s^2 = (.25 + .25) / 1 = .5, s = .707107, stderr = .707107 / sqrt 2 = .5;
     # t(0.975, 1) = 12.706205: [-5.85, 6.85] clipped to [0, 1]
     assert (pair["apr_stderr"], pair["apr_ci95"]) == (0.5, [0.0, 1.0])
-    same = summarize([line("a", 1, passed=True), line("b", 1, passed=True)], judge_name="rule")
+    same = summarize([line("a", 1, passed=True), line("b", 1, passed=True)], judge_name="rule", prices=RunPrices())
     assert (same["apr_stderr"], same["apr_ci95"]) == (0.0, [1.0, 1.0])  # no spread: a zero-width interval
 
 

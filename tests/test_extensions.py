@@ -133,7 +133,8 @@ def test_bad_extension_specs_are_refused_naming_them(tmp_path: Path) -> None:
              ("--tool", "myext:missing"): "tool 'myext:missing': cannot load it: AttributeError",
              ("--judge", "myext.nope:J"): "judge 'myext.nope:J': cannot load it: ModuleNotFoundError",
              ("--judge", "myext.j:Undeclared"): "it does not declare 'calls_model' (True or False",
-             ("--sandbox", "nowhere"): "--sandbox must be local, e2b, 'module:Class' or an installed sandbox"}
+             ("--sandbox", "nowhere"): "unknown sandbox kind 'nowhere': allowed kinds are local, e2b, 'module:Class' "
+                                       "or an installed sandbox"}  # the plan decodes it, before anything is written
     for (option, spec), message in cases.items():
         done = vtb("run", "--tasks", "sample", "--limit", "1", option, spec, "--out", str(tmp_path / "out"),
                    path=[lib], cwd=ROOT, env=ext_env(lib))

@@ -15,6 +15,7 @@ from support.openai_server import OpenAIServer
 from typer.testing import CliRunner
 
 from vtb_agents.analysis.failures import FAILURES_FILE, FailureClassifier, classify_failures
+from vtb_agents.runner.plan import classifier_model
 from vtb_agents.cli.analyze import analyze_app
 from vtb_agents.runner.run import RunConfig, RunError, run_suite
 from vtb_agents.tasks import load_tasks
@@ -151,14 +152,17 @@ def test_errored_episodes_are_excluded_not_classified(task_root, tmp_path):
 
 
 def test_missing_run_and_tasks_are_clear_errors(run_dir, tmp_path):
+    def unused() -> FailureClassifier:
+        raise AssertionError("no classifier is built for a run that cannot be read")
+
     with pytest.raises(RunError, match="no such run directory"):
-        classify_failures(tmp_path / "nope", "openai:x")
+        classify_failures(tmp_path / "nope", unused)
     only_ok = [t for t in load_tasks(json.loads((run_dir / "run.json").read_text())["config"]["tasks"])
                if t.id == "ok"]
     with pytest.raises(RunError, match="not found in the task source: arith, misread"):
-        classify_failures(run_dir, "openai:x", tasks=only_ok)
-    with pytest.raises(ValueError, match="is not 'provider:model'"):
-        classify_failures(run_dir, "gpt-without-provider")
+        classify_failures(run_dir, unused, tasks=only_ok)
+    with pytest.raises(ValueError, match="is not 'provider:model'"):  # decoded by the plan module
+        classifier_model("gpt-without-provider")
 
 
 def cli() -> typer.Typer:

@@ -162,7 +162,7 @@ def test_a_store_reader_raises_the_format_error_itself(run_dir: Path) -> None:
             reader()
 
 
-@pytest.mark.parametrize("found", [None, 0, 2, True, 1.0, "1"])
+@pytest.mark.parametrize("found", [None, 0, RUN_FORMAT - 1, RUN_FORMAT + 1, True, float(RUN_FORMAT), str(RUN_FORMAT)])
 def test_only_this_integer_version_reads(tmp_path: Path, found: object) -> None:
     from vtb_agents.rundir.errors import check_format, format_version
 

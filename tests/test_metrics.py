@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from vtb_agents.analysis.cost import RunPrices
 from vtb_agents.analysis.metrics import call_succeeded, summarize, tool_metrics
 from vtb_agents.episodes.driver import turn_record
+from vtb_agents.models.presets import prices_for
 from vtb_agents.models.replay import turn_message_id
 from vtb_agents.results import Episode, RubricVerdict, TaskGrade, TaskResult, ToolCallRecord, TurnRecord
 
@@ -81,7 +83,8 @@ def paper(blocks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def test_summary_of_a_mixed_run_matches_the_hand_computed_values():
-    summary = summarize(RUN, judge_name="o4-mini", expected=7, extra={"model": "replay"})
+    summary = summarize(RUN, judge_name="o4-mini", prices=RunPrices(judge=prices_for("o4-mini")), expected=7,
+                        extra={"model": "replay"})
     # 6 tasks; A, B, C, E graded; D (provider) and F (unjudged) not
     assert (summary["tasks"], summary["graded"], summary["ungraded"], summary["missing"]) == (6, 4, 2, 1)
     assert summary["apr"] == 0.5  # A and B pass, C and E fail: 2 / 4 (A passes with score 0.75)
@@ -121,13 +124,13 @@ def test_summary_of_a_mixed_run_matches_the_hand_computed_values():
 
 def test_a_complete_run_says_so_and_an_empty_run_has_no_rates():
     graded = [r for r in RUN if r.grade.graded]
-    summary = summarize(graded, judge_name="rule", expected=4)
+    summary = summarize(graded, judge_name="rule", prices=RunPrices(), expected=4)
     assert summary["complete"] is True and summary["missing"] == 0
     assert summary["infrastructure_errors"] == {"count": 0, "task_ids": []}
-    empty = summarize([], judge_name="rule")
+    empty = summarize([], judge_name="rule", prices=RunPrices())
     assert (empty["tasks"], empty["apr"], empty["ars"], empty["complete"]) == (0, None, None, True)
     assert empty["tool_metrics"]["proactivity"] is None and empty["tool_metrics"]["success_rate"] is None
-    assert summarize(RUN[:1], judge_name="rule", expected=0)["missing"] == 0  # never negative
+    assert summarize(RUN[:1], judge_name="rule", prices=RunPrices(), expected=0)["missing"] == 0  # never negative
 
 
 def turn_calls(*outcomes: tuple[str, dict[str, Any], ToolMessage]) -> list[ToolCallRecord]:
@@ -221,13 +224,14 @@ def test_judge_episode_usage_cost_and_image_op_counts_by_hand():
     judged.episode.turns[0].status = "tool_round_cap"
     judged.usage = TaskUsage(model=TokenUsage(calls=1, input_tokens=1_000_000, output_tokens=100_000),
                              judge=TokenUsage(calls=3, input_tokens=100_000, output_tokens=10_000))
-    summary = summarize([judged], judge_name="o4-mini", extra={"model": "gpt-4o"})
+    summary = summarize([judged], judge_name="o4-mini", prices=RunPrices(prices_for("gpt-4o"), prices_for("o4-mini")),
+                        extra={"model": "gpt-4o"})
     # calls: the weight 5, 4 and 1 verdicts (the weight-3 one came from the cache); checks: the weight-2 one
     assert summary["judge"] == {"model": "o4-mini", "calls": 3, "checks": 1, "unjudged": 0, "errors": 1,
                                 "cache_hits": 1, "pending": 0}
     assert summary["episodes"] == {"errors": 0, "task_timeout": 1, "tool_round_cap": 1, "context_exceeded": 0}
     rejected = result("K", "c", "d", "single", score=0.0, passed=False, outcome="context_exceeded")
-    assert summarize([rejected, judged], judge_name="rule")["episodes"] == {
+    assert summarize([rejected, judged], judge_name="rule", prices=RunPrices())["episodes"] == {
         "errors": 0, "task_timeout": 1, "tool_round_cap": 1, "context_exceeded": 1}
     assert summary["usage"]["model"]["input_tokens"] == 1_000_000 and summary["usage"]["tasks_without_usage"] == 0
     # gpt-4o at 2.50 / 10.00 per million: 1,000,000 x 2.5 + 100,000 x 10 = 3.5 USD; the judge, o4-mini at
@@ -236,4 +240,4 @@ def test_judge_episode_usage_cost_and_image_op_counts_by_hand():
     assert summary["tool_metrics"]["image_ops"] == {"cropping": 1, "resizing": 0, "rotation": 1, "flipping": 0,
                                                     "brightness": 0, "contrast": 0, "editing": 0, "other": 0}
     # no infrastructure failure but a missing task: still incomplete
-    assert summarize([judged], judge_name="rule", expected=2)["complete"] is False
+    assert summarize([judged], judge_name="rule", prices=RunPrices(), expected=2)["complete"] is False

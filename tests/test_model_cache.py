@@ -341,7 +341,9 @@ def test_each_epoch_of_a_task_has_its_own_answers(tmp_path):
 def test_cached_calls_keep_their_tokens_and_cost_nothing():
     from test_metrics import result
 
+    from vtb_agents.analysis.cost import RunPrices
     from vtb_agents.analysis.metrics import summarize
+    from vtb_agents.models.presets import prices_for
     from vtb_agents.results import TaskUsage, TokenUsage
 
     line = result("A", "c", "d", "single", score=1.0, passed=True, outcome="answered")
@@ -349,7 +351,8 @@ def test_cached_calls_keep_their_tokens_and_cost_nothing():
                            model_from_cache=TokenUsage(calls=1, input_tokens=400_000, output_tokens=40_000),
                            judge=TokenUsage(calls=1, input_tokens=100_000, output_tokens=10_000),
                            judge_from_cache=TokenUsage(calls=1, input_tokens=100_000, output_tokens=10_000))
-    summary = summarize([line], judge_name="o4-mini", extra={"model": "gpt-4o"})
+    summary = summarize([line], judge_name="o4-mini", prices=RunPrices(prices_for("gpt-4o"), prices_for("o4-mini")),
+                        extra={"model": "gpt-4o"})
     assert summary["usage"]["model"]["input_tokens"] == 1_000_000 and summary["usage"]["cache_hits"] == 2
     # gpt-4o at 2.50 / 10.00 per million, for the call sent: 600,000 x 2.5 + 60,000 x 10 = 2.1 USD;
     # the judge's one call came from the cache: 0

@@ -8,13 +8,18 @@ share of 0.5 (batch-billed tokens pay half the list price)."""
 
 from __future__ import annotations
 
+import pytest
+
 from support.result_lines import result_line
-from vtb_agents.analysis.cost import cost_of, cost_summary, run_usage, task_cost
+from vtb_agents.analysis.cost import RunPrices, cost_of, cost_summary, run_usage, task_cost
 from vtb_agents.models.presets import Prices, prices_for
 from vtb_agents.results import TaskUsage, TokenUsage
 
 SONNET = Prices(input=3.0, cached_input=0.3, cache_write=3.75, output=15.0, batch=0.5)
 GPT4O = Prices(input=2.5, cached_input=1.25, output=10.0, batch=0.5)
+O4_MINI = Prices(input=1.1, cached_input=0.275, output=4.4, batch=0.5)
+RUN = RunPrices(model=GPT4O, judge=O4_MINI)
+"""A run of gpt-4o judged by o4-mini, as its run.json records their prices."""
 
 
 def usage(calls: int = 1, inp: int = 0, out: int = 0, **more: int) -> TokenUsage:
@@ -23,6 +28,7 @@ def usage(calls: int = 1, inp: int = 0, out: int = 0, **more: int) -> TokenUsage
 
 def test_the_presets_prices_are_the_ones_these_tests_compute_with():
     assert prices_for("claude-sonnet-4") == SONNET and prices_for("openai:gpt-4o") == GPT4O
+    assert prices_for("o4-mini") == O4_MINI
     assert prices_for("no-such-model") is None
 
 
@@ -49,11 +55,11 @@ def test_cost_of_is_unknown_for_a_token_without_a_price_and_zero_only_without_ca
 def test_task_cost_adds_both_sides_and_is_unknown_for_a_failure_or_a_judge_error_that_carries_usage():
     paid = TaskUsage(model=usage(1, 40_000), judge=usage(1, 0, 20_000))  # 40,000 x 2.5 = 0.1; 20,000 x 10 = 0.2
     line = result_line("a", score=1.0, passed=True, usage=paid)
-    assert task_cost(line, GPT4O, GPT4O) == 0.3  # 0.1 + 0.2, not 0.30000000000000004
-    assert task_cost(line, None, GPT4O) is None and task_cost(line, GPT4O, None) is None
-    assert task_cost(result_line("b", score=1.0, passed=True), GPT4O, GPT4O) is None  # no usage recorded
-    assert task_cost(result_line("c", outcome="provider_error", usage=paid), GPT4O, GPT4O) is None
-    assert task_cost(result_line("d", outcome="judge_error", usage=paid), GPT4O, GPT4O) is None
+    assert task_cost(line, RunPrices(GPT4O, GPT4O)) == 0.3  # 0.1 + 0.2, not 0.30000000000000004
+    assert task_cost(line, RunPrices(None, GPT4O)) is None and task_cost(line, RunPrices(GPT4O, None)) is None
+    assert task_cost(result_line("b", score=1.0, passed=True), RunPrices(GPT4O, GPT4O)) is None  # no usage recorded
+    assert task_cost(result_line("c", outcome="provider_error", usage=paid), RunPrices(GPT4O, GPT4O)) is None
+    assert task_cost(result_line("d", outcome="judge_error", usage=paid), RunPrices(GPT4O, GPT4O)) is None
 
 
 def test_run_usage_sums_each_side_and_counts_cache_hits_and_results_without_usage():
@@ -76,13 +82,12 @@ def test_cost_summary_bills_what_the_cache_did_not_answer_and_divides_by_passed_
                                          judge=usage(2, 200_000, 0), judge_from_cache=usage(1, 100_000, 0))),
              result_line("b", score=0.0, passed=False, usage=TaskUsage(model=usage(1, 0, 0))),
              result_line("c", score=1.0, passed=True, usage=TaskUsage())]
-    summary = cost_summary(lines, model="gpt-4o", judge="o4-mini")
+    summary = cost_summary(lines, RUN)
     # model billed 400,000 x 2.5 + 40,000 x 10 = 1.4; judge billed 100,000 x 1.1 = 0.11; two passed tasks
     assert summary == {"currency": "USD", "model": 1.4, "judge": 0.11, "total": 1.51, "per_passed_task": 0.755,
                        "prices": {"model": {"input": 2.5, "cached_input": 1.25, "output": 10.0, "batch": 0.5},
                                   "judge": {"input": 1.1, "cached_input": 0.275, "output": 4.4, "batch": 0.5}}}
-    third = cost_summary([*lines, result_line("d", score=1.0, passed=True, usage=TaskUsage())], model="gpt-4o",
-                         judge="o4-mini")
+    third = cost_summary([*lines, result_line("d", score=1.0, passed=True, usage=TaskUsage())], RUN)
     assert third["per_passed_task"] == 0.503333  # 1.51 / 3, rounded to six places
 
 
@@ -90,26 +95,49 @@ def test_cost_summary_leaves_a_side_unknown_for_its_own_failures_only():
     paid = TaskUsage(model=usage(1, 400_000), judge=usage(1, 100_000))  # 1.0 and 0.11
     judge_failed = [result_line("a", score=1.0, passed=True, usage=paid),
                     result_line("b", outcome="judge_error", usage=paid)]
-    assert cost_summary(judge_failed, model="gpt-4o", judge="o4-mini")[
+    assert cost_summary(judge_failed, RUN)[
         "model"] == 2.0  # both episodes ran and were billed; the judge's failed call reported nothing
-    summary = cost_summary(judge_failed, model="gpt-4o", judge="o4-mini")
+    summary = cost_summary(judge_failed, RUN)
     assert (summary["judge"], summary["total"], summary["per_passed_task"]) == (None, None, None)
     model_failed = [result_line("a", score=0.0, passed=False, usage=paid),
                     result_line("b", outcome="provider_error", usage=TaskUsage(judge=usage(0)))]
-    summary = cost_summary(model_failed, model="gpt-4o", judge="o4-mini")
+    summary = cost_summary(model_failed, RUN)
     assert (summary["model"], summary["judge"], summary["total"]) == (None, 0.11, None)
     assert summary["per_passed_task"] is None  # unknown total (and nothing passed)
     missing = [result_line("a", score=1.0, passed=True, usage=paid), result_line("b", score=1.0, passed=True)]
-    summary = cost_summary(missing, model="gpt-4o", judge="o4-mini")
+    summary = cost_summary(missing, RUN)
     assert (summary["model"], summary["judge"]) == (None, None)  # a result without usage: neither side is known
 
 
 def test_cost_summary_without_a_priced_model_or_a_passed_task():
     lines = [result_line("a", score=0.0, passed=False, usage=TaskUsage(model=usage(1, 10), judge=usage(1, 1_000_000)))]
-    summary = cost_summary(lines, model=None, judge="o4-mini")
+    summary = cost_summary(lines, RunPrices(None, O4_MINI))
     assert (summary["model"], summary["judge"], summary["total"], summary["per_passed_task"]) == (None, 1.1, None, None)
     assert summary["prices"]["model"] is None
-    summary = cost_summary(lines, model="", judge="o4-mini")
-    assert summary["prices"]["model"] is None and summary["model"] is None
-    free = cost_summary([result_line("a", score=0.0, passed=False, usage=TaskUsage())], model="gpt-4o", judge="o4-mini")
+    free = cost_summary([result_line("a", score=0.0, passed=False, usage=TaskUsage())], RUN)
     assert (free["total"], free["per_passed_task"]) == (0.0, None)  # nothing passed: no cost per pass, not a division
+
+
+def test_recorded_prices_are_run_jsons_and_an_unknown_price_name_is_refused():
+    from vtb_agents.analysis.cost import recorded_prices
+    from vtb_agents.config import RunConfig
+    from vtb_agents.rundir.errors import RunError
+    from vtb_agents.rundir.records import ModelRecord, RunRecord
+
+    def record(model: dict | None, judge: dict | None) -> RunRecord:
+        return RunRecord(config=RunConfig(),
+                         model=None if model is None else ModelRecord(spec="openai:m", prices=model),
+                         judge=None if judge is None else ModelRecord(spec="openai:j", prices=judge))
+
+    assert recorded_prices(record({"input": 2.5, "cached_input": 1.25, "output": 10.0, "batch": 0.5},
+                                  {"input": 1.1, "cached_input": 0.275, "output": 4.4, "batch": 0.5})) == RUN
+    assert recorded_prices(record({}, {"cache_write": 3.75})) == RunPrices(Prices(), Prices(cache_write=3.75))
+    assert recorded_prices(record(None, None)) == RunPrices(None, None)  # no model or judge recorded
+    unpriced = RunRecord(config=RunConfig(), model=ModelRecord(spec="replay", prices=None),
+                         judge=ModelRecord(spec="rule", prices=None))
+    assert recorded_prices(unpriced) == RunPrices(None, None)
+    for side in ("model", "judge"):
+        bad = record(*(({"input": 1.0, "per_call": 0.01}, {}) if side == "model" else ({}, {"per_call": 0.01})))
+        with pytest.raises(RunError, match=rf"run\.json: {side}\.prices has unknown price name\(s\) per_call \(known: "
+                                           r"input, cached_input, cache_write, output, batch\)"):
+            recorded_prices(bad)

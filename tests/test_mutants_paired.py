@@ -10,9 +10,14 @@ import pytest
 from scipy import stats
 
 from support.result_lines import result_line
+from vtb_agents.analysis.cost import RunPrices
 from vtb_agents.analysis.paired import (PairedComparison, RunResults, TaskTally, compare_pair, compare_pairs,
                                         looked_by_turn, mcnemar_exact_p, paired_bootstrap_ci, tally_tasks)
+from vtb_agents.models.presets import prices_for
 from vtb_agents.results import TaskResult, TaskUsage, TokenUsage, TurnRecord
+
+GPT4O_RULE = RunPrices(model=prices_for("gpt-4o"))
+"""A gpt-4o run graded by the rule judge (no prices), as its run.json records them."""
 
 
 def line(task_id: str, passed: bool | None, epoch: int = 1, *, ious: tuple[float | None, ...] = (),
@@ -85,7 +90,7 @@ def test_compare_pair_lists_unpaired_tasks_and_compares_only_the_paired():
     b = [line("both", True, ious=(0.49, None), input_tokens=800_000),
          line("flip", True, ious=(0.9,), input_tokens=1_000_000),
          line("only-b", False, input_tokens=4_000_000), line("ungraded-b", None), line("ungraded-a", False)]
-    pair = compare_pair(RunResults("A", a, "gpt-4o", "rule"), RunResults("B", b, "gpt-4o", "rule"))
+    pair = compare_pair(RunResults("A", a, GPT4O_RULE), RunResults("B", b, GPT4O_RULE))
     assert (pair.a, pair.b, pair.tasks) == ("A", "B", 2)
     assert (pair.only_in_a, pair.only_in_b, pair.ungraded_a, pair.ungraded_b) == (
         ["only-a"], ["only-b"], ["ungraded-a"], ["ungraded-b"])
@@ -102,13 +107,13 @@ def test_compare_pair_lists_unpaired_tasks_and_compares_only_the_paired():
     assert pair.delta_share_looked_ci == (-1.0, 1.0)  # differences -1 and +1: a resample's mean is -1, 0 or 1
     # cost of the paired tasks only, 2.5 USD per million gpt-4o input tokens: A 800,000 -> 2.0, B 1,800,000 -> 4.5
     assert (pair.cost_a, pair.cost_b, pair.delta_cost) == (2.0, 4.5, 2.5)
-    unpriced = compare_pair(RunResults("A", a, "gpt-4o", "rule"), RunResults("B", b, None, "rule"))
+    unpriced = compare_pair(RunResults("A", a, GPT4O_RULE), RunResults("B", b, RunPrices()))
     assert (unpriced.cost_a, unpriced.cost_b, unpriced.delta_cost) == (2.0, None, None)  # B's model has no prices
 
 
 def test_compare_pair_of_runs_with_nothing_paired():
     a, b = [line("x", True, input_tokens=1000)], [line("y", True, input_tokens=1000)]
-    pair = compare_pair(RunResults("A", a, "gpt-4o", "rule"), RunResults("B", b, "gpt-4o", "rule"))
+    pair = compare_pair(RunResults("A", a, GPT4O_RULE), RunResults("B", b, GPT4O_RULE))
     assert (pair.tasks, pair.mcnemar_p, pair.delta_apr, pair.delta_apr_ci) == (0, None, None, None)
     assert (pair.cost_a, pair.cost_b, pair.delta_cost) == (None, None, None)  # nothing paired: no cost, not $0
     assert (pair.looked_turns, pair.delta_share_looked, pair.delta_share_looked_ci) == (0, None, None)
@@ -119,7 +124,7 @@ def test_pass_counts_that_change_without_a_flip_are_listed():
          line("w", True, 1), line("w", False, 2)]
     b = [line("t", True, 1), line("t", False, 2), line("t", True, 3), line("u", True, 1), line("u", True, 2),
          line("v", False, 1), line("v", True, 2), line("w", True, 1)]
-    pair = compare_pair(RunResults("A", a, None, "rule"), RunResults("B", b, None, "rule"))
+    pair = compare_pair(RunResults("A", a, RunPrices()), RunResults("B", b, RunPrices()))
     # t: 3/3 -> 2/3, a change but no flip; u: 1/1 -> 2/2, no change; v: 1/1 -> 1/2, a flip (a tie fails)
     # and a change; w: 1/2 -> 1/1, a flip to pass with two epochs in A only
     assert [(c.task_id, c.passes_a, c.epochs_a, c.passes_b, c.epochs_b) for c in pair.pass_counts_changed] == [
@@ -130,6 +135,6 @@ def test_pass_counts_that_change_without_a_flip_are_listed():
 
 
 def test_compare_pairs_takes_each_later_run_against_each_earlier_one():
-    runs = [RunResults(name, [line("t", True)], None, "rule") for name in ("A", "B", "C")]
+    runs = [RunResults(name, [line("t", True)], RunPrices()) for name in ("A", "B", "C")]
     assert [(p.a, p.b) for p in compare_pairs(runs)] == [("A", "B"), ("A", "C"), ("B", "C")]
     assert not compare_pairs(runs)[0].unpaired

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from support.openai_server import OpenAIServer
 from test_presets import vtb
+from vtb_agents.analysis.cost import RunPrices
 from vtb_agents.analysis.paired import (BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, RunResults, compare_pair,
                                         mcnemar_exact_p, paired_bootstrap_ci, tally_tasks)
 from vtb_agents.analysis.pareto import CostPoint, pareto_front
@@ -126,7 +127,7 @@ def test_epochs_are_pooled_by_mean_for_the_bootstrap_and_by_strict_majority_for_
     assert (tally.graded["t1"].pass_rate, tally.graded["t1"].majority_pass) == (0.5, False)  # a tie is a fail
     assert (tally.graded["t2"].pass_rate, tally.graded["t2"].majority_pass) == (1.0, True)
     assert tally.graded["t1"].score == (1.0 + 0.25) / 2
-    pair = compare_pair(RunResults("A", a, "replay", "rule"), RunResults("B", b, "replay", "rule"))
+    pair = compare_pair(RunResults("A", a, RunPrices()), RunResults("B", b, RunPrices()))
     assert (pair.tasks, pair.ungraded_a, pair.ungraded_b) == (3, ["t4"], [])
     # majorities: t1 F -> P (flip to pass), t2 P -> F (a tie: flip to fail), t3 F -> F (a tie)
     assert (pair.flips_to_pass, pair.flips_to_fail, pair.both_pass, pair.both_fail) == (["t1"], ["t2"], 0, 1)

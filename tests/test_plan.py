@@ -119,16 +119,11 @@ DECODER_HOMES = {
     "strategies/__init__.py": "re-exports the strategy decoder", "sandbox/__init__.py": "the sandbox decoder itself",
     "tools/toolset.py": "the tool decoder itself", "tools/__init__.py": "re-exports the tool decoder",
     "graphs/resumers.py": "the resumer decoder itself", "extensions.py": "the extension loader itself",
-    "config.py": "validates a sandbox kind's form when a RunConfig is made (is_extension), decodes nothing",
-    "cli/run.py": "lists installed extensions (vtb strategies / tools / judges / sandboxes), decodes no run's spec",
-    "cli/sandbox.py": "`vtb sandbox`: opens one sandbox of a kind to try code, outside any run",
-    "analysis/failures.py": "`vtb analyze failures --model`: the classifier's model, outside any run",
-    "analysis/cost.py": "prices a finished run from the spec strings its run.json's config records (the summary's "
-                        "cost), not from the recorded resolved model: left to move (the summary should take the "
-                        "plan's prices, and a reader the recorded model record's)",
-    "report/html.py": "prices a finished run's task pages from its recorded spec strings, as analysis/cost.py does",
-    "cli/transcript.py": "prices one recorded task (`vtb transcript`) from its recorded spec strings, as "
-                         "analysis/cost.py does",
+    "cli/extensions.py": "`vtb strategies` / `tools` / `judges` / `sandboxes`: lists the names a spec can use "
+                         "(installed entry points), decodes no spec",
+    "cli/sandbox.py": "`vtb sandbox`: a top-level command that decides its one sandbox's kind itself, outside any "
+                      "run, and must not load the plan (LangChain: test_cli_startup.py's "
+                      "test_sandbox_exec_runs_code_without_langchain)",
 }
 """Modules that may import a decoder, each with its reason; every other module reads the plan's built
 objects or its typed records."""
@@ -151,6 +146,9 @@ def test_no_module_below_the_plan_decodes_a_spec() -> None:
     importers = {str(path.relative_to(PACKAGE)): decoder_imports(path) for path in sorted(PACKAGE.rglob("*.py"))}
     strays = {module: sorted(names) for module, names in importers.items() if names and module not in DECODER_HOMES}
     assert strays == {}
+    readers = ["analysis/cost.py", "analysis/metrics.py", "analysis/paired.py", "analysis/failures.py",
+               "report/html.py", "report/compare.py", "cli/transcript.py", "cli/run.py", "cli/analyze.py", "config.py"]
+    assert {module: importers[module] for module in readers if importers[module]} == {}  # they read the records
     executors = ["runner/run.py", "runner/executors.py", "runner/process_executor.py", "runner/ray_executor.py",
                  "runner/worker.py", "runner/dispatch.py", "runner/resources.py", "runner/regrade.py",
                  "runner/ablate.py", "runner/preflight.py", "episodes/driver.py", "api.py", "langsmith_eval.py",
@@ -168,8 +166,9 @@ def test_the_plan_records_the_prices_and_the_judges_batch_api_once(monkeypatch: 
     records = plan_records(RunConfig(model="gpt-4o", judge="o4-mini", judge_batch=True))
     assert (records.model.prices, records.judge.prices) == (gpt.prices, o4.prices)
     assert records.judge.batch_provider == "openai" and records.defers_verdicts
-    assert records.model_record().model_dump() == {"spec": gpt.spec, "preset": "gpt-4o",
-                                                   "settings": gpt.settings}  # run.json: no prices
+    assert records.model_record().model_dump() == {"spec": gpt.spec, "preset": "gpt-4o", "settings": gpt.settings,
+                                                   "prices": gpt.prices.known()}  # run.json: the prices, once
+    assert records.judge_record().prices == o4.prices.known()
     assert plan_records(RunConfig(judge="anthropic:claude-x")).judge.batch_provider == "anthropic"
     for judge in ("rule", "google_genai:gemini-x", "my_pkg.judges:strict"):  # no batch API: graded live
         other = plan_records(RunConfig(model="replay", judge=judge, judge_batch=True))
@@ -179,3 +178,17 @@ def test_the_plan_records_the_prices_and_the_judges_batch_api_once(monkeypatch: 
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")  # the judge is built (no call is made)
     grading = plan_judge("o4-mini")  # vtb grade --batch reads the same facts
     assert (grading.choice.batch_provider, grading.choice.prices) == ("openai", o4.prices)
+    assert grading.record().prices == o4.prices.known()  # what a regrade records as the run's judge
+
+
+def test_a_recorded_sandbox_kind_is_read_anywhere_and_decoded_by_the_plan(tmp_path: Path) -> None:
+    from vtb_agents.rundir.records import RunRecord
+
+    config = RunConfig(model="replay", judge="rule", sandbox="their_sandbox")  # a package installed elsewhere
+    records = plan_records(config)  # the model and judge resolved; the sandbox kind is decoded when built
+    record = RunRecord(config=config, model=records.model_record(), judge=records.judge_record())
+    (tmp_path / "run.json").write_text(record.model_dump_json())
+    assert read_record(tmp_path).config.sandbox == "their_sandbox"  # a reader needs no plugin of the run's
+    with pytest.raises(ValueError, match=r"unknown sandbox kind 'their_sandbox': allowed kinds are local, e2b, "
+                                         r"'module:Class' or an installed sandbox \(`vtb sandboxes`\)"):
+        plan_run(config)

@@ -44,7 +44,7 @@ def test_presets_resolve_merge_extra_settings_and_reject_bad_entries():
     choice = resolve_model("o4-mini", {"reasoning_effort": "low"})
     assert choice.spec == "openai:o4-mini" and choice.settings == {"temperature": 1, "reasoning_effort": "low"}
     assert resolve_model("openai:gpt-4o-mini").record() == {"spec": "openai:gpt-4o-mini", "preset": None,
-                                                           "settings": {"temperature": 0.0}}
+                                                           "settings": {"temperature": 0.0}, "prices": None}
     assert prices_for("openai:gpt-5") == presets()["gpt-5"].prices and prices_for("openai:unknown") is None
     with pytest.raises(PresetError, match="preset 'x': 'spec' must be 'provider:model'"):
         parse_presets('[x]\nspec = "nocolon"\n')
@@ -75,7 +75,7 @@ def test_a_preset_run_sends_its_settings_and_records_them(preset, expected, abse
     assert run["config"]["model"] == preset and run["config"]["model_kwargs"] == {"max_tokens": 321}
     settings = {k: v for k, v in expected.items() if k != "model"}
     assert run["model"] == {"spec": f"openai:{expected['model']}", "preset": preset,
-                            "settings": {**settings, "max_tokens": 321}}
+                            "settings": {**settings, "max_tokens": 321}, "prices": presets()[preset].prices.known()}
     report = (tmp_path / "run" / "report.html").read_text()
     assert "max_tokens" in report and f"openai:{expected['model']}" in report
 

@@ -12,7 +12,7 @@ options (the names of ``vtb run``'s options in Python form); every default is de
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, Optional, get_args
+from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
@@ -21,14 +21,12 @@ from vtb_agents.defaults import (DEFAULT_CODE_TIMEOUT_S, DEFAULT_CRITICAL_RULE, 
                                  DEFAULT_JUDGE, DEFAULT_MAX_IMAGE_SIDE, DEFAULT_MAX_TOOL_ROUNDS,
                                  DEFAULT_NATIVE_TOOL_IMAGES, DEFAULT_PROMPT_LEVEL, DEFAULT_REQUEST_TIMEOUT_S,
                                  DEFAULT_RESUMER, DEFAULT_SANDBOX, DEFAULT_STRATEGY, REPLAY, SAMPLE, strategy_name)
-from vtb_agents.extensions import is_extension
 
 __all__ = ["CriticalRule", "EpisodeSettings", "History", "PromptLevel", "ResumerKind", "RunConfig", "RunOptionError",
-           "SandboxKind", "ToolsMode", "run_config"]
+           "ToolsMode", "run_config"]
 
 ToolsMode = Literal["live", "record", "replay"]
 ResumerKind = Literal["scripted", "simulated", "human"]
-SandboxKind = Literal["local", "e2b"]
 PromptLevel = Literal["low", "mid", "high"]
 History = Literal["golden", "model"]
 CriticalRule = Literal["weight", "flag", "either"]
@@ -146,9 +144,6 @@ class RunConfig(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
         """Settings that only make sense together (the error names the option at fault)."""
-        if self.sandbox not in get_args(SandboxKind) and not is_extension("sandboxes", self.sandbox):
-            raise _conflict("sandbox", f"must be {', '.join(get_args(SandboxKind))}, 'module:Class' or an "
-                                       f"installed sandbox (`vtb sandboxes`), not {self.sandbox!r}")
         if self.sandbox_network and self.sandbox == "local":
             raise _conflict("sandbox_network", "needs {sandbox} e2b (the local sandbox never has network access)")
         if self.tools_mode in ("record", "replay") and not self.tools_cache:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from vtb_agents.analysis.cost import recorded_prices
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.layout import RESULTS_FILE
@@ -31,6 +32,6 @@ def big_run(small: Path, out: Path, n: int, *, answer_chars: int = 3_000) -> lis
         results.append(result.model_copy(update={"task_id": task_id, "episode": episode}))
         tasks.append(data.tasks[result.task_id].model_copy(update={"id": task_id}))
     (out / RESULTS_FILE).write_text("".join(r.model_dump_json() + "\n" for r in results), encoding="utf-8")
-    write_summary(out, summarize(results, judge_name=data.run.config.judge,
+    write_summary(out, summarize(results, judge_name=data.run.config.judge, prices=recorded_prices(data.run),
                                  extra={"model": data.summary.model or data.run.config.model}))
     return tasks

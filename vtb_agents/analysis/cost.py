@@ -1,8 +1,10 @@
 """Tokens and estimated cost of a run: the ``usage`` and ``cost`` fields of ``summary.json``.
 
 Tokens are summed from the per-task usage the runner recorded (model and judge apart); the cost
-multiplies them by the presets' prices (USD per million tokens). A price that is not known, a
-call whose provider reported no usage, or a result without usage makes the cost unknown (None),
+multiplies them by the prices the run recorded (:class:`RunPrices`, USD per million tokens): the
+presets' prices as the run plan looked them up at the run's start, which ``run.json`` keeps
+(:func:`recorded_prices`), so that a run is priced the same whichever vtb reads it later. A price
+that is not known, a call whose provider reported no usage, or a result without usage makes the cost unknown (None),
 never zero; so does an infrastructure failure (a failed request reports no usage, billed or not):
 of the model's side an episode that failed, of the judge's a judge error. Only a side that made
 no calls at all, with nothing failed, costs a known 0.
@@ -22,12 +24,42 @@ times ``batch`` for batch-billed ones.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any, Iterable
 
-from vtb_agents.models.presets import Prices, prices_for
+from vtb_agents.models.presets import Prices
 from vtb_agents.results import TaskResult, TokenUsage, is_infrastructure
+from vtb_agents.rundir.errors import RunError
+from vtb_agents.rundir.records import ModelRecord, RunRecord
 
 PER_TOKENS = 1_000_000
+
+
+@dataclass(frozen=True)
+class RunPrices:
+    """The prices a run's tokens cost: its model's and its judge's (None: unknown), as the run recorded
+    them (:func:`recorded_prices`)."""
+
+    model: Prices | None = None
+    judge: Prices | None = None
+
+
+def _recorded(record: ModelRecord | None, role: str) -> Prices | None:
+    """The prices ``record`` (``run.json``'s ``role``) carries; a price name this vtb does not know
+    raises RunError naming it."""
+    if record is None or record.prices is None:
+        return None
+    unknown = sorted(set(record.prices) - {f.name for f in fields(Prices)})
+    if unknown:
+        raise RunError(f"run.json: {role}.prices has unknown price name(s) {', '.join(unknown)} (known: "
+                       f"{', '.join(f.name for f in fields(Prices))})")
+    return Prices(**record.prices)
+
+
+def recorded_prices(record: RunRecord) -> RunPrices:
+    """The prices ``run.json`` records of the run's model and judge (the plan's, at the run's start;
+    a regrade's judge, at the regrade's)."""
+    return RunPrices(model=_recorded(record.model, "model"), judge=_recorded(record.judge, "judge"))
 
 
 def _sums(results: Iterable[TaskResult]) -> tuple[dict[str, TokenUsage], int]:
@@ -129,7 +161,7 @@ def cache_share(usage: TokenUsage) -> float | None:
     return round(usage.cached_tokens / usage.input_tokens, 6)
 
 
-def prompt_cache_summary(results: list[TaskResult], *, model: str | None, judge: str) -> dict[str, Any]:
+def prompt_cache_summary(results: list[TaskResult], prices: RunPrices) -> dict[str, Any]:
     """``prompt_cache`` of ``summary.json``: per side (the calls made in this run, not those the model
     cache answered) the input and cached tokens, the cached share and the USD saved; ``share`` and
     ``saving`` of both sides together (None where unknown, as the cost is: :func:`cost_summary`)."""
@@ -137,34 +169,35 @@ def prompt_cache_summary(results: list[TaskResult], *, model: str | None, judge:
     known = _known_sides(results)
     sides: dict[str, Any] = {}
     billed = {side: sums[side] - sums[f"{side}_from_cache"] for side in ("model", "judge")}
-    for side, prices in (("model", prices_for(model) if model else None), ("judge", prices_for(judge))):
+    for side, side_prices in (("model", prices.model), ("judge", prices.judge)):
         sides[side] = {"input_tokens": billed[side].input_tokens, "cached_tokens": billed[side].cached_tokens,
                        "cache_write_tokens": billed[side].cache_write_tokens,
                        "share": cache_share(billed[side]) if known[side] else None,
-                       "saving": cache_saving(billed[side], prices) if known[side] else None}
+                       "saving": cache_saving(billed[side], side_prices) if known[side] else None}
     savings = [sides[side]["saving"] for side in ("model", "judge")]
     both = billed["model"] + billed["judge"]
     share = cache_share(both) if all(known.values()) else None
     return {**sides, "share": share, "saving": None if None in savings else round(sum(savings), 6)}
 
 
-def task_cost(result: TaskResult, model_prices: Prices | None, judge_prices: Prices | None) -> float | None:
-    """USD one task cost (its model's and its judge's tokens at these prices, see :func:`prices_for`),
+def task_cost(result: TaskResult, prices: RunPrices) -> float | None:
+    """USD one task cost (its model's and its judge's tokens at the run's ``prices``),
     by the rules of :func:`cost_summary`: None when the result has no usage, a price is unknown, or a
     side failed by infrastructure."""
     if result.usage is None or is_infrastructure(result.episode.ended) or result.ended == "judge_error":
         return None
-    model = cost_of(result.usage.model, model_prices)
-    judged = cost_of(result.usage.judge, judge_prices)
+    model = cost_of(result.usage.model, prices.model)
+    judged = cost_of(result.usage.judge, prices.judge)
     return None if model is None or judged is None else round(model + judged, 6)
 
 
-def cost_summary(results: list[TaskResult], *, model: str | None, judge: str) -> dict[str, Any]:
-    """Estimated cost of the model, the judge, the run and per passed task (None where unknown)."""
+def cost_summary(results: list[TaskResult], prices: RunPrices) -> dict[str, Any]:
+    """Estimated cost of the model, the judge, the run and per passed task at the run's ``prices``
+    (None where unknown), and the prices it used."""
     sums, _ = _sums(results)
     known = _known_sides(results)
     model_known, judge_known = known["model"], known["judge"]
-    model_prices, judge_prices = prices_for(model) if model else None, prices_for(judge)
+    model_prices, judge_prices = prices.model, prices.judge
     billed = {side: sums[side] - sums[f"{side}_from_cache"] for side in ("model", "judge")}
     model_cost = cost_of(billed["model"], model_prices) if model_known else None
     judge_cost = cost_of(billed["judge"], judge_prices) if judge_known else None

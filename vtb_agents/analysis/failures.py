@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -167,12 +167,14 @@ class FailureReport:
                 "failures": [asdict(f) for f in self.failures]}
 
 
-def classify_failures(run_dir: Path | str, model: str | BaseChatModel | FailureClassifier, *,
-                      tasks: TaskSource | None = None, **classifier_options: Any) -> FailureReport:
+def classify_failures(run_dir: Path | str, classifier: FailureClassifier | Callable[[], FailureClassifier], *,
+                      tasks: TaskSource | None = None) -> FailureReport:
     """Classify every graded, failed task of ``run_dir`` and write ``RUN_DIR/failures.json`` atomically.
 
-    ``model`` is a ``provider:model`` spec, a chat model, or a ready :class:`FailureClassifier`;
-    ``classifier_options`` (attempts, backoff, concurrency) go to the classifier.
+    ``classifier`` is a ready :class:`FailureClassifier`, or a function that builds one once the run and
+    its tasks are read (``vtb analyze errors`` builds its model from ``--model`` with
+    :func:`vtb_agents.runner.plan.classifier_model`; a bad run directory is reported before a model's
+    credentials are needed).
     """
     finished = open_finished_run(run_dir)
     results = finished.results
@@ -186,7 +188,7 @@ def classify_failures(run_dir: Path | str, model: str | BaseChatModel | FailureC
         elif r.grade.passed is False:
             failed.append(r)
     by_id = finished.tasks(tasks, needed=[r.task_id for r in failed])
-    classifier = model if isinstance(model, FailureClassifier) else _classifier(model, **classifier_options)
+    classifier = classifier if isinstance(classifier, FailureClassifier) else classifier()
     labels = classifier.classify([(by_id[r.task_id], r) for r in failed])
     report = FailureReport(
         classifier=classifier.name, tasks=len(results), passed=sum(r.grade.passed is True for r in results),
@@ -196,14 +198,3 @@ def classify_failures(run_dir: Path | str, model: str | BaseChatModel | FailureC
     )
     write_json_atomic(Path(run_dir) / FAILURES_FILE, report.to_dict())
     return report
-
-
-def _classifier(model: str | BaseChatModel, **options: Any) -> FailureClassifier:
-    if isinstance(model, str):
-        if ":" not in model:
-            raise ValueError(f"classifier spec {model!r} is not 'provider:model' (e.g. 'openai:o4-mini')")
-        from vtb_agents.models.spec import chat_model
-
-        return FailureClassifier(chat_model(model), name=model, **options)
-    name = getattr(model, "model_name", None) or getattr(model, "model", None) or type(model).__name__
-    return FailureClassifier(model, name=str(name), **options)

@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from statistics import fmean
 from typing import Any, Callable, Iterable
 
-from vtb_agents.analysis.cost import cost_summary, prompt_cache_summary, run_usage
+from vtb_agents.analysis.cost import RunPrices, cost_summary, prompt_cache_summary, run_usage
 from vtb_agents.analysis.image_ops import count_image_ops
 from vtb_agents.analysis.regions import region_iou
 from vtb_agents.analysis.uncertainty import apr_estimate, ars_estimate, by_task, pass_at_k
@@ -126,10 +126,10 @@ def judge_counts(results: Iterable[TaskResult], judge_name: str) -> dict[str, An
     }
 
 
-def summarize(results: list[TaskResult], *, judge_name: str, expected: int | None = None, epochs: int = 1,
-              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def summarize(results: list[TaskResult], *, judge_name: str, prices: RunPrices, expected: int | None = None,
+              epochs: int = 1, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole ``summary.json`` (DESIGN.md "Run directory"), with token ``usage`` and estimated
-    ``cost`` (the model's prices are looked up by ``extra["model"]``, the judge's by ``judge_name``).
+    ``cost`` at the run's recorded ``prices`` (:func:`~vtb_agents.analysis.cost.recorded_prices`).
 
     ``results`` hold one line per task and epoch (``epochs`` per task). ``tasks`` counts tasks,
     ``graded`` those with a graded epoch; ``complete`` is False while episodes of the ``expected``
@@ -167,7 +167,7 @@ def summarize(results: list[TaskResult], *, judge_name: str, expected: int | Non
             "tool_round_cap": sum(t.status == "tool_round_cap" for r in results for t in r.episode.turns),
         },
         "usage": run_usage(results),
-        "cost": cost_summary(results, model=(extra or {}).get("model"), judge=judge_name),
-        "prompt_cache": prompt_cache_summary(results, model=(extra or {}).get("model"), judge=judge_name),
+        "cost": cost_summary(results, prices),
+        "prompt_cache": prompt_cache_summary(results, prices),
         **(extra or {}),
     }

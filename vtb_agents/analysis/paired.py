@@ -30,7 +30,7 @@ a flip to pass is a task A failed and B passed.
   epochs), B's share with best crop IoU >= 0.5 minus A's (``delta_share_looked``), with a paired
   bootstrap interval over those turns.
 - **Cost.** The estimated cost of the paired tasks in each run (:func:`~vtb_agents.analysis.cost.cost_summary`
-  at each run's prices), and B's minus A's; unknown (None) when either is.
+  at the prices each run recorded), and B's minus A's; unknown (None) when either is.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vtb_agents.analysis.cost import cost_summary
+from vtb_agents.analysis.cost import RunPrices, cost_summary
 from vtb_agents.analysis.regions import LOOKED_IOU
 from vtb_agents.results import TaskResult
 
@@ -95,12 +95,11 @@ class RunTally:
 @dataclass(frozen=True)
 class RunResults:
     """What a paired comparison needs of one run: its label, its results (every epoch of every task),
-    and the model and judge specs whose presets price its tokens."""
+    and the prices it recorded for its tokens (:func:`~vtb_agents.analysis.cost.recorded_prices`)."""
 
     label: str
     results: Sequence[TaskResult]
-    model: str | None
-    judge: str
+    prices: RunPrices
 
 
 class PassCountChange(BaseModel):
@@ -220,7 +219,7 @@ def _paired_cost(run: RunResults, task_ids: set[str]) -> float | None:
     chosen = [r for r in run.results if r.task_id in task_ids]
     if not chosen:
         return None
-    total: float | None = cost_summary(chosen, model=run.model, judge=run.judge)["total"]
+    total: float | None = cost_summary(chosen, run.prices)["total"]
     return total
 
 

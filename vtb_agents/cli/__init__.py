@@ -1,7 +1,8 @@
 """The ``vtb`` command (``vtb = "vtb_agents.cli:main"``; ``python -m vtb_agents`` runs it too).
 
 ``root.py`` holds the app, the ``tasks`` commands and mounts the others: ``run.py`` (``vtb run``,
-``vtb ablate``, ``vtb grade``), ``options.py`` (the run options those share), ``report.py``,
+``vtb ablate``, ``vtb grade``), ``extensions.py`` (``vtb strategies``, ``tools``, ``judges``,
+``sandboxes``), ``options.py`` (the run options those share), ``report.py``,
 ``analyze.py``, ``annotate.py``, ``authoring.py``, ``langsmith.py``, ``models.py``,
 ``sandbox.py``; ``common.py`` has the console and error helpers.
 """

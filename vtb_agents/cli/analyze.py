@@ -37,11 +37,15 @@ def errors(run_dir: Path = typer.Argument(..., help="A run directory written by 
     """Classify why each failed task failed; print counts and write RUN_DIR/failures.json."""
     from rich.table import Table
 
-    from vtb_agents.analysis.failures import CATEGORIES, ERROR, FAILURES_FILE, classify_failures
+    from vtb_agents.analysis.failures import CATEGORIES, ERROR, FAILURES_FILE, FailureClassifier, classify_failures
+    from vtb_agents.runner.plan import classifier_model
     from vtb_agents.terminal import safe_text
 
+    def classifier() -> FailureClassifier:
+        return FailureClassifier(classifier_model(model), name=model, max_concurrency=max_concurrency)
+
     try:
-        report = classify_failures(run_dir, model, tasks=tasks, max_concurrency=max_concurrency)
+        report = classify_failures(run_dir, classifier, tasks=tasks)
     except input_errors() as exc:
         fail(str(exc))
     counts = report.counts()

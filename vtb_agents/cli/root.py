@@ -147,6 +147,7 @@ def _mount_subcommands() -> None:
     from vtb_agents.cli.annotate import annotate_cli
     from vtb_agents.cli.authoring import authoring_cli
     from vtb_agents.cli.doctor import doctor_cli
+    from vtb_agents.cli.extensions import extensions_cli
     from vtb_agents.cli.langsmith import langsmith_app
     from vtb_agents.cli.models import models_cli
     from vtb_agents.cli.report import report_cli
@@ -155,6 +156,7 @@ def _mount_subcommands() -> None:
     from vtb_agents.cli.transcript import transcript_cli
 
     app.registered_commands += run_cli.registered_commands
+    app.registered_commands += extensions_cli.registered_commands
     app.registered_commands += doctor_cli.registered_commands
     app.add_typer(analyze_app, name="analyze", help="Failure taxonomy and judge-human alignment of a run.")
     app.add_typer(sandbox_app, name="sandbox")

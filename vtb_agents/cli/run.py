@@ -34,7 +34,6 @@ if TYPE_CHECKING:  # the runner, the judges and the results model load when a co
     from vtb_agents.report.terminal import Fitted
 
     from vtb_agents.config import CriticalRule, RunConfig
-    from vtb_agents.extensions import Kind
     from vtb_agents.results import TaskResult
     from vtb_agents.runner.batch_grade import BatchSettings
     from vtb_agents.runner.budget import Spend
@@ -480,55 +479,6 @@ def grade_retry_hints(run_dir: Path, summary: RunSummary, tasks: str | None, jud
         except HintError as exc:
             hints.append(f"run their episodes again from Python with the run's RunConfig ({exc})")
     return hints
-
-
-def print_listing(kind: Kind, title: str, builtins: Sequence[tuple[str, str, str]]) -> None:
-    """A table of the built-in extensions of ``kind`` (name, what it does, where from) and of those
-    installed packages declare (entry point group ``vtb_agents.<kind>``)."""
-    from rich.table import Table
-
-    from vtb_agents.extensions import LABELS, installed
-
-    table = Table(LABELS[kind], "what it is", "from", title=title)
-    for row in builtins:
-        table.add_row(*row)
-    for extension in installed(kind):
-        table.add_row(extension.name, extension.value, f"installed: {extension.package}")
-    out.print(table)
-
-
-@run_cli.command("strategies")
-def strategies() -> None:
-    """List the strategies (turn policies) for --strategy, built-in and installed, one line each."""
-    from vtb_agents.strategies import BUILTIN
-
-    print_listing("strategies", "strategies (--strategy NAME, or module:function)",
-                  [(s.name, s.summary, s.source) for s in BUILTIN.values()])
-
-
-@run_cli.command("tools")
-def tools() -> None:
-    """List the agent's tools, built-in and installed (--tool NAME adds an installed one)."""
-    from vtb_agents.tools import select_tools
-
-    print_listing("tools", "tools (built-in ones are always offered; --tool NAME or module:attr adds one)",
-                  [(t.name, t.description.split(". ")[0].strip(), "built-in") for t in select_tools()])
-
-
-@run_cli.command("judges")
-def judges() -> None:
-    """List the judges for --judge, built-in and installed."""
-    print_listing("judges", "judges (--judge NAME, provider:model, a preset, or package.module:attr)",
-                  [("rule", "deterministic checks only; other rubrics stay unjudged", "built-in"),
-                   ("provider:model", "an LLM judge (a preset works too: `vtb models`)", "built-in")])
-
-
-@run_cli.command("sandboxes")
-def sandboxes() -> None:
-    """List the sandbox backends for --sandbox, built-in and installed."""
-    print_listing("sandboxes", "sandboxes (--sandbox NAME, or module:Class)",
-                  [("local", "a worker process on this machine (bubblewrap isolation where available)", "built-in"),
-                   ("e2b", "an E2B cloud sandbox (the 'e2b' extra and E2B_API_KEY)", "built-in")])
 
 
 # ---------------------------------------------------------------- vtb run --model A --model B: one run per model

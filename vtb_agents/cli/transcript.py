@@ -80,12 +80,11 @@ def indent(renderable: RenderableType, level: int = 1) -> RenderableType:
 
 
 def result_header(run_dir: Path, task_id: str, epoch: int) -> list[RenderableType]:
-    """The task's result line: pass, score, outcome, epoch, cost; where it looked (best crop IoU per
-    measured turn, or "not located"); nothing when results.jsonl has no line for it."""
+    """The task's result line: pass, score, outcome, epoch, cost (at the prices the run recorded); where it
+    looked (best crop IoU per measured turn, or "not located"); nothing when results.jsonl has no line for it."""
     from rich.text import Text
 
-    from vtb_agents.analysis.cost import task_cost
-    from vtb_agents.models.presets import prices_for
+    from vtb_agents.analysis.cost import recorded_prices, task_cost
     from vtb_agents.report.markup import num
     from vtb_agents.report.regions_html import iou_text
     from vtb_agents.report.usage import usd
@@ -97,8 +96,7 @@ def result_header(run_dir: Path, task_id: str, epoch: int) -> list[RenderableTyp
     if not found:
         return []
     result = found[-1]
-    settings = read_record(run_dir).config
-    cost = task_cost(result, prices_for(result.model or settings.model), prices_for(settings.judge))
+    cost = task_cost(result, recorded_prices(read_record(run_dir)))  # as the run recorded them
     grade = result.grade
     verdict = ("ungraded", "yellow") if not grade.graded else (("pass", "bold green") if grade.passed
                                                                 else ("fail", "bold red"))

@@ -32,7 +32,7 @@ def temperature_for(model_name: str) -> float:
 class ModelChoice:
     """A model spec resolved: the ``provider:model`` to build, the preset it came from, its settings,
     and its ``prices`` (None: unknown; set by the run plan, :mod:`vtb_agents.runner.plan`, which looks
-    them up once; not part of :meth:`record`)."""
+    them up once; :meth:`record` records them, so that a finished run is priced as it was run)."""
 
     spec: str
     preset: str | None = None
@@ -40,8 +40,9 @@ class ModelChoice:
     prices: Prices | None = None
 
     def record(self) -> dict[str, Any]:
-        """What ``run.json`` and the report show of the model."""
-        return {"spec": self.spec, "preset": self.preset, "settings": dict(self.settings)}
+        """What ``run.json`` records of the model (:class:`~vtb_agents.rundir.records.ModelRecord`)."""
+        return {"spec": self.spec, "preset": self.preset, "settings": dict(self.settings),
+                "prices": self.prices.known() if self.prices is not None else None}
 
 
 def refuse_object_name(spec: str, role: str) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from rich import box
 from rich.console import Group, RenderableType
 
+from vtb_agents.analysis.cost import recorded_prices
 from vtb_agents.analysis.paired import PairedComparison, RunResults, compare_pairs
 from vtb_agents.analysis.pareto import CostPoint
 from vtb_agents.report.markup import esc, num, page, pct, table
@@ -218,8 +219,8 @@ def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
     paths = [Path(p) for p in run_dirs]
     labels = _labels(paths)
     metas = [read_meta(path) for path in paths]
-    runs = [RunResults(label=label, results=complete_results(meta.path, ReportError), model=meta.run.config.model,
-                       judge=meta.run.config.judge) for meta, label in zip(metas, labels)]
+    runs = [RunResults(label=label, results=complete_results(meta.path, ReportError), prices=recorded_prices(meta.run))
+            for meta, label in zip(metas, labels)]
     return Comparison(rows=[run_row(meta, label) for meta, label in zip(metas, labels)],
                       task_ids={run.label: {r.task_id for r in run.results} for run in runs},
                       paired=compare_pairs(runs))

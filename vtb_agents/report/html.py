@@ -15,8 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from vtb_agents.analysis.cost import task_cost
-from vtb_agents.models.presets import prices_for
+from vtb_agents.analysis.cost import recorded_prices, task_cost
 from vtb_agents.report.compare import Comparison, run_row, settings_text
 from vtb_agents.report.images import ReportImages
 from vtb_agents.report.markup import esc, interval, num, page, pct, table
@@ -174,11 +173,10 @@ def judge_section(summary: RunSummary) -> str:
 
 
 def task_pages(data: RunData) -> list[TaskPage]:
-    """The page of every result (task and epoch) of the run with its cost, by task id and epoch (the
-    table's first order)."""
-    settings = data.run.config
-    model_prices, judge_prices = prices_for(data.summary.model or settings.model), prices_for(settings.judge)
-    return [TaskPage(r, data.tasks.get(r.task_id), task_cost(r, model_prices, judge_prices), epoch=r.epoch)
+    """The page of every result (task and epoch) of the run with its cost at the prices the run recorded,
+    by task id and epoch (the table's first order)."""
+    prices = recorded_prices(data.run)
+    return [TaskPage(r, data.tasks.get(r.task_id), task_cost(r, prices), epoch=r.epoch)
             for r in sorted(data.results, key=lambda r: (r.task_id, r.epoch))]
 
 

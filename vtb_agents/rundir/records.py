@@ -26,17 +26,23 @@ __all__ = ["RUN_FORMAT", "EpisodeCounts", "GroupScore", "InfrastructureErrors", 
            "Uncertainty"]
 
 
-RUN_FORMAT = 1
-"""The format version of ``run.json`` that this vtb writes and reads (its ``format_version``)."""
+RUN_FORMAT = 2
+"""The format version of ``run.json`` that this vtb writes and reads (its ``format_version``; 2: the
+model and judge records carry their ``prices``)."""
 
 
 class ModelRecord(BaseModel):
-    """A model or judge of ``run.json`` as resolved: its spec, the preset it came from, its settings."""
+    """A model or judge of ``run.json`` as resolved: its spec, the preset it came from, its settings,
+    and its ``prices`` as the run plan looked them up at the run's start (USD per million tokens and the
+    ``batch`` share, the known ones by name, as :meth:`vtb_agents.models.presets.Prices.known` gives
+    them; None: unknown, or no model). Every reader prices the run's tokens at these, never at the
+    presets of the version that reads it (docs/how-to/cost-and-rate-limits.md)."""
 
     model_config = ConfigDict(extra="allow")
     spec: str
     preset: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    prices: dict[str, float] | None
 
 
 class RunRecord(BaseModel):

@@ -56,7 +56,8 @@ from vtb_agents.tools.network import NetworkSettings
 
 SandboxOpener = Callable[[], AbstractContextManager[Sandbox]]
 __all__ = ["JudgePlan", "Limiters", "ModelFactory", "NO_OBJECTS", "PlanRecords", "RunObjects", "RunPlan",
-           "SandboxOpener", "build_plan", "decide_judge", "decide_model", "network_settings", "object_name",
+           "SandboxOpener", "build_plan", "classifier_model", "decide_judge", "decide_model", "network_settings",
+           "object_name",
            "plan_judge", "plan_records", "plan_run", "run_limiters", "sandbox_kind_opener", "sandbox_opener"]
 
 
@@ -325,3 +326,12 @@ def plan_judge(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
     choice = decide_judge(spec)
     return JudgePlan(choice, build_judge(choice, request_timeout_s, budgets or AccountLimiters()))
 
+
+def classifier_model(spec: str, request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> BaseChatModel:
+    """The chat model ``vtb analyze errors --model`` classifies a finished run's failures with
+    (:mod:`vtb_agents.analysis.failures`), built from its ``provider:model`` spec (any other form
+    raises ValueError naming it), with limiters of its own: outside any run, but decoded here as
+    every spec is."""
+    if ":" not in spec:
+        raise ValueError(f"classifier spec {spec!r} is not 'provider:model' (e.g. 'openai:o4-mini')")
+    return chat_model(spec, request_timeout_s=request_timeout_s)

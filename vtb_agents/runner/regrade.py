@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from vtb_agents.analysis.cost import recorded_prices
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.episodes.recorder import TranscriptRecorder
@@ -110,7 +111,8 @@ def regrade_run(run_dir: Path, judge_spec: str | None = None, *, critical_rule: 
             update={"judge": judging.record(), "grading_id": grading})
         write_json_atomic(run_dir / RUN_FILE, record.model_dump(mode="json"))
         pacing = recorded_pacing(run_dir) or RateLimitCounts().model_dump(mode="json")  # the shape every run writes
-        summary = summarize(regraded, judge_name=judge_spec, epochs=finished.run.config.epochs,
+        summary = summarize(regraded, judge_name=judge_spec, prices=recorded_prices(record),  # the new judge's
+                            epochs=finished.run.config.epochs,
                             extra={"model": finished.run.config.model, "strategy": finished.run.config.strategy_spec,
                                    "critical_rule": critical_rule, "rate_limits": pacing})
         return write_summary(run_dir, summary).model_copy(update={"run_dir": run_dir})

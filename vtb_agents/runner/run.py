@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from vtb_agents.version import __version__
+from vtb_agents.analysis.cost import recorded_prices
 from vtb_agents.analysis.metrics import summarize
 from vtb_agents.analysis.regions import score_regions
 from vtb_agents.episodes.driver import episode_thread_id, run_episode
@@ -33,7 +34,7 @@ from vtb_agents.rundir.create import write_summary
 from vtb_agents.rundir.errors import RunError, StoppedRun
 from vtb_agents.rundir.layout import ARTIFACTS_DIR, CHECKPOINT_FILE, JUDGE_CACHE_FILE, RUN_FILE, SUMMARY_FILE
 from vtb_agents.rundir.lock import run_dir_lock
-from vtb_agents.rundir.read import recorded_pacing
+from vtb_agents.rundir.read import read_record, recorded_pacing
 from vtb_agents.rundir.records import RunRecord, RunSummary, new_run_id
 from vtb_agents.rundir.store import ResultsStore, episode_key, latest_results
 from vtb_agents.rundir.transcripts import write_transcript
@@ -268,7 +269,8 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
         wanted = set(ids)
         results = latest_results(results, source=store.path)  # a retried episode's new result replaces the old one
         kept = [r for r in results if r.task_id in wanted and r.epoch <= config.epochs]
-        summary = summarize(kept, judge_name=config.judge, expected=len(wanted), epochs=config.epochs,
+        summary = summarize(kept, judge_name=config.judge, prices=recorded_prices(read_record(out)),  # run.json's
+                            expected=len(wanted), epochs=config.epochs,
                             extra={"model": config.model, "strategy": config.strategy_spec,
                                    "critical_rule": config.critical_rule,
                                    "rate_limits": plan.limiters.counts(recorded_pacing(out) if resume else None)})
