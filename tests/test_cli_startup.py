@@ -16,6 +16,7 @@ import typer.main
 from PIL import Image
 
 from vtb_agents.cli import app
+from vtb_agents.cli.options import RunOptions
 from vtb_agents.config import DEFAULTS
 from vtb_agents.tasks import load_tasks
 
@@ -138,13 +139,15 @@ def test_run_options_default_to_the_run_config() -> None:
     run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
     defaults = {param.name: param.default for param in run.params}
     episode = DEFAULTS.episode
-    expected = {"tasks": DEFAULTS.tasks, "model": DEFAULTS.model, "judge": DEFAULTS.judge,
+    expected = {"tasks": DEFAULTS.tasks, "judge": DEFAULTS.judge,
                 "strategy": DEFAULTS.strategy, "critical_rule": DEFAULTS.critical_rule, "resumer": DEFAULTS.resumer,
                 "sandbox": DEFAULTS.sandbox, "request_timeout_s": DEFAULTS.request_timeout_s,
                 "max_tool_rounds": episode.max_tool_rounds, "history": episode.history,
                 "native_tool_images": episode.native_tool_images, "max_image_side": episode.max_image_side,
                 "prompt_level": episode.prompt_level}
     assert {name: defaults[name] for name in expected} == expected
+    # --model is repeatable (many models in one command): none given is the default model
+    assert defaults["model"] == [] and RunOptions.from_params(defaults).models == (DEFAULTS.model,)
 
 
 def test_the_command_collects_garbage_less_often_and_not_at_exit(tmp_path: Path) -> None:
