@@ -54,7 +54,7 @@ def judge() -> Any:
     async def score(state: TaskState, target: Target) -> Score:
         for rubric in state.metadata["task"]["judged"]:
             await get_model().generate([
-                ChatMessageSystem(content="Grade the answer against the rubric. Reply in JSON: verdict, justification."),
+                ChatMessageSystem(content="Grade the answer against the rubric. Reply in JSON."),
                 ChatMessageUser(content=f"Rubric: {rubric}\nAnswer: {state.output.completion}")])
         return Score(value=1)
     return score

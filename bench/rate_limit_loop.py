@@ -38,7 +38,7 @@ def run_episode(client: openai.OpenAI, task: dict[str, Any]) -> None:
         messages.append({"role": "assistant", "content": answer})
     for rubric in task["judged"]:
         client.chat.completions.create(model="scripted", response_format={"type": "json_object"}, messages=[
-            {"role": "system", "content": "Grade the answer against the rubric. Reply in JSON: verdict, justification."},
+            {"role": "system", "content": "Grade the answer against the rubric. Reply in JSON."},
             {"role": "user", "content": f"Rubric: {rubric}\nAnswer: {answer}"}])
 
 

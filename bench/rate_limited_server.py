@@ -2,9 +2,9 @@
 
 It is the tests' scripted server (``tests/support/openai_server.py``) behind a limit: a token bucket of
 ``requests_per_s`` requests (holding at most one second of them) and, if given, one of
-``tokens_per_s`` tokens (counted here from the request: its text's characters / 4 and each image
-by OpenAI's tile formula). A request over either limit is answered ``429`` with the provider's
-body and headers and never reaches the scripted model:
+``tokens_per_s`` tokens (counted here from the request: the characters / 4 of its text, tool calls,
+tool definitions and response format, and each image by OpenAI's tile formula). A request over either
+limit is answered ``429`` with the provider's body and headers and never reaches the scripted model:
 
 * ``style="openai"``: ``{"error": {"message": ..., "type": "requests" | "tokens", "param": null,
   "code": "rate_limit_exceeded"}}``, ``retry-after`` (seconds, rounded up) and ``retry-after-ms``;
@@ -54,8 +54,11 @@ def format_duration(seconds: float) -> str:
 
 
 def request_tokens(body: dict[str, Any]) -> int:
-    """What the server counts of a request: its text's characters / 4, each image by OpenAI's formula."""
-    chars, images = 0, 0
+    """What the server counts of a request: the characters / 4 of what the model reads (the messages' text
+    and tool calls, the tools' definitions and the response format's schema, which the providers put in
+    the prompt and count), each image by OpenAI's formula."""
+    chars = sum(len(json.dumps(body[key])) for key in ("tools", "response_format") if body.get(key))
+    images = 0
     for message in body.get("messages", []):
         content = message.get("content")
         parts = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]

@@ -7,8 +7,8 @@ requests, agent and judge one model of one key) at each ``--concurrency`` agains
 429 body and headers. The model answers at once (a different answer each time, so that no verdict
 comes from vtb's judge cache); the judge says met.
 
-* ``vtb``: ``vtb run --tasks sample --task-id ... --epochs 12``, **no ``--rps``** (``--executor``,
-  ``--workers`` as given).
+* ``vtb``: ``vtb run --tasks sample --task-id ... --epochs 12``, **no ``--rps``**, in threads;
+  ``vtb-processes``: the same with ``--executor processes --workers 2`` (one budget for both workers).
 * ``inspect``: ``bench/inspect_rate_limits.py`` in the bench's own inspect_ai environment
   (``--inspect-python``, made by ``make bench-inspect-venv``), adaptive connections (its default).
 * ``loop``: ``bench/rate_limit_loop.py``, a thread pool over ``openai.OpenAI()`` and its own retries.
@@ -17,7 +17,8 @@ Per run: the share of the limit used over the model span (accepted requests over
 bucket allowed from the first to the last accepted one; the token limit's likewise), 429s per accepted
 request, episodes lost. One line per run, then the markdown table (``--json`` writes the rows).
 
-    nice -n 10 .venv/bin/python bench/rate_limits.py --concurrency 8 32 128 [--contenders vtb inspect loop]
+    nice -n 10 .venv/bin/python bench/rate_limits.py --concurrency 8 32 128 [--tokens 8000]
+        [--contenders vtb vtb-processes inspect loop] [--style anthropic]
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from rate_limited_server import Measure, RateLimitedServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
+CONTENDERS = ("vtb", "vtb-processes", "inspect", "loop")
 
 
 def respond_factory() -> Any:
@@ -70,9 +72,9 @@ class Row:
 
 def command(contender: str, args: argparse.Namespace, plan_file: Path, out: Path, concurrency: int) -> list[str]:
     """The contender's command line."""
-    if contender == "vtb":
+    if contender.startswith("vtb"):
         ids = [part for task_id in HELD_OUT for part in ("--task-id", task_id)]
-        extra = ["--executor", args.executor, *(["--workers", str(args.workers)] if args.workers else [])]
+        extra = ["--executor", "processes", "--workers", "2"] if contender == "vtb-processes" else []
         return [sys.executable, "-m", "vtb_agents", "run", "--tasks", "sample", *ids, "--model", "openai:scripted",
                 "--judge", "openai:scripted", "--concurrency", str(concurrency), "--epochs", str(args.epochs),
                 "--out", str(out), *extra]
@@ -84,7 +86,7 @@ def command(contender: str, args: argparse.Namespace, plan_file: Path, out: Path
 
 def lost_episodes(contender: str, done: subprocess.CompletedProcess[str], out: Path, episodes: int) -> tuple[int, str]:
     """Episodes that ended without a grade (vtb: infrastructure outcomes or never run), and what ended them."""
-    if contender == "vtb":
+    if contender.startswith("vtb"):
         summary_file = out / "summary.json"
         if not summary_file.is_file():
             return episodes, f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
@@ -118,11 +120,13 @@ def run_one(contender: str, args: argparse.Namespace, plan_file: Path, concurren
 def table(rows: list[Row]) -> str:
     """The markdown table of BENCHMARKS.md's "Rate limits"."""
     lines = ["| N | contender | share of the request limit | share of the token limit | 429s per accepted request "
-             "| episodes lost | wall time (s) |", "|---|---|---|---|---|---|---|"]
+             "| episodes lost | model span (s) | wall time (s) |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         tokens = f"{row.measure.token_share:.2f}" if row.measure.token_share is not None else "-"
         lines.append(f"| {row.concurrency} | {row.contender} | {row.measure.share:.2f} | {tokens} | "
-                     f"{row.measure.rejected_per_accepted:.2f} | {row.lost} of {row.episodes} | {row.seconds:.0f} |")
+                     f"{row.measure.rejected_per_accepted:.2f} | {row.lost} of {row.episodes} | "
+                     f"{row.measure.span_s:.1f} | "
+                     f"{row.seconds:.0f} |")
     return "\n".join(lines)
 
 
@@ -131,11 +135,9 @@ def main() -> None:
     parser.add_argument("--limit", type=float, default=12.0, help="requests per second the server allows")
     parser.add_argument("--tokens", type=float, default=None, help="tokens per second the server allows")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[8, 32, 128])
-    parser.add_argument("--contenders", nargs="+", choices=["vtb", "inspect", "loop"], default=["vtb", "inspect", "loop"])
+    parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, default=list(CONTENDERS))
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--style", choices=["openai", "anthropic"], default="openai")
-    parser.add_argument("--executor", default="local", help="vtb run's --executor")
-    parser.add_argument("--workers", type=int, default=None, help="vtb run's --workers")
     parser.add_argument("--inspect-python", type=Path, default=BENCH / ".venv-inspect" / "bin" / "python")
     parser.add_argument("--json", type=Path, default=None, help="write the rows here")
     args = parser.parse_args()
@@ -146,8 +148,8 @@ def main() -> None:
         plan_file = scratch / "plan.json"
         plan_file.write_text(json.dumps(plan))
         print(f"limit {args.limit:g} requests/s, {args.tokens or 'no'} tokens/s ({args.style}); "
-              f"{len(HELD_OUT)} tasks x {args.epochs} epochs, {requests_per_epoch(plan) * args.epochs} requests; "
-              f"vtb: {args.executor}{f' x {args.workers}' if args.workers else ''}", flush=True)
+              f"{len(HELD_OUT)} tasks x {args.epochs} epochs, {requests_per_epoch(plan) * args.epochs} requests",
+              flush=True)
         for concurrency in args.concurrency:
             for contender in args.contenders:
                 row = run_one(contender, args, plan_file, concurrency, scratch)
