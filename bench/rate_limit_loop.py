@@ -3,10 +3,11 @@
 What a user writes without a harness: ``concurrency`` episodes at once; each sends its task's turns
 (the prompt and its images, the model's earlier answers as history), then one judge call per judged
 rubric (JSON mode). ``openai.OpenAI()`` as it comes: ``max_retries=2``, which honours
-``retry-after-ms`` / ``retry-after`` and otherwise backs off exponentially; an episode whose call
-still fails is lost. Prints ``{"episodes": N, "lost": K, "errors": {...}}``.
+``retry-after-ms`` / ``retry-after`` and otherwise backs off exponentially (``MAX_RETRIES``: what a
+user who saw episodes lost would raise it to); an episode whose call still fails is lost. Prints
+``{"episodes": N, "lost": K, "errors": {...}}``.
 
-    python bench/rate_limit_loop.py PLAN_JSON BASE_URL CONCURRENCY
+    python bench/rate_limit_loop.py PLAN_JSON BASE_URL CONCURRENCY [MAX_RETRIES]
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def run_episode(client: openai.OpenAI, task: dict[str, Any]) -> None:
 
 def main() -> None:
     plan, base_url, concurrency = json.loads(Path(sys.argv[1]).read_text()), sys.argv[2], int(sys.argv[3])
-    client = openai.OpenAI(base_url=base_url, api_key="bench")  # the SDK's defaults: max_retries=2
+    retries = int(sys.argv[4]) if len(sys.argv) > 4 else openai.DEFAULT_MAX_RETRIES  # the SDK's default: 2
+    client = openai.OpenAI(base_url=base_url, api_key="bench", max_retries=retries)
     episodes = [task for task in plan["tasks"] for _ in range(plan["epochs"])]
     errors: collections.Counter[str] = collections.Counter()
 

@@ -11,7 +11,8 @@ comes from vtb's judge cache); the judge says met.
   ``vtb-processes``: the same with ``--executor processes --workers 2`` (one budget for both workers).
 * ``inspect``: ``bench/inspect_rate_limits.py`` in the bench's own inspect_ai environment
   (``--inspect-python``, made by ``make bench-inspect-venv``), adaptive connections (its default).
-* ``loop``: ``bench/rate_limit_loop.py``, a thread pool over ``openai.OpenAI()`` and its own retries.
+* ``loop``: ``bench/rate_limit_loop.py``, a thread pool over ``openai.OpenAI()`` and its own retries (2);
+  ``loop-retries-10``: the same with ``max_retries=10``.
 
 Per run: the share of the limit used over the model span (accepted requests over what the server's
 bucket allowed from the first to the last accepted one; the token limit's likewise), 429s per accepted
@@ -42,7 +43,7 @@ from rate_limited_server import Measure, RateLimitedServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
-CONTENDERS = ("vtb", "vtb-processes", "inspect", "loop")
+CONTENDERS = ("vtb", "vtb-processes", "inspect", "loop", "loop-retries-10")
 
 
 def respond_factory() -> Any:
@@ -81,7 +82,8 @@ def command(contender: str, args: argparse.Namespace, plan_file: Path, out: Path
     if contender == "inspect":
         return [str(args.inspect_python), str(BENCH / "inspect_rate_limits.py"), str(plan_file), str(concurrency),
                 str(out)]
-    return [sys.executable, str(BENCH / "rate_limit_loop.py"), str(plan_file), "BASE_URL", str(concurrency)]
+    retries = ["10"] if contender == "loop-retries-10" else []
+    return [sys.executable, str(BENCH / "rate_limit_loop.py"), str(plan_file), "BASE_URL", str(concurrency), *retries]
 
 
 def lost_episodes(contender: str, done: subprocess.CompletedProcess[str], out: Path, episodes: int) -> tuple[int, str]:

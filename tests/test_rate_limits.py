@@ -26,7 +26,7 @@ from PIL import Image
 
 sys.path.insert(0, str(PROJECT / "bench"))
 
-from rate_limit_plan import EPOCHS, HELD_OUT  # noqa: E402  (bench/: the held-out-style workload)
+from rate_limit_plan import EPOCHS, HELD_OUT, build_plan, requests_per_epoch  # noqa: E402  (bench/: the held-out-style workload)
 from rate_limited_server import Measure, RateLimitedServer  # noqa: E402  (bench/: the rate-limited chat-completions server)
 
 from vtb_agents.models.limiter import Caps, KeyLimiter, Limiters, RateLimitWait, limit_key  # noqa: E402
@@ -260,6 +260,7 @@ def check_run(summary: dict[str, Any], scripted: Scripted, measure: Measure) -> 
     assert summary["infrastructure_errors"]["count"] == 0
     assert summary["outcomes"] == {"answered": len(HELD_OUT) * EPOCHS}
     assert scripted.judge_calls >= 3 * EPOCHS  # the judge spent the same budget (36, and any resent after a 429)
+    assert measure.accepted == requests_per_epoch(build_plan()) * EPOCHS  # the plan the bench's rivals follow
     assert measure.rejected <= measure.accepted / 4, measure
     paced = summary["rate_limits"]
     assert len(paced["keys"]) == 1  # agent and judge: one account, one model, one budget
@@ -303,3 +304,19 @@ def test_a_run_keeps_to_a_token_limit_with_no_rps(tmp_path: Path) -> None:
     check_run(summary, scripted, measure)
     assert measure.token_share is not None and measure.token_share >= 0.8, measure
     assert measure.share < 0.6, measure  # the request limit did not bind
+
+
+def test_the_benchs_hand_written_loop_loses_episodes_to_a_429_storm(tmp_path: Path) -> None:
+    """The bench's rival loop (``bench/rate_limit_loop.py``: a thread pool over ``openai.OpenAI()`` and its
+    own two retries) against the same server: 10 episodes at once at 1 request/s retry together after each
+    ``retry-after-ms`` and most run out of retries; the loop reports them lost, as the server saw them."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(build_plan(epochs=2)))
+    with RateLimitedServer(Scripted(), requests_per_s=1) as server:
+        done = subprocess.run([sys.executable, str(PROJECT / "bench" / "rate_limit_loop.py"), str(plan),
+                               server.base_url, "10"], capture_output=True, text=True, timeout=300)
+        measure = server.measure()
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["episodes"] == 2 * len(HELD_OUT) and 0 < result["lost"] == result["errors"]["RateLimitError"]
+    assert measure.rejected > measure.accepted, measure  # a 429 storm: the SDK's retries all go at once
