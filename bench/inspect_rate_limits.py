@@ -7,7 +7,8 @@ as history) and the scorer one judge call per judged rubric, all to one model (`
 ``OPENAI_BASE_URL``, chat completions). ``max_samples=CONCURRENCY`` and no ``max_connections``: inspect's
 default, adaptive connections (start at 20, between 10 and 100, cut on rate-limit retries), with its
 own retries (exponential backoff from 3 s, no limit on attempts). Prints ``{"episodes": N, "lost": K,
-"errors": {...}}`` (a lost episode is a sample that ended in an error).
+"errors": {...}, "connection_limits": [...]}`` (a lost episode is a sample that ended in an error; the
+limits the adaptive controller set, in order).
 
     bench/.venv-inspect/bin/python bench/inspect_rate_limits.py PLAN_JSON CONCURRENCY LOG_DIR
 """
@@ -68,9 +69,10 @@ def main() -> None:
                        fail_on_error=False, log_dir=log_dir, display="none")[0]
     samples = log.samples or []
     errors = collections.Counter(sample.error.message.splitlines()[0][:80] for sample in samples if sample.error)
+    changes = log.stats.connection_limit_history  # the adaptive controller's moves: evidence it was on
     print(json.dumps({"episodes": len(plan["tasks"]) * plan["epochs"], "lost": sum(errors.values()) +
                       len(plan["tasks"]) * plan["epochs"] - len(samples), "errors": dict(errors),
-                      "status": log.status}))
+                      "status": log.status, "connection_limits": [change.new_limit for change in changes]}))
 
 
 if __name__ == "__main__":

@@ -100,7 +100,9 @@ def lost_episodes(contender: str, done: subprocess.CompletedProcess[str], out: P
     if not lines:
         return episodes, f"exit {done.returncode}: {done.stderr.strip()[-300:]}"
     result = json.loads(lines[-1])
-    return int(result["lost"]), json.dumps(result["errors"])
+    lost = int(result.pop("lost"))
+    result.pop("episodes")
+    return lost, json.dumps(result)
 
 
 def run_one(contender: str, args: argparse.Namespace, plan_file: Path, concurrency: int, scratch: Path) -> Row:
