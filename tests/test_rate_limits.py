@@ -124,6 +124,21 @@ def test_the_rate_is_learned_from_the_answers_and_the_bucket_follows_what_remain
     limiter.acquire(TokenEstimate(1), 5.0)
 
 
+def test_the_first_answer_leaves_what_remains_to_spend_at_once_less_what_is_in_flight() -> None:
+    """A run's first requests go before any answer shows a limit; the first answer's ``remaining`` (less the
+    requests still in flight, which the server may not have counted) may then go at once, not one a
+    rate-interval apart: the run starts at the account's pace (BENCHMARKS.md "Rate limits")."""
+    limiter = KeyLimiter(limit_key("openai", "http://a/v1", "m", "k"))
+    grants = [limiter.acquire(TokenEstimate(1), 0.0) for _ in range(3)]  # no answer yet: no bucket
+    limiter.release(grants.pop(), 200, parse_rate_headers({"x-ratelimit-limit-requests": "12",
+                                                           "x-ratelimit-remaining-requests": "11",
+                                                           "x-ratelimit-reset-requests": "84ms"}))
+    for _ in range(9):  # 11 remain, 2 of them in flight
+        limiter.acquire(TokenEstimate(1), 0.0)
+    with pytest.raises(RateLimitWait):
+        limiter.acquire(TokenEstimate(1), 0.0)
+
+
 def test_token_limits_hold_requests_by_their_estimated_tokens() -> None:
     limiter = KeyLimiter(limit_key("openai", "http://a/v1", "m", "k"))
     limiter.release(limiter.acquire(TokenEstimate(1), None), 200,
