@@ -9,7 +9,7 @@ DOCS_OUT ?= site
 MERMAID_VERSION := 11.12.2
 MERMAID_JS := $(VENV)/share/mermaid/mermaid.min.js
 
-.PHONY: demo test test-fast lint imports install clean sample mutation docs
+.PHONY: demo test test-fast lint imports install clean sample mutation docs bench-inspect-venv bench-rate-limits
 
 # constraints.txt pins every dependency to the versions the tests and the shipped sample suite were
 # made with (Pillow's font rendering and trafilatura's extraction shape the suite's files).
@@ -80,5 +80,19 @@ mutation: $(STAMP)
 sample: $(STAMP)
 	$(BIN)/python scripts/sample_suite.py
 
+# The rate-limit bench's rival, inspect_ai, in an environment of its own (never a dependency of the package):
+# bench/inspect_rate_limits.py runs in it. The version is the one BENCHMARKS.md "Rate limits" measured.
+INSPECT_VENV := bench/.venv-inspect
+INSPECT_AI_VERSION := 0.3.285
+bench-inspect-venv: $(INSPECT_VENV)/.installed-stamp
+$(INSPECT_VENV)/.installed-stamp:
+	test -x $(INSPECT_VENV)/bin/python || $(PYTHON) -m venv $(INSPECT_VENV)
+	$(INSPECT_VENV)/bin/python -m pip install --quiet inspect_ai==$(INSPECT_AI_VERSION) openai
+	touch $@
+
+# vtb run, inspect_ai and a hand-written openai loop against one rate-limited server (BENCHMARKS.md "Rate limits").
+bench-rate-limits: $(STAMP) $(INSPECT_VENV)/.installed-stamp
+	nice -n 10 $(BIN)/python bench/rate_limits.py --concurrency 8 32 128
+
 clean:
-	rm -rf $(VENV) runs mutants site .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(INSPECT_VENV) runs mutants site .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -2,9 +2,9 @@
 
 It is the tests' scripted server (``tests/support/openai_server.py``) behind a limit: a token bucket of
 ``requests_per_s`` requests (holding at most one second of them) and, if given, one of
-``tokens_per_s`` tokens (counted here from the request: its text's characters / 4 and each image
-by OpenAI's tile formula). A request over either limit is answered ``429`` with the provider's
-body and headers and never reaches the scripted model:
+``tokens_per_s`` tokens (counted here from the request: the characters / 4 of its text, tool calls,
+tool definitions and response format, and each image by OpenAI's tile formula). A request over either
+limit is answered ``429`` with the provider's body and headers and never reaches the scripted model:
 
 * ``style="openai"``: ``{"error": {"message": ..., "type": "requests" | "tokens", "param": null,
   "code": "rate_limit_exceeded"}}``, ``retry-after`` (seconds, rounded up) and ``retry-after-ms``;
@@ -54,8 +54,11 @@ def format_duration(seconds: float) -> str:
 
 
 def request_tokens(body: dict[str, Any]) -> int:
-    """What the server counts of a request: its text's characters / 4, each image by OpenAI's formula."""
-    chars, images = 0, 0
+    """What the server counts of a request: the characters / 4 of what the model reads (the messages' text
+    and tool calls, the tools' definitions and the response format's schema, which the providers put in
+    the prompt and count), each image by OpenAI's formula."""
+    chars = sum(len(json.dumps(body[key])) for key in ("tools", "response_format") if body.get(key))
+    images = 0
     for message in body.get("messages", []):
         content = message.get("content")
         parts = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
@@ -91,14 +94,23 @@ class _Bucket:
 @dataclass(frozen=True)
 class Measure:
     """A run against the server: ``accepted`` and ``rejected`` requests, the ``span`` (seconds from the
-    first to the last accepted request), ``share`` of the limit used over it (accepted / what the
-    bucket allowed: its rate times the span plus what it held at the start) and ``rejected_per_accepted``."""
+    first to the last accepted request), ``share`` of the request limit used over it (accepted / what the
+    bucket allowed: its rate times the span plus what it held at the start), ``rejected_per_accepted``,
+    and with a token limit the accepted requests' ``tokens`` and ``token_share`` (the same ratio for
+    tokens; ``None`` without one)."""
 
     accepted: int
     rejected: int
     span_s: float
     share: float
     rejected_per_accepted: float
+    tokens: int = 0
+    token_share: float | None = None
+
+    @property
+    def binding_share(self) -> float:
+        """The share of whichever limit the run came closer to: what held it back."""
+        return max(self.share, self.token_share or 0.0)
 
 
 class RateLimitedServer:
@@ -110,7 +122,7 @@ class RateLimitedServer:
         self.respond, self.style = respond, style
         self.requests = _Bucket(requests_per_s, requests_per_s, requests_per_s, now)
         self.tokens = _Bucket(tokens_per_s, tokens_per_s, tokens_per_s, now) if tokens_per_s else None
-        self.log: list[tuple[float, bool]] = []
+        self.log: list[tuple[float, bool, int]] = []
         self._lock = threading.Lock()
         self.server = OpenAIServer(self._answer)
         self.base_url = self.server.base_url
@@ -136,7 +148,7 @@ class RateLimitedServer:
                 self.requests.level -= 1
                 if self.tokens is not None:
                     self.tokens.level -= tokens
-            self.log.append((now, over is None))
+            self.log.append((now, over is None, tokens))
             headers = self._headers(now)
             wait = self.requests.wait_s(1) if over == "requests" else (
                 self.tokens.wait_s(tokens) if over == "tokens" and self.tokens is not None else 0.0)
@@ -183,9 +195,11 @@ class RateLimitedServer:
         """The share of the limit used and the 429s per accepted request, so far (see :class:`Measure`)."""
         with self._lock:
             log = list(self.log)
-        accepted = [t for t, ok in log if ok]
+        accepted = [(t, tokens) for t, ok, tokens in log if ok]
         rejected = len(log) - len(accepted)
-        span = accepted[-1] - accepted[0] if len(accepted) > 1 else 0.0
+        span = accepted[-1][0] - accepted[0][0] if len(accepted) > 1 else 0.0
         allowed = self.requests.rate * span + self.requests.capacity
+        tokens = sum(count for _, count in accepted)
+        token_share = tokens / (self.tokens.rate * span + self.tokens.capacity) if self.tokens else None
         return Measure(len(accepted), rejected, span, len(accepted) / allowed if accepted else 0.0,
-                       rejected / max(1, len(accepted)))
+                       rejected / max(1, len(accepted)), tokens, token_share)

@@ -10,7 +10,9 @@ the answers report (requests, tokens, input and output tokens; :mod:`~vtb_agents
   account needs to refill what was spent), averaged, kept between the limit per minute and per second;
   ``limit`` per minute until an answer shows the rate. The bucket never holds more than
   :data:`BURST_S` of the rate (providers enforce per-minute limits over shorter slices), and is
-  lowered to what the answer says remains, so that other clients of the same account are accounted for;
+  lowered to what the answer says remains, so that other clients of the same account are accounted for.
+  The first answer of a budget fills its bucket with what remains (up to the burst at the rate it shows)
+  less what the requests already in flight spend, so that a run starts at the account's pace;
 * a window of requests in flight, adaptive (AIMD): open until the first 429 (a server that never
   refuses is never held back), then half of what was in flight; it grows by ``1/window`` per answer
   while it is what holds requests back, halves
@@ -166,6 +168,7 @@ class KeyLimiter:
         self.buckets: dict[str, Bucket] = {}
         self.window: float | None = None  # open until the first 429
         self.inflight = 0
+        self.inflight_costs: dict[str, float] = {}  # what the requests in flight spend of each budget
         self.blocked_until = 0.0
         self.latency_s: float | None = None
         self.stats = KeyStats()
@@ -221,6 +224,8 @@ class KeyLimiter:
                 waited = True
             for name, bucket in self.buckets.items():
                 bucket.level -= costs.get(name, 1.0)
+            for name, cost in costs.items():
+                self.inflight_costs[name] = self.inflight_costs.get(name, 0.0) + cost
             waited_s = now - start if waited else 0.0
             self.inflight += 1
             self.stats.requests += 1
@@ -233,6 +238,8 @@ class KeyLimiter:
         with self._changed:
             now = time.monotonic()
             self.inflight -= 1
+            for name, cost in grant.costs.items():
+                self.inflight_costs[name] = self.inflight_costs.get(name, 0.0) - cost
             for name, reading in report.readings.items():
                 self._observe(name, reading, now)
             if status == 429:
@@ -245,10 +252,16 @@ class KeyLimiter:
         if reading.limit <= 0:  # no limit to keep (a server's placeholder), and no rate to divide by
             return
         bucket = self.buckets.get(name)
+        new = bucket is None
         if bucket is None:
             rate = reading.limit / DEFAULT_WINDOW_S
             bucket = self.buckets[name] = Bucket(limit=reading.limit, rate=rate, level=reading.remaining, stamp=now)
         bucket.observe(reading, now, self.caps.requests_per_second if name == "requests" else None)
+        if new:
+            # What remains, up to a burst at the rate this answer shows (not at the per-minute guess the bucket
+            # started from, which held the start of a run to one request), less the requests sent before the
+            # bucket existed that are still in flight (the server may not have counted them yet).
+            bucket.level = min(bucket.capacity, reading.remaining) - self.inflight_costs.get(name, 0.0)
         self.stats.limits[name] = reading.limit
 
     def _accepted(self, latency_s: float) -> None:
