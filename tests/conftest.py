@@ -5,7 +5,9 @@ HTTP server every stand-in is built on)."""
 from __future__ import annotations
 
 import compileall
+import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +71,6 @@ def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return waits
 
 
-UNIT = pytest.StashKey[str]()
-"""The unit of work an item belongs to (see :func:`pytest_collection_modifyitems`)."""
-
-
 def pytest_configure(config: pytest.Config) -> None:
     """Compile this checkout's modules to bytecode once, before the workers start (in the controller).
 
@@ -86,8 +84,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 EXPECTED_S = {"cluster": 40.0, "browser": 5.0, "slow": 5.0}
 """About how long a test of each mark takes (seconds; others about 0.1 s), to hand out the costly tests first."""
-SHARED_SCOPES = frozenset({"module", "class", "package"})
-"""The fixture scopes whose one value several tests of a file share (built once per worker that runs them)."""
+SHARED_FIXTURE = re.compile(r"""@pytest\.fixture\([^)]*scope=["'](?:module|class|package)["']""")
+"""A fixture whose one value the tests of its file share (built once per worker that runs them)."""
 
 
 def expected_seconds(item: pytest.Item) -> float:
@@ -95,31 +93,46 @@ def expected_seconds(item: pytest.Item) -> float:
     return max((s for mark, s in EXPECTED_S.items() if item.get_closest_marker(mark)), default=0.1)
 
 
-def shares_setup(item: pytest.Item) -> bool:
-    """True when ``item`` uses a module-, class- or package-scoped fixture of the tests' own (not a plugin's):
-    its file's tests share that setup."""
-    info = getattr(item, "_fixtureinfo", None)
-    return info is not None and any(defs and defs[-1].scope in SHARED_SCOPES and defs[-1].baseid
-                                    for defs in info.name2fixturedefs.values())
+@functools.cache
+def shares_setup(file: str) -> bool:
+    """True when the test file ``file`` (relative to the checkout) defines a module-, class- or package-scoped
+    fixture: its tests go to one worker together, so that setup is built once."""
+    return bool(SHARED_FIXTURE.search((PROJECT / file).read_text(encoding="utf-8")))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker reads the xdist_group marks
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file if the file's tests share a fixture, else the test alone."""
+    file = nodeid.split("::")[0]
+    return file if shares_setup(file) else nodeid
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that take a ``browser`` fixture (a Playwright Chromium) are marked ``browser``. Then the work
-    is ordered for `make test`'s workers (``--dist loadgroup --no-loadscope-reorder``), which take one unit
-    at a time in this order: a unit is one test, or the tests of a file that share a module- or
-    class-scoped fixture (marked ``xdist_group`` by file, so that setup is built once). The costliest units
-    go first (a file's own order kept within its unit), so a file of several slow tests is spread over both
-    workers and the last units handed out are short ones: no worker is left running a long test alone at
-    the end while the other idles."""
+    """Tests that take a ``browser`` fixture (a Playwright Chromium) are marked ``browser``. Then the units
+    of work (:func:`unit_of`) are ordered by their expected cost, the costliest first (a file's own order
+    kept within its unit): `make test`'s workers take one unit at a time in this order (see
+    :func:`pytest_xdist_make_scheduler`), so a file of several slow tests is spread over both workers and
+    the last units handed out are short ones: no worker is left running a long test alone at the end."""
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
     cost: dict[str, float] = {}
     for item in items:
-        unit = item.nodeid.split("::")[0] if shares_setup(item) else item.nodeid
-        if unit != item.nodeid:
-            item.add_marker(pytest.mark.xdist_group(unit))
-        cost[unit] = cost.get(unit, 0.0) + expected_seconds(item)
-        item.stash[UNIT] = unit
-    items.sort(key=lambda item: -cost[item.stash[UNIT]])
+        cost[unit_of(item.nodeid)] = cost.get(unit_of(item.nodeid), 0.0) + expected_seconds(item)
+    items.sort(key=lambda item: -cost[unit_of(item.nodeid)])
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup`` (`make test`), hand out the units of :func:`unit_of` in collection order.
+
+    pytest-xdist's own loadgroup groups tests by renaming them (``item._nodeid``), which pytest 9 no longer
+    reads: every test went alone, and a module fixture was built by both workers. This scheduler is
+    xdist's scope scheduler with the unit as the scope; other ``--dist`` modes are xdist's own."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return UnitScheduling(config, log)
