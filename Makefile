@@ -46,10 +46,11 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(DOCS_OUT)
 
-# Two pytest workers (pytest-xdist), one test file each at a time (docs/development.md, "Testing", has the
+# Two pytest workers (pytest-xdist), each taking one test at a time, the costliest first (the tests of a file that share
+# a module fixture go together: tests/conftest.py; docs/development.md, "Testing", has the
 # measured times); PYTEST_WORKERS=0 runs in one process.
 PYTEST_WORKERS ?= 2
-PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+PYTEST := $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 test: $(STAMP)
 	$(PYTEST) --durations=20
 

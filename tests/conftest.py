@@ -4,7 +4,10 @@ HTTP server every stand-in is built on)."""
 
 from __future__ import annotations
 
+import compileall
+import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +71,21 @@ def retry_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return waits
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile this checkout's modules to bytecode once, before the workers start (in the controller).
+
+    Some 200 ``vtb`` subprocesses, process-executor workers and Ray workers import the package; where
+    ``PYTHONDONTWRITEBYTECODE`` is set (as on the project's machine) none of them writes a ``.pyc``, and each
+    compiled all ~200 modules from source again (about 0.2 s of CPU per process). The ``.pyc`` files are
+    checked against their sources' modification times as usual: an edited module is compiled afresh."""
+    if not hasattr(config, "workerinput"):
+        compileall.compile_dir(PROJECT / "vtb_agents", quiet=1)
+
+
 EXPECTED_S = {"cluster": 40.0, "browser": 5.0, "slow": 5.0}
-"""About how long a test of each mark takes (seconds; others about 0.1 s), to hand out the costly files first."""
+"""About how long a test of each mark takes (seconds; others about 0.1 s), to hand out the costly tests first."""
+SHARED_FIXTURE = re.compile(r"""@pytest\.fixture\([^)]*scope=["'](?:module|class|package)["']""")
+"""A fixture whose one value the tests of its file share (built once per worker that runs them)."""
 
 
 def expected_seconds(item: pytest.Item) -> float:
@@ -77,15 +93,47 @@ def expected_seconds(item: pytest.Item) -> float:
     return max((s for mark, s in EXPECTED_S.items() if item.get_closest_marker(mark)), default=0.1)
 
 
+@functools.cache
+def shares_setup(file: str) -> bool:
+    """True when the test file ``file`` (relative to the checkout) defines a module-, class- or package-scoped
+    fixture: its tests go to one worker together, so that setup is built once."""
+    return bool(SHARED_FIXTURE.search((PROJECT / file).read_text(encoding="utf-8")))
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file if the file's tests share a fixture, else the test alone."""
+    file = nodeid.split("::")[0]
+    return file if shares_setup(file) else nodeid
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that take a ``browser`` fixture (a Playwright Chromium) are marked ``browser``. Then the test
-    files are ordered by their expected cost, the costliest first (a file's own order kept): `make test`'s
-    workers take one file at a time in this order (``--dist loadfile --no-loadscope-reorder``), so the
-    last files handed out are short ones and no worker is left running a long file alone at the end."""
+    """Tests that take a ``browser`` fixture (a Playwright Chromium) are marked ``browser``. Then the units
+    of work (:func:`unit_of`) are ordered by their expected cost, the costliest first (a file's own order
+    kept within its unit): `make test`'s workers take one unit at a time in this order (see
+    :func:`pytest_xdist_make_scheduler`), so a file of several slow tests is spread over both workers and
+    the last units handed out are short ones: no worker is left running a long test alone at the end."""
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
     cost: dict[str, float] = {}
     for item in items:
-        cost[item.nodeid.split("::")[0]] = cost.get(item.nodeid.split("::")[0], 0.0) + expected_seconds(item)
-    items.sort(key=lambda item: -cost[item.nodeid.split("::")[0]])
+        cost[unit_of(item.nodeid)] = cost.get(unit_of(item.nodeid), 0.0) + expected_seconds(item)
+    items.sort(key=lambda item: -cost[unit_of(item.nodeid)])
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: `-p no:xdist` runs without it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup`` (`make test`), hand out the units of :func:`unit_of` in collection order.
+
+    pytest-xdist's own loadgroup groups tests by renaming them (``item._nodeid``), which pytest 9 no longer
+    reads: every test went alone, and a module fixture was built by both workers. This scheduler is
+    xdist's scope scheduler with the unit as the scope; other ``--dist`` modes are xdist's own."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return UnitScheduling(config, log)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from support.openai_server import OpenAIServer
+from support.together import together
 from test_agent_seam import run_cli
 
 AGENT = "agent:examples.create_agent_example:build"
@@ -72,8 +73,9 @@ def vision_descriptions(requests: list[dict]) -> list[str]:
 @pytest.mark.parametrize("respond", [persistent, compliant])
 def test_a_round_cap_of_one_ends_an_agent_turn_as_it_ends_a_builtin_one(respond, tmp_path):
     tasks = ["pr-sports-boxscore"]  # two turns: the cap is counted per turn
-    builtin, builtin_requests = run(BUILTIN, tmp_path / "builtin", respond, "--max-tool-rounds", "1", tasks=tasks)
-    agent, agent_requests = run(AGENT, tmp_path / "agent", respond, "--max-tool-rounds", "1", tasks=tasks)
+    (builtin, builtin_requests), (agent, agent_requests) = together(  # two runs, each with its own server
+        lambda: run(BUILTIN, tmp_path / "builtin", respond, "--max-tool-rounds", "1", tasks=tasks),
+        lambda: run(AGENT, tmp_path / "agent", respond, "--max-tool-rounds", "1", tasks=tasks))
     assert builtin["outcome"] == agent["outcome"] == "tool_round_cap"
     assert trace(agent) == trace(builtin)
     (status, rounds, calls), _ = trace(builtin)
@@ -113,8 +115,9 @@ def slow_tool(body: dict) -> dict | str:
 def test_an_agent_episode_past_the_task_timeout_ends_as_a_builtin_one(respond, tmp_path):
     limits = ("--max-tool-rounds", "1", "--task-timeout", "5")  # time enough to start and make the first call
     tasks = ["rs-finance-invoice"]
-    builtin, builtin_requests = run(BUILTIN, tmp_path / "builtin", respond, *limits, tasks=tasks)
-    agent, agent_requests = run(AGENT, tmp_path / "agent", respond, *limits, tasks=tasks)
+    (builtin, builtin_requests), (agent, agent_requests) = together(  # two runs, each with its own server
+        lambda: run(BUILTIN, tmp_path / "builtin", respond, *limits, tasks=tasks),
+        lambda: run(AGENT, tmp_path / "agent", respond, *limits, tasks=tasks))
     assert len(agent_requests) == len(builtin_requests) == (2 if respond is slow_answer else 1)
     assert builtin["outcome"] == agent["outcome"] == "task_timeout"
     assert agent["error"].startswith("TaskTimeout: the task ran past its time limit of 5 s")

@@ -65,6 +65,7 @@ def results(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow  # whole runs and their resumes (`make test-fast` leaves it out)
 def test_cost_limit_stops_the_run_and_a_resume_with_a_higher_limit_gives_the_uninterrupted_summary(tmp_path):
     root, whole, limited = tmp_path / "tasks", tmp_path / "whole", tmp_path / "limited"
     write_tasks(root)
@@ -102,6 +103,7 @@ def test_cost_limit_stops_the_run_and_a_resume_with_a_higher_limit_gives_the_uni
     assert json.loads((limited / "summary.json").read_text()) == expected
 
 
+@pytest.mark.slow  # whole runs and their resumes (`make test-fast` leaves it out)
 def test_token_limit_stops_the_run_at_the_tokens_used(tmp_path):
     root, out = tmp_path / "tasks", tmp_path / "run"
     write_tasks(root)

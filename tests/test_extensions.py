@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from support.openai_server import OpenAIServer
 from support.cli import vtb
+from support.together import together
 from vtb_agents.extensions import load_extension
 from vtb_agents.rundir.read import read_record
 
@@ -135,9 +137,13 @@ def test_bad_extension_specs_are_refused_naming_them(tmp_path: Path) -> None:
              ("--judge", "myext.j:Undeclared"): "it does not declare 'calls_model' (True or False",
              ("--sandbox", "nowhere"): "unknown sandbox kind 'nowhere': allowed kinds are local, e2b, 'module:Class' "
                                        "or an installed sandbox"}  # the plan decodes it, before anything is written
-    for (option, spec), message in cases.items():
-        done = vtb("run", "--tasks", "sample", "--limit", "1", option, spec, "--out", str(tmp_path / "out"),
-                   path=[lib], cwd=ROOT, env=ext_env(lib))
+
+    def refused(option: str, spec: str) -> Callable[[], subprocess.CompletedProcess[str]]:
+        return lambda: vtb("run", "--tasks", "sample", "--limit", "1", option, spec, "--out", str(tmp_path / "out"),
+                           path=[lib], cwd=ROOT, env=ext_env(lib))
+
+    runs = together(*(refused(option, spec) for option, spec in cases))  # side by side: each is refused alone
+    for ((_, spec), message), done in zip(cases.items(), runs):
         assert done.returncode != 0 and message in done.stderr, (spec, done.stderr)
     assert not (tmp_path / "out").exists()  # refused before anything was written
 

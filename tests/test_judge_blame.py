@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from conftest import write_task
 from support.cli import start_vtb, vtb
+from support.together import together
 
 from vtb_agents.judges import Judgement
 from vtb_agents.judges.graph import grade_episode
@@ -101,12 +102,13 @@ def assert_judge_error_named(done: subprocess.CompletedProcess[str], cause: str)
 
 
 def assert_fixed_run_equals_a_clean_one(tmp_path: Path, root: Path, run: Path, *extra: str) -> None:
-    """``--resume --retry-errors`` with the judge fixed, then a run that never failed: the same summary."""
+    """``--resume --retry-errors`` with the judge fixed and, side by side, a run that never failed: the same
+    summary."""
     set_mode(tmp_path, "ok")
-    retried = vtb_run(tmp_path, root, run, *extra, "--resume", "--retry-errors")
-    assert retried.returncode == 0, retried.stderr[-3000:]
     clean = tmp_path / "clean"
-    fresh = vtb_run(tmp_path, root, clean, *extra)
+    retried, fresh = together(lambda: vtb_run(tmp_path, root, run, *extra, "--resume", "--retry-errors"),
+                              lambda: vtb_run(tmp_path, root, clean, *extra))  # each its own run directory
+    assert retried.returncode == 0, retried.stderr[-3000:]
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     # every field, none excepted: the summary holds no wall times, and a retried episode's new line
     # replaces the failed one for every count (its failed verdicts were never cached)

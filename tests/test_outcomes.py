@@ -148,7 +148,7 @@ def test_provider_outage_leaves_the_run_incomplete_until_retried(tmp_path):
 
 @pytest.mark.slow
 def test_requests_are_bounded_and_malformed_responses_retried(tmp_path):
-    """--task-timeout 30 --request-timeout 10 over a server that hangs some requests and garbles
+    """--task-timeout 20 --request-timeout 6 over a server that hangs some requests and garbles
     others: hung requests are cut off and retried, garbage and empty choices are retried; a task
     whose every request hangs got no answer from the provider at all: the provider's failure, the
     run incomplete (docs/concepts/outcomes.md, blame)."""
@@ -175,7 +175,7 @@ def test_requests_are_bounded_and_malformed_responses_retried(tmp_path):
     try:
         with OpenAIServer(respond) as server:
             done = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "5",
-                       "--task-timeout", "30", "--request-timeout", "10", "--out", str(tmp_path / "run"),
+                       "--task-timeout", "20", "--request-timeout", "6", "--out", str(tmp_path / "run"),
                        env=openai_env(server.base_url, "test-key"), timeout=110)
     finally:
         release.set()
@@ -185,7 +185,7 @@ def test_requests_are_bounded_and_malformed_responses_retried(tmp_path):
     assert outcomes == {"t-hang-once": "answered", "t-hang-always": "provider_error", "t-garbage": "answered",
                         "t-empty": "answered", "t-fine": "answered"}
     assert seen["HANG-ONCE"] == 2 and seen["GARBAGE"] == 2 and seen["EMPTY"] == 2
-    assert 2 <= seen["HANG-ALWAYS"] <= 4  # 10 s per attempt, then the 30 s task limit
+    assert 2 <= seen["HANG-ALWAYS"] <= 4  # 6 s per attempt, then the 20 s task limit
     summary = summary_of(tmp_path / "run")
     assert summary["infrastructure_errors"] == {"count": 1, "task_ids": ["t-hang-always"]}
     assert summary["ungraded"] == 1 and summary["apr"] == pytest.approx(4 / 4)

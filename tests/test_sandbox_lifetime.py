@@ -46,9 +46,10 @@ def way_or_skip(way: str) -> dict[str, str]:
     return checkout_env(VTB_SANDBOX_ISOLATION="bwrap", VTB_SANDBOX_FORK_SERVER="1" if way == FORKED else "0")
 
 
-def killed_at(moment: str, command: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Run ``command`` under the helper, SIGKILL it at ``moment``: the helper's report."""
-    done = subprocess.run([sys.executable, str(HELPER), moment, str(GRACE_S), "--", *command], env=env,
+def killed_at(moment: str, command: list[str], env: dict[str, str], expected: int = 0) -> dict[str, Any]:
+    """Run ``command`` under the helper, SIGKILL it at ``moment``: the helper's report (its grace period
+    ends early once only ``expected`` orphans are left, the ones the command leaves on purpose)."""
+    done = subprocess.run([sys.executable, str(HELPER), moment, str(GRACE_S), str(expected), "--", *command], env=env,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     report: dict[str, Any] = json.loads(done.stdout)
@@ -150,7 +151,7 @@ def test_a_process_forked_from_the_host_keeps_no_sandbox_alive(way: str, tmp_pat
     host, the child's copy of the sandbox refuses to run, and its close touches nothing."""
     env = way_or_skip(way)
     work = tmp_path / "work"
-    report = killed_at(f"file:{work / 'running'}", [sys.executable, "-c", FORKING_HOST, str(work)], env)
+    report = killed_at(f"file:{work / 'running'}", [sys.executable, "-c", FORKING_HOST, str(work)], env, expected=1)
     assert report["killed"], report
     survivors = report["survivors"]  # the forked child (it sleeps on), and no process of a sandbox
     assert len(survivors) == 1 and survivors[0]["comm"] != "bwrap", report

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
+from support.together import together
 
 from vtb_agents.sandbox import LocalSandbox, SandboxError, forkserver
 from vtb_agents.sandbox.isolation import python_roots
@@ -154,8 +155,8 @@ def test_the_bundled_suite_from_a_venv_under_tmp_scores_as_from_anywhere(tmp_pat
     folder = Path(tempfile.mkdtemp(prefix="vtb venv ", dir="/tmp"))
     try:
         python = make_venv(folder, None)
-        moved = run_sample_suite(str(python), tmp_path / "tmp-venv")
-        here = run_sample_suite(sys.executable, tmp_path / "here")
+        moved, here = together(lambda: run_sample_suite(str(python), tmp_path / "tmp-venv"),  # side by side
+                               lambda: run_sample_suite(sys.executable, tmp_path / "here"))
     finally:
         shutil.rmtree(folder)
     assert moved["tool_metrics"]["success_rate"] == here["tool_metrics"]["success_rate"] == 1.0

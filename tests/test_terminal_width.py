@@ -19,6 +19,7 @@ from vtb_agents.report.markup import interval, pct
 from vtb_agents.report.paired import cells as paired_cells
 from vtb_agents.report.terminal import Col, Fitted, Sheet
 from support.cli import vtb
+from support.together import together
 
 WIDTHS = (80, 120)
 
@@ -30,11 +31,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """`make demo`'s run (the sample suite, replay, rule judge) and a two-epoch run of 8 of its tasks,
     each printed at 80 columns by the real CLI."""
     root = tmp_path_factory.mktemp("widths")
-    demo = vtb("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--out", str(root / "demo"),
-               columns=80, timeout=600)
+    demo, epochs = together(  # two runs side by side, each in a folder of its own
+        lambda: vtb("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--out", str(root / "demo"),
+                    columns=80, timeout=600),
+        lambda: vtb("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--epochs", "2",
+                    "--limit", "8", "--out", str(root / "epochs"), columns=80, timeout=600))
     assert demo.returncode == 0, demo.stderr
-    epochs = vtb("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--epochs", "2", "--limit", "8",
-                 "--out", str(root / "epochs"), columns=80, timeout=600)
     assert epochs.returncode == 0, epochs.stderr
     return {"demo": (root / "demo", demo.stdout), "epochs": (root / "epochs", epochs.stdout)}
 
