@@ -92,16 +92,24 @@ def test_processes_left_in_a_dead_hosts_cgroup_are_killed() -> None:
         group = open_memory_cgroup(256 << 20)
     except CgroupUnavailable as exc:
         pytest.skip(f"no memory cgroup here: {exc}")
+    # in a parent of its own: every sandbox starting on this machine sweeps the shared parent, and would
+    # remove the orphan before this test's own sweep (the same code, but then this call finds nothing)
+    private = group.path.parent / f"vtb-test-orphans-{os.getpid()}-{time.monotonic_ns()}"
+    group.close()
+    private.mkdir()
     dead = subprocess.Popen(["true"])
     dead.wait()
-    orphan = group.path.with_name(f"vtb-sandbox-{dead.pid}-cccc")
-    group.path.rename(orphan)  # as if a host that has died had made it
+    orphan = private / f"vtb-sandbox-{dead.pid}-cccc"  # as if a host that has died had made it
+    orphan.mkdir()
     leftover = subprocess.Popen(join_command(orphan / "cgroup.procs", ["sleep", "300"]))
     try:
         while not (orphan / "cgroup.procs").read_text().split():
             time.sleep(0.01)
-        assert orphan.name in remove_orphans(orphan.parent)
+        assert remove_orphans(private) == [orphan.name]
         assert leftover.wait(timeout=10) == -9 and not orphan.exists()
     finally:
         leftover.kill()
         leftover.wait()
+        if orphan.exists():
+            orphan.rmdir()
+        private.rmdir()
