@@ -7,10 +7,10 @@ each model's Evaluation; ``leaderboard.json`` carries its format version and is 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from conftest import write_task
+from support.browser import CHROMIUM, offline_context
 from langchain_core.messages import AIMessage
 
 import vtb_agents
@@ -18,7 +18,6 @@ from vtb_agents.models.scripted import ScriptedChatModel
 from vtb_agents.rundir.errors import FormatVersionError, RunError
 from vtb_agents.rundir.leaderboard import LEADERBOARD_FORMAT, model_dirs, model_slug, read_leaderboard
 
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
@@ -81,17 +80,11 @@ def test_run_directories_are_safe_slugs_of_the_specs_and_clashes_are_refused(tmp
 
 @pytest.fixture
 def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
+    pytest.importorskip("playwright.sync_api")
     if not CHROMIUM.exists():
         pytest.skip("needs the system chromium (make installs it)")
-    requested: list[str] = []
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        context = chromium.new_context(viewport={"width": 1280, "height": 800})
-        context.on("request", lambda request: requested.append(request.url))
+    with offline_context() as context:
         yield context
-        chromium.close()
-    assert requested and all(url.startswith("file://") for url in requested)  # offline: nothing else fetched
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.big_run import ANSWER_MARK, big_run
+from support.browser import CHROMIUM, offline_context
 from test_report import XSS, magenta_task
 
 import vtb_agents
@@ -20,7 +21,6 @@ from vtb_agents.rundir.layout import task_page_file
 from vtb_agents.runner.run import RunConfig, run_suite
 from vtb_agents.tasks import load_tasks
 
-CHROMIUM = Path("/usr/bin/chromium")
 playwright_api = pytest.importorskip("playwright.sync_api")
 browser_only = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs the system chromium (make installs it)")
 BOOM = "ValueError: boom from the model's code"
@@ -56,14 +56,8 @@ def visible_ids(page) -> list[str]:
 
 @pytest.fixture
 def browser():
-    requested: list[str] = []
-    with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        context = chromium.new_context(viewport={"width": 1280, "height": 800})
-        context.on("request", lambda request: requested.append(request.url))
+    with offline_context() as context:
         yield context
-        chromium.close()
-    assert requested and all(url.startswith("file://") for url in requested)  # offline: nothing else fetched
 
 
 @pytest.mark.slow

@@ -30,20 +30,10 @@ import sys
 import time
 from pathlib import Path
 
+from proctree import tree  # beside this script (sys.path[0] when it runs)
+
 PR_SET_CHILD_SUBREAPER = 36
 _GIVE_UP_S = 120.0
-
-
-def descendants(root: int) -> list[int]:
-    """``root`` and every process below it (``/proc/PID/task/TID/children``)."""
-    found = [root]
-    for pid in found:
-        try:
-            for task in os.listdir(f"/proc/{pid}/task"):
-                found += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return found
 
 
 def cmdline(pid: int) -> str:
@@ -74,7 +64,7 @@ def wait_for_moment(child: subprocess.Popen[bytes], moment: str) -> bool:
         elif kind == "file":
             if os.path.exists(rest):
                 return True
-        elif sum(text in cmdline(p) for p in descendants(child.pid)[1:]) >= count:
+        elif sum(text in cmdline(p) for p in tree(child.pid)[1:]) >= count:
             return True
         time.sleep(0.001)
     return False
@@ -104,11 +94,11 @@ def main(argv: list[str]) -> int:
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         reap()
-        if len([p for p in descendants(os.getpid())[1:] if alive(p)]) <= expected:
+        if len([p for p in tree(os.getpid())[1:] if alive(p)]) <= expected:
             break
         time.sleep(0.05)
     reap()
-    survivors = [p for p in descendants(os.getpid())[1:] if alive(p)]
+    survivors = [p for p in tree(os.getpid())[1:] if alive(p)]
     report = {"killed": killed, "survivors": [
         {"pid": p, "comm": Path(f"/proc/{p}/comm").read_text().strip() if alive(p) else "",
          "cmdline": cmdline(p)[:300]} for p in survivors]}

@@ -13,6 +13,6 @@ def tree(root: int) -> list[int]:
         try:
             for task in os.listdir(f"/proc/{pid}/task"):
                 found += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # it ended meanwhile
             continue
     return found
