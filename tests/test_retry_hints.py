@@ -206,7 +206,7 @@ def parse_run(args: list[str]) -> RunConfig:
      "requests_per_second": 2.5, "request_timeout_s": 30.0, "model_kwargs": {"reasoning_effort": "low"},
      "max_tool_rounds": 5, "prompt_level": "low", "history": "model", "max_image_side": 512,
      "native_tool_images": True, "task_timeout_s": 90.0, "tools_mode": "replay", "tools_cache": "c.jsonl",
-     "sandbox_strict": True},
+     "sandbox_strict": True, "code_timeout_s": 5.0},
     {"no_vision_tool": True, "sandbox": "e2b", "sandbox_network": True, "tools_mode": "live"},
     {"cost_limit": 12.5, "token_limit": 2_000_000, "task_token_limit": 50_000},
 ])
@@ -222,7 +222,6 @@ def test_config_flags_of_an_ablation_setting_drop_what_the_ablation_sets():
 
 
 @pytest.mark.parametrize(("settings", "why"), [
-    ({"code_timeout_s": 5.0}, "setting code_timeout_s=5.0 has no vtb flag (the code tools' default"),
     ({"tags": ("mine",)}, "episode tags ['mine'] have no vtb flag"),
 ])
 def test_a_setting_no_flag_gives_is_named_in_the_hint_error(settings, why):

@@ -1,6 +1,6 @@
 """A tool of your own (``--tool``) is held to the built-in tools' bounds, through the real `vtb run`:
 its text output is capped as code output is (``OUTPUT_CAP_CHARS``), a call gets the code tools'
-time limit (60 s; then the model reads an error), and no call outlives the task's ``--task-timeout``
+time limit (``--code-timeout``; then the model reads an error), and no call outlives the task's ``--task-timeout``
 (docs/how-to/write-a-plugin.md)."""
 
 from __future__ import annotations
@@ -70,13 +70,14 @@ def test_a_plugin_tools_output_is_capped_and_a_stalled_call_is_an_error_the_mode
     out = tmp_path / "run"
     with OpenAIServer(calls("flood", "stall")) as server:
         started = time.monotonic()
-        done = vtb_run(tmp_path, server, out)  # a call of a tool of yours gets the code tools' 60 s
+        done = vtb_run(tmp_path, server, out, "--code-timeout", "5")  # a tool of yours gets the code tools' limit
         took = time.monotonic() - started
     assert done.returncode == 0, done.stderr[-3000:]
     assert took < 200, f"the run took {took:.0f} s"  # not the tool's hour
     flooded, stalled = tool_messages(server)
     assert len(flooded["content"]) <= OUTPUT_CAP_CHARS + 100 and "more characters cut]" in flooded["content"]
-    assert json.loads(stalled["content"]) == {"error": "stall gave no result within its time limit (60.0 s)"}
+    assert json.loads(stalled["content"]) == {"error": "stall gave no result within its time limit (5.0 s)"}
+    assert json.loads((out / "run.json").read_text())["config"]["episode"]["code_timeout_s"] == 5.0
     result = json.loads((out / "results.jsonl").read_text())
     assert result["outcome"] == "answered"  # the model read the error and answered: its own doing
     outputs = {call["name"]: call for call in result["episode"]["turns"][0]["tool_calls"]}

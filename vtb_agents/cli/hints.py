@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Sequence
 
-from vtb_agents.cli.options import CONFIG_FLAGS, NOT_FLAGS, RUN_ONLY, RunOptions, flag
+from vtb_agents.cli.options import CONFIG_FLAGS, RUN_ONLY, RunOptions, flag
 from vtb_agents.config import DEFAULTS, RunConfig
 from vtb_agents.defaults import OBJECT_PREFIX
 
@@ -45,8 +45,6 @@ def config_flags(config: RunConfig, *, ablation: bool = False) -> list[str]:
             continue
         if OBJECT_PREFIX in json.dumps(value):
             raise HintError(f"setting {name}={value!r} is a Python object (vtb_agents.evaluate): no vtb flag gives it")
-        if name in NOT_FLAGS:
-            raise HintError(f"setting {name}={value!r} has no vtb flag ({NOT_FLAGS[name]})")
         option = CONFIG_FLAGS[name]
         if isinstance(value, bool):
             flags.append(option if value else "--no-" + option.removeprefix("--"))

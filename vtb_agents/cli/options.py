@@ -38,7 +38,7 @@ CONFIG_FLAGS: dict[str, str] = {
     "critical_rule": "--critical-rule", "resumer": "--resumer", "user_model": "--user-model",
     "native_tool_images": "--native-tool-images", "max_image_side": "--max-image-side", "sandbox": "--sandbox",
     "sandbox_strict": "--sandbox-strict", "sandbox_network": "--sandbox-network", "requests_per_second": "--rps",
-    "max_connections": "--max-connections",
+    "max_connections": "--max-connections", "code_timeout_s": "--code-timeout",
     "task_timeout_s": "--task-timeout", "request_timeout_s": "--request-timeout", "tools_mode": "--tools-mode",
     "tools_cache": "--tools-cache", "extra_tools": "--tool", "epochs": "--epochs", "model_cache": "--model-cache",
     "model_cache_only": "--model-cache-only", "prompt_cache": "--prompt-cache", "judge_batch": "--judge-batch",
@@ -48,7 +48,6 @@ CONFIG_FLAGS: dict[str, str] = {
 }
 """The ``vtb`` flag of every run setting (a field of ``RunConfig`` or of its ``EpisodeSettings``)."""
 NOT_FLAGS: dict[str, str] = {
-    "code_timeout_s": "the code tools' default time limit serves every CLI run",
     "tags": "trace tags are for runs made from Python (vtb ablate tags its conditions itself)",
 }
 """The run settings no flag gives, and why (a run with them set cannot be resumed from the CLI)."""
