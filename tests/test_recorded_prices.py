@@ -21,6 +21,8 @@ from vtb_agents.config import RunConfig
 from vtb_agents.models import presets as preset_table
 from vtb_agents.rundir.errors import RunError
 from vtb_agents.rundir.layout import RUN_FILE
+from vtb_agents.rundir.read import read_record
+from vtb_agents.runner.plan import plan_records
 from vtb_agents.runner.regrade import regrade_run
 from vtb_agents.runner.run import run_suite
 from vtb_agents.tasks import load_tasks
@@ -115,6 +117,26 @@ def test_a_regrade_with_another_judge_records_that_judges_prices(run_dir: Path, 
     assert record["judge"]["prices"] == {"input": 2.0, "cached_input": 0.5, "output": 8.0, "batch": 0.5}
     assert record["model"]["prices"]["input"] == 2.5  # the model's, as the run recorded them
     assert (cost(run_dir)["model"], cost(run_dir)["judge"]) == (MODEL_COST, round(OTHER_JUDGE_COST, 6))
+
+
+def test_a_resume_after_the_presets_changed_spends_its_budget_at_the_recorded_prices(
+        run_dir: Path, server: OpenAIServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The finished task cost $0.00732 at the run's prices, ten times that at the later presets'. A resume
+    # with a $0.01 limit runs the task added (at the presets' prices it would stop before it: $0.0732 spent).
+    changed_presets(monkeypatch)
+    for name, value in openai_env(server.base_url).items():
+        monkeypatch.setenv(name, value)
+    config = read_record(run_dir).config.model_copy(update={"cost_limit": 0.01})
+    assert plan_records(config, run_dir).model.prices.input == 2.5  # type: ignore[union-attr]
+    assert plan_records(config, run_dir).judge.model.prices.input == 1.1  # type: ignore[union-attr]
+    assert plan_records(config).model.prices.input == 25.0  # type: ignore[union-attr]  # a new run: today's
+    more = tmp_path / "more"
+    write_task(more, TASK)
+    write_task(more, "added")
+    summary = run_suite(load_tasks(str(more)), config, run_dir, resume=True)
+    assert summary.complete and summary.outcomes == {"answered": 2}, summary.outcomes
+    assert cost(run_dir)["model"] == round(2 * MODEL_COST, 6)  # both tasks at the recorded prices
+    assert json.loads((run_dir / RUN_FILE).read_text())["model"]["prices"]["input"] == 2.5
 
 
 def forget_the_presets(run_dir: Path) -> None:

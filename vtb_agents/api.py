@@ -296,7 +296,8 @@ def evaluate_models(strategy: str | Strategy, tasks: str | list[Task], models: l
     base = run_config(tasks=tasks if isinstance(tasks, str) else "python", **chosen[0][1], **options)
     folder = Path(out) if out is not None else default_run_dir()
     specs = [names["model"] for _, names in chosen]
-    planned = plan_models(base, specs, folder, objects={names["model"]: objects for objects, names in chosen})
+    planned = plan_models(base, specs, folder, objects={names["model"]: objects for objects, names in chosen},
+                          resume=resume)
     if out is None:
         print(f"vtb_agents.evaluate: writing the runs to {folder.resolve()}", file=sys.stderr)
 

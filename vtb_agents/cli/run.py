@@ -171,7 +171,7 @@ def run(options: RunOptions,
     from vtb_agents.runner.run import EXIT_BUDGET, run_suite
 
     try:
-        plan = plan_run(config)  # the run resolved once: run_suite runs this plan
+        plan = plan_run(config, resume_from=out_dir if options.resume else None)  # resolved once: run_suite runs it
     except ValueError as exc:
         fail(str(exc))
     if config.judge_batch and plan.records.judge.batch_provider is None:
@@ -526,7 +526,7 @@ def run_many(options: RunOptions, config: RunConfig, selected: list[Task], out_d
              "under --out; choose another --out")
     resume = many_resume_command(options, config, out_dir, judge_cache)
     try:
-        planned = plan_models(config, options.models, out_dir, judge_cache=judge_cache)
+        planned = plan_models(config, options.models, out_dir, judge_cache=judge_cache, resume=options.resume)
     except (RunError, ValueError) as exc:
         fail(str(exc))
     spend = SpendByModel.of({spec: (plan.records.model.prices, plan.records.judge.prices)

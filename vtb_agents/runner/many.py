@@ -65,18 +65,20 @@ class ModelRun:
 
 
 def plan_models(base: RunConfig, models: Sequence[str], out: Path, *, judge_cache: Path | None = None,
-                objects: Mapping[str, RunObjects] | None = None) -> ManyPlans:
+                objects: Mapping[str, RunObjects] | None = None, resume: bool = False) -> ManyPlans:
     """Plan and check one run per model of ``models`` (``base`` with its ``model`` set to each): a spec
     given twice or two specs naming the same directory (:func:`~vtb_agents.rundir.leaderboard.model_dirs`),
     a spec that cannot be loaded (ValueError) or a part that fails its check
     (:class:`~vtb_agents.runner.preflight.PreflightError`) raise before anything is written.
-    ``objects`` (by model: the name ``run.json`` records of a model object) stand in for specs from Python."""
+    ``objects`` (by model: the name ``run.json`` records of a model object) stand in for specs from Python.
+    ``resume``: each run continues its directory, priced as it recorded (:func:`~vtb_agents.runner.plan.plan_run`)."""
     dirs = model_dirs(models, Path(out))
     budgets = run_limiters(base)  # one registry: the judge's account is one budget, whichever model's run calls it
     plans: dict[str, RunPlan] = {}
     for spec in models:
         config = base.model_copy(update={"model": spec})
-        plans[spec] = plan_run(config, (objects or {}).get(spec, NO_OBJECTS), budgets)
+        plans[spec] = plan_run(config, (objects or {}).get(spec, NO_OBJECTS), budgets,
+                               resume_from=dirs[spec] if resume else None)
     for plan in plans.values():
         run_budget(plan.records)  # a cost limit needs every model's prices: refused before any file
         require(check_plan(plan))

@@ -35,6 +35,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.rate_limiters import BaseRateLimiter
 from langchain_core.tools import BaseTool
 
+from vtb_agents.analysis.cost import recorded_prices
 from vtb_agents.config import RunConfig
 from vtb_agents.defaults import OBJECT_PREFIX, REPLAY, AgentSpec
 from vtb_agents.graphs.resumers import Resumer, load_resumer
@@ -46,7 +47,8 @@ from vtb_agents.models.limiter import Limiters as AccountLimiters
 from vtb_agents.models.presets import prices_for
 from vtb_agents.models.spec import (ModelChoice, ModelFactory, chat_model, model_choice, model_factory, rate_limiter,
                                     refuse_object_name)
-from vtb_agents.rundir.records import ModelRecord
+from vtb_agents.rundir.read import record_if_any
+from vtb_agents.rundir.records import ModelRecord, RunRecord
 from vtb_agents.sandbox import backend, open_backend, probe_in_background
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.strategies import DEFAULT_STRATEGY, Strategy, load_strategy
@@ -251,15 +253,28 @@ def decide_judge(spec: str) -> JudgeChoice:
     return replace(choice, batch_provider=batch_provider(choice))
 
 
-def plan_records(config: RunConfig) -> PlanRecords:
+def plan_records(config: RunConfig, resume_from: Path | None = None) -> PlanRecords:
     """The run's model and judge specs resolved, once, with their prices and the judge's batch provider
     (a spec that cannot be resolved raises ValueError, as do ``model_kwargs`` for a model that is no
-    chat model: ``replay``, your agent)."""
+    chat model: ``replay``, your agent). ``resume_from``: the run directory a resume continues, whose
+    ``run.json`` (if any) gives the prices (:func:`priced_as_recorded`)."""
     records = PlanRecords(config=config, model=decide_model(config.model, config.model_kwargs),
                           judge=decide_judge(config.judge))
     if config.model_kwargs is not None and (config.model == REPLAY or records.model_is_agent):
         raise ValueError(f"--model-kwargs needs a chat model (a preset or provider:model), not {config.model!r}")
-    return records
+    return priced_as_recorded(records, record_if_any(resume_from))
+
+
+def priced_as_recorded(records: PlanRecords, record: RunRecord | None) -> PlanRecords:
+    """``records`` with the model's and judge's prices a resumed run's ``run.json`` (``record``; None:
+    no run yet, ``records`` as they are) recorded at its start. A run is priced at those to its end, by
+    every reader (:func:`~vtb_agents.analysis.cost.recorded_prices`): its resume's budget counts them too,
+    whatever the presets of the vtb that resumes it say."""
+    if record is None:
+        return records
+    prices = recorded_prices(record)
+    return replace(records, model=replace(records.model, prices=prices.model),
+                   judge=replace(records.judge, model=replace(records.judge.model, prices=prices.judge)))
 
 
 def build_plan(records: PlanRecords, objects: RunObjects = NO_OBJECTS, budgets: Budgets | None = None) -> RunPlan:
@@ -290,12 +305,14 @@ def build_plan(records: PlanRecords, objects: RunObjects = NO_OBJECTS, budgets: 
                    in_process_only=bool(objects))
 
 
-def plan_run(config: RunConfig, objects: RunObjects = NO_OBJECTS, budgets: Budgets | None = None) -> RunPlan:
-    """The run's plan: its specs resolved (:func:`plan_records`) and its objects built
-    (:func:`build_plan`), ``objects`` from Python standing in for the specs that name them, its requests
-    paced by ``budgets`` (default: its own, :func:`run_limiters`; several runs of one command share one). A spec
-    that cannot be loaded or built raises ValueError naming it and the cause; no file is touched."""
-    records = plan_records(config)
+def plan_run(config: RunConfig, objects: RunObjects = NO_OBJECTS, budgets: Budgets | None = None,
+             resume_from: Path | None = None) -> RunPlan:
+    """The run's plan: its specs resolved (:func:`plan_records`; ``resume_from``: the run directory a
+    resume continues, priced as it recorded) and its objects built (:func:`build_plan`), ``objects`` from
+    Python standing in for the specs that name them, its requests paced by ``budgets`` (default: its own,
+    :func:`run_limiters`; several runs of one command share one). A spec that cannot be loaded or built
+    raises ValueError naming it and the cause; no file is touched."""
+    records = plan_records(config, resume_from)
     if records.model_is_agent and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "
                          f"it cannot be combined with --strategy {config.strategy}")

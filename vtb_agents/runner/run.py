@@ -216,7 +216,8 @@ def run_suite(tasks: Sequence[Task], run: RunConfig | RunPlan, out: Path, *, res
     executor = executor or LocalExecutor()
     if isinstance(run, RunPlan) and objects:
         raise ValueError("objects from Python belong in the plan (plan_run(config, objects)), not beside it")
-    plan = run if isinstance(run, RunPlan) else plan_run(run, objects)  # bad specs fail here, before any file
+    plan = (run if isinstance(run, RunPlan)  # bad specs fail here, before any file
+            else plan_run(run, objects, resume_from=out if resume else None))
     config = plan.config
     if plan.in_process_only and not executor.in_process:
         raise RunError("objects from Python (a model, judge, strategy, agent or tools) cannot reach remote workers: "
