@@ -50,7 +50,8 @@ def test_vtb_run_on_a_two_node_cluster_gives_the_results_of_a_local_run(tmp_path
                               env=CLUSTER_ENV, columns=400)  # one log record per line
 
     (nodes, done), local = together(  # the local run (in this process) while the cluster starts: nothing shared
-        on_the_cluster, lambda: run_suite(tasks, RunConfig(model="replay"), tmp_path / "local", executor=LocalExecutor(4)))
+        on_the_cluster,
+        lambda: run_suite(tasks, RunConfig(model="replay"), tmp_path / "local", executor=LocalExecutor(4)))
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "ray" / "summary.json").read_text()) == json.loads(
         (tmp_path / "local" / "summary.json").read_text())
