@@ -285,10 +285,12 @@ def read_only_view(tmp_path: Path):
 def test_a_read_only_run_directory_gives_one_line_errors(read_only_view, tasks_root, tmp_path):
     rw, ro = read_only_view
     assert vtb_in(tmp_path, *agent_run(tasks_root, rw / "run", "--limit", "1")).returncode == 0
-    for args in (agent_run(tasks_root, ro / "new"), agent_run(tasks_root, ro / "run", "--resume"),
-                 ["report", str(ro / "run")], ["grade", str(ro / "run")]):
-        result = vtb_in(tmp_path, *args)
+    refused = (agent_run(tasks_root, ro / "new"), agent_run(tasks_root, ro / "run", "--resume"),
+               ["report", str(ro / "run")], ["grade", str(ro / "run")])
+    *results, debug = together(  # side by side: each only reads the run (the view is read-only)
+        *(lambda args=args: vtb_in(tmp_path, *args) for args in refused),
+        lambda: vtb_in(tmp_path, "--debug", "report", str(ro / "run")))
+    for args, result in zip(refused, results, strict=True):
         assert result.returncode == 2, (args, result.stderr)
         assert "Read-only file system" in one_error_line(result), result.stderr
-    debug = vtb_in(tmp_path, "--debug", "report", str(ro / "run"))
     assert "Traceback" in debug.stderr
