@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.together import together
 
 from vtb_agents.config import RunConfig
 from vtb_agents.rundir.errors import RunError
@@ -47,11 +48,12 @@ def test_process_and_ray_workers_rebuild_the_plan_from_its_records_and_give_the_
     sample = load_tasks("sample")
     config = RunConfig(model="replay", judge="rule")
     caplog.set_level(logging.INFO, logger="vtb_agents.runner")
-    threads = run_suite(sample, config, tmp_path / "threads", executor=LocalExecutor(2))
-    processes = run_suite(sample, config, tmp_path / "processes", executor=ProcessExecutor(2, workers=2))
     assert not ray.is_initialized()  # the executor starts its own local instance, and ends it
-    on_ray = run_suite(sample, config, tmp_path / "ray",
-                       executor=RayExecutor(concurrency=2, workers=2, init_kwargs={"num_cpus": 2}))
+    threads, processes, on_ray = together(  # side by side: three run directories, nothing shared
+        lambda: run_suite(sample, config, tmp_path / "threads", executor=LocalExecutor(2)),
+        lambda: run_suite(sample, config, tmp_path / "processes", executor=ProcessExecutor(2, workers=2)),
+        lambda: run_suite(sample, config, tmp_path / "ray",
+                          executor=RayExecutor(concurrency=2, workers=2, init_kwargs={"num_cpus": 2})))
 
     # what each worker built, as the driver logged it: the thread run's plan, rebuilt from its records
     record = read_record(tmp_path / "threads")

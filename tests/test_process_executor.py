@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import write_task
 from support.cli import start_vtb, vtb
+from support.together import together
 
 from vtb_agents.rundir.errors import StoppedRun
 from vtb_agents.rundir.store import ResultsStore
@@ -86,8 +87,9 @@ def test_the_default_number_of_workers_follows_the_concurrency_up_to_the_cores()
 def test_processes_give_the_summary_and_answers_of_the_thread_executor_on_the_sample_suite(tmp_path: Path) -> None:
     sample = load_tasks("sample")
     config = RunConfig(model="replay", judge="rule")
-    processes = run_suite(sample, config, tmp_path / "processes", executor=ProcessExecutor(4, workers=2))
-    threads = run_suite(sample, config, tmp_path / "threads", executor=LocalExecutor(4))
+    processes, threads = together(  # side by side: two run directories, nothing shared
+        lambda: run_suite(sample, config, tmp_path / "processes", executor=ProcessExecutor(4, workers=2)),
+        lambda: run_suite(sample, config, tmp_path / "threads", executor=LocalExecutor(4)))
     assert processes.model_dump(exclude={"run_dir"}) == threads.model_dump(exclude={"run_dir"})
     assert processes.complete is True and processes.tasks == len(sample) and processes.apr == 1.0
     assert answers(tmp_path / "processes") == answers(tmp_path / "threads")

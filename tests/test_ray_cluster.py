@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 
 import pytest
 
 from support.cli import checkout_env, vtb
 from support.ray_nodes import CLUSTER_ENV, LocalRayCluster
+from support.together import together
 
 from vtb_agents.episodes.regions import has_reference_code
 from vtb_agents.rundir.store import ResultsStore
@@ -38,13 +40,19 @@ WORKER_LINE = re.compile(r"Ray worker (\d+) \(node ([0-9a-f]+)\): (\d+) task")
 @pytest.mark.slow
 def test_vtb_run_on_a_two_node_cluster_gives_the_results_of_a_local_run(tmp_path):
     tasks = [t for t in load_tasks("sample") if has_reference_code(t)][:4]
-    with LocalRayCluster(workers=1, cpus=1, env={"PYTHONPATH": checkout_env()["PYTHONPATH"]}) as cluster:
-        nodes = cluster.alive_nodes()
-        done = vtb("-v", "run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--concurrency", "4",
-                   "--out", tmp_path / "ray", "--executor", "ray", "--ray-address", cluster.address,
-                   *(f"--task-id={t.id}" for t in tasks), env=CLUSTER_ENV, columns=400)  # one log record per line
+
+    def on_the_cluster() -> tuple[list[str], subprocess.CompletedProcess[str]]:
+        with LocalRayCluster(workers=1, cpus=1, env={"PYTHONPATH": checkout_env()["PYTHONPATH"]}) as cluster:
+            nodes = cluster.alive_nodes()
+            return nodes, vtb("-v", "run", "--tasks", "sample", "--model", "replay", "--judge", "rule",
+                              "--concurrency", "4", "--out", tmp_path / "ray", "--executor", "ray",
+                              "--ray-address", cluster.address, *(f"--task-id={t.id}" for t in tasks),
+                              env=CLUSTER_ENV, columns=400)  # one log record per line
+
+    (nodes, done), local = together(  # the local run (in this process) while the cluster starts: nothing shared
+        on_the_cluster,
+        lambda: run_suite(tasks, RunConfig(model="replay"), tmp_path / "local", executor=LocalExecutor(4)))
     assert done.returncode == 0, done.stderr[-3000:]
-    local = run_suite(tasks, RunConfig(model="replay"), tmp_path / "local", executor=LocalExecutor(4))
     assert json.loads((tmp_path / "ray" / "summary.json").read_text()) == json.loads(
         (tmp_path / "local" / "summary.json").read_text())
     assert local.complete is True and local.tasks == 4

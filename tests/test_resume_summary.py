@@ -19,6 +19,7 @@ from conftest import write_task
 from support.cli import openai_env, start_vtb, vtb
 from support.openai_server import OpenAIServer
 from support.scripted_vision import VisionModel
+from support.together import together
 
 AGENT, JUDGE = "vision-test", "judge-test"
 TASKS = 4
@@ -93,32 +94,37 @@ def test_sigkill_while_judging_then_resume_writes_the_uninterrupted_runs_summary
         return ["run", "--tasks", root, "--model", f"openai:{AGENT}", "--judge", f"openai:{JUDGE}", "--out", out,
                 "--concurrency", "1", *cache, *more]
 
-    with OpenAIServer(Server(hold=False)) as server:
-        done = vtb(*run_args(whole), env=openai_env(server.base_url))
+    def uninterrupted() -> subprocess.CompletedProcess[str]:
+        with OpenAIServer(Server(hold=False)) as server:
+            return vtb(*run_args(whole), env=openai_env(server.base_url))
+
+    def killed_then_resumed() -> tuple[subprocess.CompletedProcess[str], list[Any], list[Any]]:
+        holding = Server(hold=True)
+        with OpenAIServer(holding) as server:
+            process = start_vtb(*run_args(killed), env=openai_env(server.base_url), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+            try:
+                assert holding.held.wait(180), "the judge call to hold never came"
+                # t0's two verdicts and t1's fast one (r2) are stored: paid for by this attempt
+                deadline = time.monotonic() + 60
+                while stored_verdicts(killed / "judge_cache.sqlite") < 3 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert stored_verdicts(killed / "judge_cache.sqlite") == 3
+            finally:
+                process.send_signal(signal.SIGKILL)
+                process.wait(timeout=30)
+                holding.release.set()
+        written = [json.loads(line)["task_id"] for line in (killed / "results.jsonl").read_text().splitlines()]
+        assert written == ["t0"], "t1 was being judged when the run was killed"
+
+        with OpenAIServer(Server(hold=False)) as server:
+            resumed = vtb(*run_args(killed, "--resume"), env=openai_env(server.base_url))
+            return (resumed, [body for body in server.requests if body["model"] == JUDGE],
+                    [body for body in server.requests if body["model"] == AGENT])
+
+    # side by side: each run has its own servers and run directory
+    done, (resumed, judge_requests, agent_requests) = together(uninterrupted, killed_then_resumed)
     assert done.returncode == 0, done.stderr
-
-    holding = Server(hold=True)
-    with OpenAIServer(holding) as server:
-        process = start_vtb(*run_args(killed), env=openai_env(server.base_url), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-        try:
-            assert holding.held.wait(180), "the judge call to hold never came"
-            # t0's two verdicts and t1's fast one (r2) are stored: paid for by this attempt
-            deadline = time.monotonic() + 60
-            while stored_verdicts(killed / "judge_cache.sqlite") < 3 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert stored_verdicts(killed / "judge_cache.sqlite") == 3
-        finally:
-            process.send_signal(signal.SIGKILL)
-            process.wait(timeout=30)
-            holding.release.set()
-    written = [json.loads(line)["task_id"] for line in (killed / "results.jsonl").read_text().splitlines()]
-    assert written == ["t0"], "t1 was being judged when the run was killed"
-
-    with OpenAIServer(Server(hold=False)) as server:
-        resumed = vtb(*run_args(killed, "--resume"), env=openai_env(server.base_url))
-        judge_requests = [body for body in server.requests if body["model"] == JUDGE]
-        agent_requests = [body for body in server.requests if body["model"] == AGENT]
     assert resumed.returncode == 0, resumed.stderr
     assert len(judge_requests) == 2 * (TASKS - 1) - 1  # t1's r2 came from the cache: paid for before the kill
     # t1's episode (a crop, then the answer) was paid for before the kill too: with a model cache it is replayed

@@ -15,6 +15,7 @@ import pytest
 from conftest import write_task
 from support.cli import checkout_env, start_vtb
 from support import cli
+from support.together import together
 from test_task_files import one_error_line, vtb
 
 from vtb_agents.results import TaskResult
@@ -215,25 +216,30 @@ def test_a_failed_append_is_cut_back_to_the_last_whole_line(small_disk, tasks_ro
 
 @pytest.mark.slow
 def test_a_run_on_a_full_disk_stops_with_one_line_and_resumes_to_the_same_summary(small_disk, tasks_root, tmp_path):
-    reference = vtb_in(tmp_path, *agent_run(tasks_root, tmp_path / "reference"))
-    assert reference.returncode == 0, reference.stderr
     out = small_disk / "run"
-    first = vtb_in(tmp_path, *agent_run(tasks_root, out, "--limit", "2"))
-    assert first.returncode == 0, first.stderr
-    filler = fill(small_disk)
-    os.truncate(filler, filler.stat().st_size - 12 * 4096)  # room for SQLite's files and a result or two
-    full = vtb_in(tmp_path, *agent_run(tasks_root, out, "--resume"))
-    assert full.returncode == 2
-    line = one_error_line(full)
-    assert line.startswith("error: cannot write results: disk full (") and "--resume" in line, line
-    assert "Traceback" not in full.stderr
-    results = [TaskResult.model_validate(r) for r in lines_of(out)]  # every line whole
-    assert 2 <= len(results) < 5
-    fill(small_disk)  # now nothing at all is left: even opening the run fails, as one line
-    full = vtb_in(tmp_path, *agent_run(tasks_root, out, "--resume"))
-    assert one_error_line(full).startswith("error: cannot write results: disk full (")
-    filler.unlink()
-    resumed = vtb_in(tmp_path, *agent_run(tasks_root, out, "--resume"))
+
+    def on_the_small_disk() -> subprocess.CompletedProcess[str]:
+        first = vtb_in(tmp_path, *agent_run(tasks_root, out, "--limit", "2"))
+        assert first.returncode == 0, first.stderr
+        filler = fill(small_disk)
+        os.truncate(filler, filler.stat().st_size - 12 * 4096)  # room for SQLite's files and a result or two
+        full = vtb_in(tmp_path, *agent_run(tasks_root, out, "--resume"))
+        assert full.returncode == 2
+        line = one_error_line(full)
+        assert line.startswith("error: cannot write results: disk full (") and "--resume" in line, line
+        assert "Traceback" not in full.stderr
+        results = [TaskResult.model_validate(r) for r in lines_of(out)]  # every line whole
+        assert 2 <= len(results) < 5
+        fill(small_disk)  # now nothing at all is left: even opening the run fails, as one line
+        full = vtb_in(tmp_path, *agent_run(tasks_root, out, "--resume"))
+        assert one_error_line(full).startswith("error: cannot write results: disk full (")
+        filler.unlink()
+        return vtb_in(tmp_path, *agent_run(tasks_root, out, "--resume"))
+
+    # the reference run beside the small disk's runs: another disk, another run directory
+    reference, resumed = together(lambda: vtb_in(tmp_path, *agent_run(tasks_root, tmp_path / "reference")),
+                                  on_the_small_disk)
+    assert reference.returncode == 0, reference.stderr
     assert resumed.returncode == 0, resumed.stderr
     assert sorted(r["task_id"] for r in lines_of(out)) == [f"t{i}" for i in range(5)]
     same = ("tasks", "apr", "ars", "by_category", "by_domain", "by_turncase")
@@ -279,10 +285,12 @@ def read_only_view(tmp_path: Path):
 def test_a_read_only_run_directory_gives_one_line_errors(read_only_view, tasks_root, tmp_path):
     rw, ro = read_only_view
     assert vtb_in(tmp_path, *agent_run(tasks_root, rw / "run", "--limit", "1")).returncode == 0
-    for args in (agent_run(tasks_root, ro / "new"), agent_run(tasks_root, ro / "run", "--resume"),
-                 ["report", str(ro / "run")], ["grade", str(ro / "run")]):
-        result = vtb_in(tmp_path, *args)
+    refused = (agent_run(tasks_root, ro / "new"), agent_run(tasks_root, ro / "run", "--resume"),
+               ["report", str(ro / "run")], ["grade", str(ro / "run")])
+    *results, debug = together(  # side by side: each only reads the run (the view is read-only)
+        *(lambda args=args: vtb_in(tmp_path, *args) for args in refused),
+        lambda: vtb_in(tmp_path, "--debug", "report", str(ro / "run")))
+    for args, result in zip(refused, results, strict=True):
         assert result.returncode == 2, (args, result.stderr)
         assert "Read-only file system" in one_error_line(result), result.stderr
-    debug = vtb_in(tmp_path, "--debug", "report", str(ro / "run"))
     assert "Traceback" in debug.stderr

@@ -16,6 +16,7 @@ from support.cli import start_vtb, vtb
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 from support.openai_server import OpenAIServer
+from support.together import together
 
 from vtb_agents.config import EpisodeSettings
 from vtb_agents.episodes.driver import run_episode
@@ -112,21 +113,25 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(many_tasks, tmp_path):
     process, args, out = start_cli_run(many_tasks, tmp_path, after_lines=2, stdout=subprocess.DEVNULL,
                                                stderr=subprocess.DEVNULL)
     results = out / "results.jsonl"
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
-    written = len(results.read_text().splitlines())
-    assert 2 <= written < 8, "the run should have been killed part way"
-    finished = vtb(*args, "--resume", path=[tmp_path], timeout=120)
+
+    def kill_and_resume() -> subprocess.CompletedProcess[str]:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        written = len(results.read_text().splitlines())
+        assert 2 <= written < 8, "the run should have been killed part way"
+        return vtb(*args, "--resume", path=[tmp_path], timeout=120)
+
+    finished, straight = together(  # the uninterrupted run beside it: its own folder, nothing shared
+        kill_and_resume, lambda: vtb(*args[:-4], "--out", tmp_path / "straight", path=[tmp_path], timeout=120))
     assert finished.returncode == 0, finished.stderr
     lines = [json.loads(line) for line in results.read_text().splitlines()]
     assert sorted(line["task_id"] for line in lines) == [f"t{i}" for i in range(8)]
     loaded, partial = ResultsStore(out).load()
     assert partial is None and len(loaded) == 8 and all(r.grade.passed for r in loaded)
     assert [r.task_id for r in loaded] == [line["task_id"] for line in lines]
-    straight = vtb(*args[:-4], "--out", tmp_path / "straight", path=[tmp_path], timeout=120)
     assert straight.returncode == 0, straight.stderr
-    straight = json.loads((tmp_path / "straight" / "summary.json").read_text())
-    assert json.loads((out / "summary.json").read_text()) == straight
+    assert json.loads((out / "summary.json").read_text()) == json.loads(
+        (tmp_path / "straight" / "summary.json").read_text())
 
 
 def test_task_timeout_stops_at_the_next_model_call(task_root, artifacts):

@@ -153,9 +153,8 @@ def test_the_bundled_suite_from_a_venv_under_tmp_scores_as_from_anywhere(tmp_pat
     image call succeeds and the region metric measures the same turns (the reference trajectories'
     crops run in the sandbox too); before, image calls failed there."""
     folder = Path(tempfile.mkdtemp(prefix="vtb venv ", dir="/tmp"))
-    try:
-        python = make_venv(folder, None)
-        moved, here = together(lambda: run_sample_suite(str(python), tmp_path / "tmp-venv"),  # side by side
+    try:  # side by side: the run from here needs nothing of the venv (it runs while the venv is built)
+        moved, here = together(lambda: run_sample_suite(str(make_venv(folder, None)), tmp_path / "tmp-venv"),
                                lambda: run_sample_suite(sys.executable, tmp_path / "here"))
     finally:
         shutil.rmtree(folder)
