@@ -41,7 +41,7 @@ from vtb_agents.judges import Judgement
 
 class Judge:
     """Behaves as the file ``mode`` next to this module says: ok, raise, sleep (an hour), or sleep on
-    task t-b only (sleep-b)."""
+    task t-b only (sleep-b); a judge call that sleeps leaves the file ``asleep-TASK`` next to it first."""
 
     name = "blame-test"
     calls_model = True  # counted as judge calls, behind the verdict cache
@@ -51,6 +51,7 @@ class Judge:
         if mode == "raise":
             raise RuntimeError("the judge's own bug")
         if mode == "sleep" or (mode == "sleep-b" and task.id == "t-b"):
+            open(os.path.join(os.path.dirname(__file__), "asleep-" + task.id), "w").close()
             time.sleep(3600)
         return Judgement("met" if "42" in answer else "not_met", "looked for 42")
 '''
@@ -156,10 +157,11 @@ def test_a_second_signal_ends_a_run_whose_judge_hangs_at_once(tmp_path: Path, se
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
-        while not (run / "results.jsonl").exists() or not (run / "results.jsonl").read_text():
-            assert process.poll() is None and time.monotonic() < deadline, "t-a was never written"
-            time.sleep(0.2)
-        time.sleep(1.0)  # t-b's judge is asleep now
+        asleep = tmp_path / "lib" / "blamejudge" / "asleep-t-b"
+        while not (run / "results.jsonl").exists() or not (run / "results.jsonl").read_text() or not asleep.exists():
+            assert process.poll() is None and time.monotonic() < deadline, "t-a was never written or t-b never judged"
+            time.sleep(0.1)
+        # t-a is written and t-b's judge is asleep now
         process.send_signal(signal.SIGINT)
         time.sleep(1.0)
         assert process.poll() is None  # the first signal lets running tasks finish
