@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -94,31 +95,43 @@ def test_a_round_cap_of_one_ends_an_agent_turn_as_it_ends_a_builtin_one(respond,
     assert not any("Files in the working directory" in d for d in vision_descriptions(builtin_requests))
 
 
-def slow_answer(body: dict) -> dict | str:
-    """A calculator call at once; the answer after its result comes only after 8 s."""
-    if any(m["role"] == "tool" for m in body["messages"]):
-        time.sleep(8)
-        return "late answer"
-    return {"content": "", "tool_calls": [{"id": "c1", "name": "calculator", "arguments": {"expression": "6*7"}}]}
+TASK_TIMEOUT_S = 5
+"""The runs' ``--task-timeout``: time enough to start and make the first call."""
 
 
-def slow_tool(body: dict) -> dict | str:
+def slow_answer() -> Callable[[dict], dict | str]:
+    """A calculator call at once; the answer after its result comes only a second after the task's
+    time limit has passed: 6 s after the first request, which the limit's clock started before."""
+    first: list[float] = []
+
+    def respond(body: dict) -> dict | str:
+        first.append(time.monotonic())
+        if any(m["role"] == "tool" for m in body["messages"]):
+            time.sleep(max(0.0, first[0] + TASK_TIMEOUT_S + 1 - time.monotonic()))
+            return "late answer"
+        return {"content": "", "tool_calls": [{"id": "c1", "name": "calculator", "arguments": {"expression": "6*7"}}]}
+    return respond
+
+
+def slow_tool() -> Callable[[dict], dict | str]:
     """A tool call whose code runs for 10 s."""
-    if any(m["role"] == "tool" for m in body["messages"]):
-        return "answer"
-    return {"content": "", "tool_calls": [{"id": "c1", "name": "python_image_processing",
-                                           "arguments": {"code": "import time\ntime.sleep(10)\nprint(1)"}}]}
+    def respond(body: dict) -> dict | str:
+        if any(m["role"] == "tool" for m in body["messages"]):
+            return "answer"
+        return {"content": "", "tool_calls": [{"id": "c1", "name": "python_image_processing",
+                                               "arguments": {"code": "import time\ntime.sleep(10)\nprint(1)"}}]}
+    return respond
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("respond", [slow_answer, slow_tool])
-def test_an_agent_episode_past_the_task_timeout_ends_as_a_builtin_one(respond, tmp_path):
-    limits = ("--max-tool-rounds", "1", "--task-timeout", "5")  # time enough to start and make the first call
+@pytest.mark.parametrize("responder", [slow_answer, slow_tool])
+def test_an_agent_episode_past_the_task_timeout_ends_as_a_builtin_one(responder, tmp_path):
+    limits = ("--max-tool-rounds", "1", "--task-timeout", str(TASK_TIMEOUT_S))
     tasks = ["rs-finance-invoice"]
     (builtin, builtin_requests), (agent, agent_requests) = together(  # two runs, each with its own server
-        lambda: run(BUILTIN, tmp_path / "builtin", respond, *limits, tasks=tasks),
-        lambda: run(AGENT, tmp_path / "agent", respond, *limits, tasks=tasks))
-    assert len(agent_requests) == len(builtin_requests) == (2 if respond is slow_answer else 1)
+        lambda: run(BUILTIN, tmp_path / "builtin", responder(), *limits, tasks=tasks),
+        lambda: run(AGENT, tmp_path / "agent", responder(), *limits, tasks=tasks))
+    assert len(agent_requests) == len(builtin_requests) == (2 if responder is slow_answer else 1)
     assert builtin["outcome"] == agent["outcome"] == "task_timeout"
     assert agent["error"].startswith("TaskTimeout: the task ran past its time limit of 5 s")
     assert trace(agent) == trace(builtin) == []

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from vtb_agents.judges import Judgement
 
 class Judge:
     """Behaves as the file ``mode`` next to this module says: ok, raise, sleep (an hour), or sleep on
-    task t-b only (sleep-b)."""
+    task t-b only (sleep-b); a judge call that sleeps leaves the file ``asleep-TASK`` next to it first."""
 
     name = "blame-test"
     calls_model = True  # counted as judge calls, behind the verdict cache
@@ -50,6 +51,7 @@ class Judge:
         if mode == "raise":
             raise RuntimeError("the judge's own bug")
         if mode == "sleep" or (mode == "sleep-b" and task.id == "t-b"):
+            open(os.path.join(os.path.dirname(__file__), "asleep-" + task.id), "w").close()
             time.sleep(3600)
         return Judgement("met" if "42" in answer else "not_met", "looked for 42")
 '''
@@ -136,12 +138,14 @@ def test_a_judge_that_sleeps_an_hour_is_cut_at_the_task_timeout(tmp_path: Path) 
     root = setup(tmp_path, "sleep")
     run = tmp_path / "run"
     started = time.monotonic()
-    failed = vtb_run(tmp_path, root, run, "--task-timeout", "15", "--concurrency", "2")
+    # the replay agent's episodes take well under a second, and the fixed judge answers at once:
+    # 6 s leaves them a wide margin and still cuts the sleeping judge off in seconds
+    failed = vtb_run(tmp_path, root, run, "--task-timeout", "6", "--concurrency", "2")
     took = time.monotonic() - started
     assert_judge_error_named(failed, "gave no verdict within its time limit")
-    assert took < 120, f"the run took {took:.0f} s"  # 15 s of grading, far from the judge's hour
+    assert took < 120, f"the run took {took:.0f} s"  # 6 s of grading, far from the judge's hour
     assert summary_of(run)["outcomes"] == {"judge_error": 2}
-    assert_fixed_run_equals_a_clean_one(tmp_path, root, run, "--task-timeout", "15", "--concurrency", "2")
+    assert_fixed_run_equals_a_clean_one(tmp_path, root, run, "--task-timeout", "6", "--concurrency", "2")
 
 
 @pytest.mark.slow
@@ -153,10 +157,11 @@ def test_a_second_signal_ends_a_run_whose_judge_hangs_at_once(tmp_path: Path, se
                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
-        while not (run / "results.jsonl").exists() or not (run / "results.jsonl").read_text():
-            assert process.poll() is None and time.monotonic() < deadline, "t-a was never written"
-            time.sleep(0.2)
-        time.sleep(1.0)  # t-b's judge is asleep now
+        asleep = tmp_path / "lib" / "blamejudge" / "asleep-t-b"
+        while not (run / "results.jsonl").exists() or not (run / "results.jsonl").read_text() or not asleep.exists():
+            assert process.poll() is None and time.monotonic() < deadline, "t-a was never written or t-b never judged"
+            time.sleep(0.1)
+        # t-a is written and t-b's judge is asleep now
         process.send_signal(signal.SIGINT)
         time.sleep(1.0)
         assert process.poll() is None  # the first signal lets running tasks finish
@@ -227,12 +232,17 @@ def test_a_judge_call_keeps_to_the_grading_window(tmp_path: Path) -> None:
 def test_a_judge_call_given_up_on_never_stores_a_verdict_later(tmp_path: Path) -> None:
     from vtb_agents.judges.cache import CachedJudge, JudgeCache
 
+    returned = threading.Event()
+
     class Late(Replies):
         calls_model = True
 
         def judge(self, **_: Any) -> object:
-            time.sleep(2.0)
-            return Judgement("met", "late")
+            try:
+                time.sleep(2.0)
+                return Judgement("met", "late")
+            finally:
+                returned.set()
 
     task = load_tasks(write_task(tmp_path / "tasks", "t"))[0]
     episode = Episode(task_id="t", model="m", turns=[TurnRecord(index=0, answer="It is 42.", status="answered")])
@@ -241,7 +251,8 @@ def test_a_judge_call_given_up_on_never_stores_a_verdict_later(tmp_path: Path) -
     try:
         given_up = grade_episode(task, episode, judge, time_limit_s=0.5)  # type: ignore[arg-type]
         assert task_outcome(episode, given_up) == "judge_error"
-        time.sleep(4.0)  # the abandoned call has returned its verdict by now
+        assert returned.wait(60), "the abandoned call never returned"
+        time.sleep(1.0)  # and whatever its caller does with its verdict is done by now
         retried = grade_episode(task, episode, judge, time_limit_s=30)  # type: ignore[arg-type]
     finally:
         cache.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from conftest import write_task
 from support.openai_server import OpenAIServer
 from support.cli import openai_env, vtb
+from support.together import together
 from vtb_agents.runner.run import EXIT_INCOMPLETE
 
 ANSWER = "The number is 42."
@@ -86,7 +88,7 @@ def test_timeout_round_cap_and_answers_are_all_in_the_denominator(tmp_path):
 
     with OpenAIServer(respond) as server:
         done = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--judge", "rule",
-                   "--max-tool-rounds", "2", "--task-timeout", "12", "--concurrency", "4",
+                   "--max-tool-rounds", "2", "--task-timeout", "8", "--concurrency", "4",
                    "--out", str(tmp_path / "run"), env=openai_env(server.base_url, "test-key"), timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = summary_of(tmp_path / "run")
@@ -111,10 +113,19 @@ def test_provider_outage_leaves_the_run_incomplete_until_retried(tmp_path):
     def respond(body: dict[str, Any]) -> Any:
         return ANSWER if state["healthy"] else 500
 
-    run = tmp_path / "run"
+    run, clean = tmp_path / "run", tmp_path / "fresh"
+
+    def fresh_run() -> subprocess.CompletedProcess[str]:
+        """The run that never failed, against a provider of its own that is always healthy."""
+        with OpenAIServer(lambda body: ANSWER) as healthy:
+            return vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "2",
+                       "--out", str(clean), env=openai_env(healthy.base_url, "test-key"), timeout=240)
+
     with OpenAIServer(respond) as server:
-        failed = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "2",
-                     "--out", str(run), env=openai_env(server.base_url, "test-key"), timeout=240)
+        failed, fresh = together(  # the outage's backoff and the clean run side by side: they share nothing
+            lambda: vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "2",
+                        "--out", str(run), env=openai_env(server.base_url, "test-key"), timeout=240),
+            fresh_run)
         assert failed.returncode == EXIT_INCOMPLETE, failed.stderr[-3000:]
         assert "incomplete" in failed.stderr and "--retry-errors" in failed.stderr
         summary = summary_of(run)
@@ -134,10 +145,8 @@ def test_provider_outage_leaves_the_run_incomplete_until_retried(tmp_path):
                       "--out", str(run), "--resume", "--retry-errors", env=openai_env(server.base_url, "test-key"),
                       timeout=240)
         assert retried.returncode == 0, retried.stderr[-3000:]
-        fresh = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "2",
-                    "--out", str(tmp_path / "fresh"), env=openai_env(server.base_url, "test-key"), timeout=240)
-        assert fresh.returncode == 0, fresh.stderr[-3000:]
-    assert summary_of(run) == summary_of(tmp_path / "fresh")
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert summary_of(run) == summary_of(clean)
     assert summary_of(run)["apr"] == 1.0 and summary_of(run)["complete"] is True
     lines = (run / "results.jsonl").read_text().splitlines()
     assert len(lines) == 4  # append-only: the retried tasks' new lines supersede the old ones
@@ -148,7 +157,7 @@ def test_provider_outage_leaves_the_run_incomplete_until_retried(tmp_path):
 
 @pytest.mark.slow
 def test_requests_are_bounded_and_malformed_responses_retried(tmp_path):
-    """--task-timeout 20 --request-timeout 6 over a server that hangs some requests and garbles
+    """--task-timeout 12 --request-timeout 4 over a server that hangs some requests and garbles
     others: hung requests are cut off and retried, garbage and empty choices are retried; a task
     whose every request hangs got no answer from the provider at all: the provider's failure, the
     run incomplete (docs/concepts/outcomes.md, blame)."""
@@ -175,7 +184,7 @@ def test_requests_are_bounded_and_malformed_responses_retried(tmp_path):
     try:
         with OpenAIServer(respond) as server:
             done = vtb("run", "--tasks", str(root), "--model", "openai:scripted", "--concurrency", "5",
-                       "--task-timeout", "20", "--request-timeout", "6", "--out", str(tmp_path / "run"),
+                       "--task-timeout", "12", "--request-timeout", "4", "--out", str(tmp_path / "run"),
                        env=openai_env(server.base_url, "test-key"), timeout=110)
     finally:
         release.set()
@@ -185,7 +194,7 @@ def test_requests_are_bounded_and_malformed_responses_retried(tmp_path):
     assert outcomes == {"t-hang-once": "answered", "t-hang-always": "provider_error", "t-garbage": "answered",
                         "t-empty": "answered", "t-fine": "answered"}
     assert seen["HANG-ONCE"] == 2 and seen["GARBAGE"] == 2 and seen["EMPTY"] == 2
-    assert 2 <= seen["HANG-ALWAYS"] <= 4  # 6 s per attempt, then the 20 s task limit
+    assert 2 <= seen["HANG-ALWAYS"] <= 4  # 4 s per attempt and 1 s, 2 s of backoff, then the 12 s task limit
     summary = summary_of(tmp_path / "run")
     assert summary["infrastructure_errors"] == {"count": 1, "task_ids": ["t-hang-always"]}
     assert summary["ungraded"] == 1 and summary["apr"] == pytest.approx(4 / 4)

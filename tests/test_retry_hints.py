@@ -45,17 +45,24 @@ def verdicts(run: Path) -> dict[str, list[tuple[str, str, str]]]:
             for task_id, r in results_of(run).items()}
 
 
+KEY_REFUSED = ("raw", json.dumps({"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                                            "code": "invalid_api_key"}}), 401)
+"""The provider refusing the model's key: a provider error (infrastructure) that is not retried
+(docs/concepts/outcomes.md), so a run fails at its first request instead of after the 1 s, 2 s, 4 s backoff."""
+
+
 class Scripted:
-    """The model answers; the judge (model ``judge-*``) gives verdicts; either can be down."""
+    """The model answers; the judge (model ``judge-*``) gives verdicts; either can fail: the model's key
+    refused (not retried), the judge down (500, retried)."""
 
     def __init__(self) -> None:
-        self.model_down = False
+        self.model_refused = False
         self.judge_down = False
 
     def __call__(self, body: dict[str, Any]) -> Any:
         if body["model"].startswith("judge-"):
             return 500 if self.judge_down else verdict("met")
-        return 500 if self.model_down else ANSWER
+        return KEY_REFUSED if self.model_refused else ANSWER
 
 
 @pytest.mark.slow
@@ -109,7 +116,7 @@ def test_run_and_grade_print_the_same_working_retry_command(tmp_path):
                                           "golden_answer": ANSWER, "rubrics": RUBRICS}])
     run = tmp_path / "my run"  # a space: the hint must quote it
     scripted = Scripted()
-    scripted.model_down = True
+    scripted.model_refused = True
     options = ["--tasks", str(root), "--model", "openai:scripted", "--prompt-level", "mid", "--max-tool-rounds", "3",
                "--request-timeout", "30", "--model-kwargs", '{"top_p": 0.5}', "--limit", "2"]
     with OpenAIServer(scripted) as server:
@@ -122,7 +129,7 @@ def test_run_and_grade_print_the_same_working_retry_command(tmp_path):
         assert from_grade == from_run  # the run's settings and its selection (--limit 2), from run.json
         assert from_run[-4:] == ["--out", str(run), "--resume", "--retry-errors"]
         assert "judge them again" not in graded.stderr
-        scripted.model_down = False
+        scripted.model_refused = False
         retried = vtb(*from_grade, env=openai_env(server.base_url))
     assert retried.returncode == 0, retried.stderr[-3000:]
     summary = summary_of(run)
@@ -136,7 +143,7 @@ def test_an_all_failing_ablation_exits_incomplete_and_its_hint_retries_it(tmp_pa
                                     "rubrics": RUBRICS}])
     out = tmp_path / "ablation"
     scripted = Scripted()
-    scripted.model_down = True
+    scripted.model_refused = True
     with OpenAIServer(scripted) as server:
         failed = vtb("ablate", "--tasks", str(root), "--model", "openai:scripted", "--setting", "no_tools",
                      "--setting", "weak_prompt", "--max-tool-rounds", "4", "--out", str(out),
@@ -155,7 +162,7 @@ def test_an_all_failing_ablation_exits_incomplete_and_its_hint_retries_it(tmp_pa
         from_grade = hinted(graded.stderr, "run their episodes again with: ")
         assert from_grade[0] == "ablate" and from_grade[-6:] == ["--out", str(out), "--setting", "no_tools",
                                                                  "--resume", "--retry-errors"]
-        scripted.model_down = False
+        scripted.model_refused = False
         server.requests.clear()
         regraded = vtb(*from_grade, env=openai_env(server.base_url))
         assert regraded.returncode == 0, regraded.stderr[-3000:]
