@@ -99,15 +99,19 @@ TASK_TIMEOUT_S = 5
 """The runs' ``--task-timeout``: time enough to start and make the first call."""
 
 
+LATE_S = 120
+"""How long after the task's start the slow answer comes: long past the limit, and shorter than no client's
+timeout (the example agent's own ``ChatOpenAI`` waits up to 600 s)."""
+
+
 def slow_answer() -> Callable[[dict], dict | str]:
-    """A calculator call at once; the answer after its result comes only a second after the task's
-    time limit has passed: 6 s after the first request, which the limit's clock started before."""
+    """A calculator call at once; the answer after its result comes :data:`LATE_S` after the first request."""
     first: list[float] = []
 
     def respond(body: dict) -> dict | str:
         first.append(time.monotonic())
         if any(m["role"] == "tool" for m in body["messages"]):
-            time.sleep(max(0.0, first[0] + TASK_TIMEOUT_S + 1 - time.monotonic()))
+            time.sleep(max(0.0, first[0] + LATE_S - time.monotonic()))
             return "late answer"
         return {"content": "", "tool_calls": [{"id": "c1", "name": "calculator", "arguments": {"expression": "6*7"}}]}
     return respond
@@ -135,3 +139,7 @@ def test_an_agent_episode_past_the_task_timeout_ends_as_a_builtin_one(responder,
     assert builtin["outcome"] == agent["outcome"] == "task_timeout"
     assert agent["error"].startswith("TaskTimeout: the task ran past its time limit of 5 s")
     assert trace(agent) == trace(builtin) == []
+    # Both end at the limit: the agent's own client, still waiting for the slow answer, is not waited for.
+    durations = [json.loads((tmp_path / name / "results.jsonl").read_text())["duration_s"]
+                 for name in ("builtin", "agent")]
+    assert max(durations) < LATE_S / 2, durations

@@ -7,7 +7,8 @@ LangChain hands callbacks down to every nested runnable, so the check reaches in
 ``create_agent`` graphs and other agents we did not write. ``closing`` also closes the task's
 sandbox when the limit passes, so code running at that moment stops instead of finishing its
 own (longer) per-call timeout. A model request already in flight ends at the limit too:
-``task_time_limit`` caps the HTTP timeouts of bounded clients (:mod:`vtb_agents.models.http`).
+``task_time_limit`` caps the HTTP timeouts of bounded clients (:mod:`vtb_agents.models.http`), and
+:func:`within_task_limit` stops waiting for code whose requests are not ours (a user's agent).
 The handler also follows the task's model calls (started, answered, failed), and the
 ``TaskTimeout`` it raises carries what the provider had done by then (:class:`ProviderWait`), from
 which :mod:`vtb_agents.models.blame` decides whose doing the timeout is.
@@ -24,16 +25,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
 from vtb_agents.models.http import requests_until
 from vtb_agents.sandbox.base import Sandbox
+from vtb_agents.timebox import CallTimedOut, call_within
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,31 @@ class TaskDeadline(BaseCallbackHandler):
             raise self.timeout(f", stopped during: {type(exc).__name__}: {exc}") from exc
         finally:
             timer.cancel()
+
+
+def task_deadline(config: Mapping[str, Any]) -> TaskDeadline | None:
+    """The ``TaskDeadline`` among ``config``'s callbacks (a list of handlers, or the callback manager a
+    LangGraph node receives), or None."""
+    callbacks = config.get("callbacks")
+    handlers = callbacks if isinstance(callbacks, list) else getattr(callbacks, "handlers", None) or []
+    return next((handler for handler in handlers if isinstance(handler, TaskDeadline)), None)
+
+
+def within_task_limit(fn: Callable[[], T], config: Mapping[str, Any], name: str) -> T:
+    """``fn()``, ended at the time limit of ``config``'s ``TaskDeadline`` (none: ``fn()`` as it is).
+
+    For a call into code we did not write whose requests we cannot cut, a user's agent with its own
+    model client: its request may wait for the provider long past the limit (the client's own
+    timeout), where ours are cut at it. At the limit the caller gets ``TaskTimeout``, as from a
+    request of ours, and the call is left on a daemon thread (:func:`~vtb_agents.timebox.call_within`).
+    """
+    deadline = task_deadline(config)
+    if deadline is None:
+        return fn()
+    try:
+        return call_within(fn, deadline.expires_at - time.monotonic(), name)
+    except CallTimedOut:
+        raise deadline.timeout() from None
 
 
 def with_deadline(config: dict[str, Any], deadline: TaskDeadline | None) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from langgraph.runtime import Runtime
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.defaults import DEFAULT_MAX_IMAGE_SIDE, AgentSpec
 from vtb_agents.extensions import load_object
+from vtb_agents.models.deadline import within_task_limit
 from vtb_agents.strategies.agent_limits import AgentLimits, RoundCapReached
 from vtb_agents.strategies.base import EpisodeContext, Strategy, TurnGraph, TurnState, as_node
 from vtb_agents.strategies.observe import materialize_messages, show_tool_images
@@ -216,9 +217,10 @@ def agent_strategy(agent: AgentLike, name: str) -> Strategy:
         if "system_prompt" not in takes:
             sent = [SystemMessage(ctx.system_prompt, id="vtb-system"), *sent]
         known = {m.id for m in sent}
-        try:
-            returned = returned_messages(ctx.scratch["agent"].invoke(
-                {"messages": sent}, merge_configs(config, {"callbacks": [limits]})))
+        agent, agent_config = ctx.scratch["agent"], merge_configs(config, {"callbacks": [limits]})
+        try:  # ended at the task's time limit, even while the agent's own model client waits past it
+            returned = returned_messages(within_task_limit(lambda: agent.invoke({"messages": sent}, agent_config),
+                                                           config, name="vtb-agent"))
         except RoundCapReached:
             if limits.stopped is None:
                 raise

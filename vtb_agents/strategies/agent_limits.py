@@ -11,7 +11,9 @@ included) and the tools it is given.
   (:class:`RoundCapReached`), its text the answer. Either way the turn is ``tool_round_cap``, with
   the rounds the built-in loop records.
 - **Time limit.** The task's ``TaskDeadline`` reaches the agent through the same callbacks
-  (:mod:`vtb_agents.models.deadline`), which also refuses a reply that came after the limit.
+  (:mod:`vtb_agents.models.deadline`), which also refuses a reply that came after the limit; the
+  turn ends at the limit even while the agent's own model client waits past it
+  (:func:`~vtb_agents.models.deadline.within_task_limit`).
 - **Tool descriptions** stay as they are for the whole episode, as the built-in loop's do, so that
   every request of the agent can extend the one before (docs/concepts/prompt-caching.md): the files
   the tools save are named in their results.
