@@ -115,17 +115,19 @@ def make_screenshots(folder: Path) -> dict[str, Path]:
 
     demo, no_tools = folder / "demo", folder / "demo-no-tools"
     common = ("run", "--tasks", "sample", "--model", "replay", "--judge", "rule")
-    with ThreadPoolExecutor(2) as pool:  # two runs, two cores
+
+    def shoot(name: str, page: Path) -> Path:
+        return screenshot(page, shot_file(folder, name), 1280, 900, settle_ms=1500)
+
+    with ThreadPoolExecutor(3) as pool:  # the two runs side by side; each shot as soon as its page is written
         runs = [pool.submit(_vtb, *common, "--out", demo.name, cwd=folder),  # relative: the pages show short names
                 pool.submit(_vtb, *common, "--no-tools", "--out", no_tools.name, cwd=folder)]
-        for run in runs:
-            run.result()
-    _vtb("compare", demo.name, no_tools.name, "--out", "compare.html", cwd=folder)  # relative: short names
-    pages = {"report": demo / "report.html", "task": task_page_file(demo, "rs-finance-invoice"),
-             "compare": folder / "compare.html"}
-    with ThreadPoolExecutor(2) as pool:
-        shots = {name: pool.submit(screenshot, page, shot_file(folder, name), 1280, 900, settle_ms=1500)
-                 for name, page in pages.items()}
+        runs[0].result()
+        shots = {"report": pool.submit(shoot, "report", demo / "report.html"),
+                 "task": pool.submit(shoot, "task", task_page_file(demo, "rs-finance-invoice"))}
+        runs[1].result()
+        _vtb("compare", demo.name, no_tools.name, "--out", "compare.html", cwd=folder)  # relative: short names
+        shots["compare"] = pool.submit(shoot, "compare", folder / "compare.html")
         return {name: shot.result() for name, shot in shots.items()}
 
 
