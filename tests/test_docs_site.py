@@ -58,16 +58,23 @@ def served(site: Path) -> Iterator[str]:
         yield server.url("/")
 
 
-@pytest.fixture
-def page(served: str) -> Iterator[object]:
-    """A Chromium page that records every request; at the end, none may have left 127.0.0.1."""
-    requested: list[str] = []
+@pytest.fixture(scope="module")
+def chromium(served: str) -> Iterator[object]:
+    """One headless Chromium for the module's pages."""
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        context.on("request", lambda request: requested.append(request.url))
-        yield context.new_page()
+        yield browser
         browser.close()
+
+
+@pytest.fixture
+def page(served: str, chromium) -> Iterator[object]:
+    """A page in a fresh browser context that records every request; at the end, none may have left 127.0.0.1."""
+    requested: list[str] = []
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.on("request", lambda request: requested.append(request.url))
+    yield context.new_page()
+    context.close()
     assert requested and [url for url in requested if not url.startswith(served)] == []
 
 
