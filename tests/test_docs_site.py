@@ -86,6 +86,9 @@ def test_search_for_epochs_and_follow_the_first_hit(served, page):
     page.locator(".md-search__input").press_sequentially("epochs", delay=50)  # keystrokes: Material reads keyup
     first = page.locator(".md-search-result__item a").first
     first.wait_for(state="visible", timeout=60_000)
+    # the hits of the whole word: those of "epoch" show while the last key is handled (a hit links with ?h=QUERY)
+    page.wait_for_function("() => /[?&]h=epochs(#|$)/.test(document.querySelector('.md-search-result__item a')"
+                           "?.href ?? '')", timeout=60_000)
     target = first.evaluate("a => a.href")
     assert target.startswith(served) and target != served
     first.click()
