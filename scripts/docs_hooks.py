@@ -7,7 +7,8 @@ so that no picture or reference in the site can go stale.
 - **JSON shapes**: ``<!-- vtb:schema module:Class -->`` becomes the pydantic model's JSON Schema, folded.
 - **Screenshots**: ``assets/screenshots/{report,task,compare}.png`` come from a ``make demo``-style run (and a
   second one without tools, for ``vtb compare``) made in a temporary folder, shot in headless Chromium
-  (:mod:`vtb_agents.report.screenshot`).
+  (:mod:`vtb_agents.report.screenshot`). The runs and the shots go on in a thread while the pages are
+  rendered (the API reference alone takes seconds); the build waits for them before it copies the files.
 - **Docstrings' Sphinx roles** (``:func:`evaluate```) show as the plain name.
 - **mermaid.js** for the diagrams is served from the site itself (``assets/mermaid.min.js``, fetched by
   ``make install`` from the npm registry), never from a CDN.
@@ -26,7 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ SCREENSHOTS = ("report", "task", "compare")
 MARKER = re.compile(r"^([ \t]*)<!-- vtb:(graph|schema) ([^>]*?) -->$", re.M)
 log = logging.getLogger("mkdocs.hooks.vtb")
 _build_dir: tempfile.TemporaryDirectory[str] | None = None
+_shooting: Future[dict[str, Path]] | None = None
 
 
 def graph_mermaid(kind: str, name: str) -> str:
@@ -99,25 +101,33 @@ def _vtb(*args: str, cwd: Path) -> None:
         raise PluginError(f"{' '.join(['vtb', *args])} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
 
 
+def shot_file(folder: Path, name: str) -> Path:
+    """Where :func:`make_screenshots` writes the screenshot ``name`` (one of :data:`SCREENSHOTS`)."""
+    return folder / f"{name}.png"
+
+
 def make_screenshots(folder: Path) -> dict[str, Path]:
     """Run the sample suite offline as ``make demo`` does (and once more without tools), write ``vtb compare``'s
-    page, and shoot the report, one task page and the comparison in Chromium; returns name -> PNG."""
+    page, and shoot the report, one task page and the comparison in Chromium; returns name -> PNG
+    (:func:`shot_file`)."""
     from vtb_agents.report.screenshot import screenshot
     from vtb_agents.rundir.layout import task_page_file
 
     demo, no_tools = folder / "demo", folder / "demo-no-tools"
     common = ("run", "--tasks", "sample", "--model", "replay", "--judge", "rule")
-    with ThreadPoolExecutor(2) as pool:  # two runs, two cores
+
+    def shoot(name: str, page: Path) -> Path:
+        return screenshot(page, shot_file(folder, name), 1280, 900, settle_ms=1500)
+
+    with ThreadPoolExecutor(3) as pool:  # the two runs side by side; each shot as soon as its page is written
         runs = [pool.submit(_vtb, *common, "--out", demo.name, cwd=folder),  # relative: the pages show short names
                 pool.submit(_vtb, *common, "--no-tools", "--out", no_tools.name, cwd=folder)]
-        for run in runs:
-            run.result()
-    _vtb("compare", demo.name, no_tools.name, "--out", "compare.html", cwd=folder)  # relative: short names
-    pages = {"report": demo / "report.html", "task": task_page_file(demo, "rs-finance-invoice"),
-             "compare": folder / "compare.html"}
-    with ThreadPoolExecutor(2) as pool:
-        shots = {name: pool.submit(screenshot, page, folder / f"{name}.png", 1280, 900, settle_ms=1500)
-                 for name, page in pages.items()}
+        runs[0].result()
+        shots = {"report": pool.submit(shoot, "report", demo / "report.html"),
+                 "task": pool.submit(shoot, "task", task_page_file(demo, "rs-finance-invoice"))}
+        runs[1].result()
+        _vtb("compare", demo.name, no_tools.name, "--out", "compare.html", cwd=folder)  # relative: short names
+        shots["compare"] = pool.submit(shoot, "compare", folder / "compare.html")
         return {name: shot.result() for name, shot in shots.items()}
 
 
@@ -129,19 +139,39 @@ def on_config(config: Any) -> Any:
 
 
 def on_files(files: Files, config: Any) -> Files:
-    """Add the generated files: mermaid.js and the screenshots."""
-    global _build_dir
+    """Add the generated files: mermaid.js and the screenshots, which a thread starts making now (the
+    pages render meanwhile; :func:`on_env` waits for them)."""
+    global _build_dir, _shooting
     if not MERMAID_JS.is_file():
         raise PluginError(f"{MERMAID_JS}: no mermaid.js for the diagrams; `make install` fetches it with npm "
                           "(or set VTB_MERMAID_JS to a mermaid.min.js of release 11)")
     files.append(File.generated(config, "assets/mermaid.min.js", abs_src_path=str(MERMAID_JS)))
+    _finish_screenshots()  # a rebuild (mkdocs serve) after one that stopped early
     if _build_dir is not None:
         _build_dir.cleanup()
     _build_dir = tempfile.TemporaryDirectory(prefix="vtb-docs-")
-    shots = make_screenshots(Path(_build_dir.name))
+    folder = Path(_build_dir.name)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="vtb-docs-screenshots")
+    _shooting = pool.submit(make_screenshots, folder)
+    pool.shutdown(wait=False)  # the thread ends with its one job
     for name in SCREENSHOTS:
-        files.append(File.generated(config, f"assets/screenshots/{name}.png", abs_src_path=str(shots[name])))
+        files.append(File.generated(config, f"assets/screenshots/{name}.png",
+                                    abs_src_path=str(shot_file(folder, name))))
     return files
+
+
+def _finish_screenshots() -> None:
+    """Wait for the screenshots' thread, if one was started, raising what it raised."""
+    global _shooting
+    shooting, _shooting = _shooting, None
+    if shooting is not None:
+        shooting.result()
+
+
+def on_env(env: Any, config: Any, files: Files) -> Any:
+    """The pages are rendered: wait for the screenshots, which MkDocs copies with the static files next."""
+    _finish_screenshots()
+    return env
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
@@ -166,6 +196,8 @@ def on_post_build(config: Any) -> None:
 
 
 def on_shutdown() -> None:
-    """Drop the temporary folder if the build stopped early."""
+    """Drop the temporary folder if the build stopped early (once its screenshots' thread has ended)."""
+    if _shooting is not None:
+        _shooting.exception()  # the build's own error is the one reported
     if _build_dir is not None:
         shutil.rmtree(_build_dir.name, ignore_errors=True)

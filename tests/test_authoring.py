@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from typer.testing import CliRunner
 
 from conftest import write_task
 from support.openai_server import OpenAIServer
+from support.together import together
 from test_presets import vtb
 from vtb_agents.cli import app
 from vtb_agents.tasks import load_tasks
@@ -131,11 +134,14 @@ def scripted_model(plan: dict[str, str]):
 
 @pytest.mark.slow
 def test_difficulty_filter_keeps_tasks_failed_by_at_least_two_of_three_runs(tmp_path):
-    for name, plan in PLANS.items():
+    def run(name: str, plan: dict[str, str]) -> subprocess.CompletedProcess[str]:
         with OpenAIServer(scripted_model(plan)) as server:
             ids = [arg for task_id in plan for arg in ("--task-id", task_id)]
-            done = vtb("run", "--tasks", "sample", *ids, "--model", "openai:strong", "--out", str(tmp_path / name),
+            return vtb("run", "--tasks", "sample", *ids, "--model", "openai:strong", "--out", str(tmp_path / name),
                        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "k"})
+
+    # the three runs side by side, each with its own server and folder
+    for plan, done in zip(PLANS.values(), together(*(partial(run, n, p) for n, p in PLANS.items())), strict=True):
         # a provider error leaves its task ungraded and the run incomplete (exit 3, see docs/concepts/outcomes.md)
         assert done.returncode == (3 if "error" in plan.values() else 0), done.stderr
     runs = [str(tmp_path / name) for name in PLANS]
@@ -151,10 +157,12 @@ def test_difficulty_filter_keeps_tasks_failed_by_at_least_two_of_three_runs(tmp_
     assert list(rows[E]["outcomes"].values()) == ["pass", "pass", "fail"] and rows[E]["decision"] == "drop"
     assert rows["te-physics-gauge"]["decision"] == "undecided"  # in no run: reported, not guessed
     assert sorted(t.id for t in load_tasks(tmp_path / "hard")) == [A, C]
-    assert vtb("tasks", "validate", str(tmp_path / "hard")).returncode == 0
     undecided = " ".join(done.stderr.split()).split("undecided (missing or ungraded in some run): ")[1].split(", ")
     assert {B, D} <= set(undecided) and not {A, C, E} & set(undecided)
-    table = vtb("tasks", "filter", *runs, "--tasks", "sample", "--out", str(tmp_path / "hard2"))
+    valid, table, again = together(  # each reads the runs and "hard", and writes nothing the others read
+        lambda: vtb("tasks", "validate", str(tmp_path / "hard")),
+        lambda: vtb("tasks", "filter", *runs, "--tasks", "sample", "--out", str(tmp_path / "hard2")),
+        lambda: vtb("tasks", "filter", *runs, "--tasks", "sample", "--out", str(tmp_path / "hard")))
+    assert valid.returncode == 0
     assert table.returncode == 0 and "strong-1" in table.stdout and "ungraded" in table.stdout
-    again = vtb("tasks", "filter", *runs, "--tasks", "sample", "--out", str(tmp_path / "hard"))
     assert again.returncode == 2 and "already exists" in again.stderr

@@ -14,6 +14,7 @@ import pytest
 from support.openai_server import OpenAIServer
 from support.cli import openai_env
 from support import cli
+from support.together import together
 
 from vtb_agents.report.paired import id_list
 from vtb_agents.tasks import load_tasks
@@ -49,25 +50,26 @@ def runs(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("moved")
     selection = [a for task_id in IDS for a in ("--task-id", task_id)]
     common = ["--judge", "rule", "--epochs", "3", *selection]
-    replay = vtb("run", "--model", "replay", *common, "--out", str(root / "replay"))
+    with OpenAIServer(Answers()) as server:  # the two runs side by side, each in a folder of its own
+        replay, model = together(
+            lambda: vtb("run", "--model", "replay", *common, "--out", str(root / "replay")),
+            lambda: vtb("run", "--model", "openai:m", *common, "--out", str(root / "model"),
+                        env=openai_env(server.base_url)))
     assert replay.returncode == 0, replay.stderr
-    with OpenAIServer(Answers()) as server:
-        model = vtb("run", "--model", "openai:m", *common, "--out", str(root / "model"),
-                    env=openai_env(server.base_url))
     assert model.returncode == 0, model.stderr
     return root / "replay", root / "model"
 
 
 @pytest.mark.slow
 def test_the_terminal_lists_flips_and_changed_pass_counts(runs):
-    done = vtb("compare", *map(str, runs))
+    done, as_json = together(lambda: vtb("compare", *map(str, runs)), lambda: vtb("compare", *map(str, runs), "--json"))
     assert done.returncode == 0, done.stderr
     text = " ".join(done.stdout.split())  # lines wrap at 80 columns
     assert "model vs replay: tasks that moved" in text
     assert "flips to pass (0): none" in text
     assert f"flips to fail (1): {FAILS}" in text
     assert f"passing epochs changed (2): {SLIPS} 3/3→2/3, {FAILS} 3/3→0/3" in text
-    data = json.loads(vtb("compare", *map(str, runs), "--json").stdout)
+    data = json.loads(as_json.stdout)
     changed = {c["task_id"]: (c["passes_a"], c["passes_b"]) for c in data["paired"][0]["pass_counts_changed"]}
     assert changed == {SLIPS: (3, 2), FAILS: (3, 0)}
 

@@ -58,16 +58,23 @@ def served(site: Path) -> Iterator[str]:
         yield server.url("/")
 
 
-@pytest.fixture
-def page(served: str) -> Iterator[object]:
-    """A Chromium page that records every request; at the end, none may have left 127.0.0.1."""
-    requested: list[str] = []
+@pytest.fixture(scope="module")
+def chromium(served: str) -> Iterator[object]:
+    """One headless Chromium for the module's pages."""
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        context.on("request", lambda request: requested.append(request.url))
-        yield context.new_page()
+        yield browser
         browser.close()
+
+
+@pytest.fixture
+def page(served: str, chromium) -> Iterator[object]:
+    """A page in a fresh browser context that records every request; at the end, none may have left 127.0.0.1."""
+    requested: list[str] = []
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    context.on("request", lambda request: requested.append(request.url))
+    yield context.new_page()
+    context.close()
     assert requested and [url for url in requested if not url.startswith(served)] == []
 
 
@@ -79,6 +86,9 @@ def test_search_for_epochs_and_follow_the_first_hit(served, page):
     page.locator(".md-search__input").press_sequentially("epochs", delay=50)  # keystrokes: Material reads keyup
     first = page.locator(".md-search-result__item a").first
     first.wait_for(state="visible", timeout=60_000)
+    # the hits of the whole word: those of "epoch" show while the last key is handled (a hit links with ?h=QUERY)
+    page.wait_for_function("() => /[?&]h=epochs(#|$)/.test(document.querySelector('.md-search-result__item a')"
+                           "?.href ?? '')", timeout=60_000)
     target = first.evaluate("a => a.href")
     assert target.startswith(served) and target != served
     first.click()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -192,19 +193,19 @@ def test_an_installed_package_is_listed_and_usable(tmp_path: Path) -> None:
                           "--no-index", "--target", str(target), str(source)], capture_output=True, text=True,
                          timeout=300, cwd=tmp_path)
     assert pip.returncode == 0, pip.stderr
-    for listing, name in (("judges", "lenient"), ("tools", "shout"), ("sandboxes", "marked"),
-                          ("strategies", "hasty")):
-        shown = vtb(listing, path=[target], cwd=ROOT, env=ext_env(target))
+    listings = {"judges": "lenient", "tools": "shout", "sandboxes": "marked", "strategies": "hasty"}
+    out, marker = tmp_path / "run", tmp_path / "marker"
+    with OpenAIServer(calls_tool("shout")) as server:  # the four listings and the run side by side
+        *shown_all, done = together(
+            *(partial(vtb, listing, path=[target], cwd=ROOT, env=ext_env(target)) for listing in listings),
+            lambda: vtb("run", "--tasks", "sample", "--task-id", TASK, "--model", "openai:gpt-4o", "--out", str(out),
+                        "--judge", "lenient", "--tool", "shout", "--sandbox", "marked", "--strategy", "hasty",
+                        path=[target], cwd=ROOT, env=ext_env(target, server, marker)))
+    for name, shown in zip(listings.values(), shown_all, strict=True):
         assert shown.returncode == 0, shown.stderr
         line = next(line for line in shown.stdout.splitlines() if f" {name} " in line)
         assert "installed: vtbext-installed" in line or "installed: vtbext_installed" in line, shown.stdout
-    assert "hasty" not in vtb("judges", path=[target], cwd=ROOT,
-                              env=ext_env(target)).stdout  # each listing shows its own kind
-    out, marker = tmp_path / "run", tmp_path / "marker"
-    with OpenAIServer(calls_tool("shout")) as server:
-        done = vtb("run", "--tasks", "sample", "--task-id", TASK, "--model", "openai:gpt-4o", "--out", str(out),
-                   "--judge", "lenient", "--tool", "shout", "--sandbox", "marked", "--strategy", "hasty",
-                   path=[target], cwd=ROOT, env=ext_env(target, server, marker))
+    assert "hasty" not in shown_all[0].stdout  # each listing shows its own kind (`vtb judges`: no strategy)
     assert done.returncode == 0, done.stderr
     summary = check_run(out, server, tool="shout", judge_name="strict", marker=marker)
     assert summary["strategy"] == "hasty"

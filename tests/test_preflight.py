@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import PIL
@@ -20,6 +21,7 @@ import pytest
 import vtb_agents
 from support.docs_blocks import page_blocks
 from support.cli import vtb
+from support.together import together
 from vtb_agents.runner.preflight import PreflightError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,20 +166,21 @@ def assert_refused(done: subprocess.CompletedProcess[str], out: Path, *expected:
 @pytest.mark.slow
 def test_a_sandbox_whose_pil_plugins_cannot_be_imported_stops_the_run_and_doctor_names_it(lib, tmp_path):
     out = tmp_path / "run"
-    done = vtb("run", "--tasks", "sample", "--limit", "2", "--sandbox", "pf.plugins:NoPngSandbox", "--out", str(out),
-               path=[lib], cwd=ROOT, env=lib_env(lib))
+    done, doctor, ablate = together(  # side by side: each checks the sandbox on its own
+        lambda: vtb("run", "--tasks", "sample", "--limit", "2", "--sandbox", "pf.plugins:NoPngSandbox", "--out",
+                    str(out), path=[lib], cwd=ROOT, env=lib_env(lib)),
+        lambda: vtb("doctor", "--sandbox", "pf.plugins:NoPngSandbox", path=[lib], cwd=ROOT, env=lib_env(lib)),
+        lambda: vtb("ablate", "--tasks", "sample", "--limit", "1", "--sandbox", "pf.plugins:NoPngSandbox",
+                    "--out", str(tmp_path / "ablation"), path=[lib], cwd=ROOT, env=lib_env(lib)))
     line = assert_refused(done, out, "sandbox 'pf.plugins:NoPngSandbox'", 'the canary cell failed at "open a PNG '
                           'with PIL"', "UnidentifiedImageError", "nothing was run or written")
     assert "vtb_canary.png" in line
     documented = page_blocks(DOCTOR_PAGE, "text")[0].code.strip()  # the page's example, for a sandbox of its own
     assert documented == line.replace("pf.plugins:NoPngSandbox", "my_pkg.boxes:Docker")
-    doctor = vtb("doctor", "--sandbox", "pf.plugins:NoPngSandbox", path=[lib], cwd=ROOT, env=lib_env(lib))
     assert doctor.returncode == 1, doctor.stderr
     assert "FAILED  sandbox 'pf.plugins:NoPngSandbox'" in doctor.stdout
     assert [line for line in doctor.stderr.splitlines() if line.startswith("error:")] == [
         line.removesuffix(" (checked before the first task: nothing was run or written)")]
-    ablate = vtb("ablate", "--tasks", "sample", "--limit", "1", "--sandbox", "pf.plugins:NoPngSandbox",
-                 "--out", str(tmp_path / "ablation"), path=[lib], cwd=ROOT, env=lib_env(lib))
     assert_refused(ablate, tmp_path / "ablation", "sandbox 'pf.plugins:NoPngSandbox'", "open a PNG with PIL")
 
 
@@ -224,14 +227,27 @@ BROKEN = {
 }
 
 
+@pytest.fixture(scope="module")
+def refusals(lib: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[subprocess.CompletedProcess[str],
+                                                                                     Path]]:
+    """Each case of ``BROKEN``: ``vtb run`` with its flags and the folder it was told to write, all side by side
+    (each is refused on its own, before anything is written)."""
+    root = tmp_path_factory.mktemp("refused")
+
+    def refused(number: int, flags: tuple[str, ...]) -> tuple[subprocess.CompletedProcess[str], Path]:
+        out = root / str(number) / "run"
+        return vtb("run", "--tasks", "sample", "--limit", "1", *flags, "--out", str(out), path=[lib], cwd=ROOT,
+                   env=lib_env(lib)), out
+
+    runs = together(*(partial(refused, n, flags) for n, (flags, _) in enumerate(BROKEN.values())))
+    return dict(zip(BROKEN, runs, strict=True))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(BROKEN))
-def test_a_broken_plugin_refuses_the_run_in_one_line_before_anything_is_written(case, lib, tmp_path):
-    flags, expected = BROKEN[case]
-    out = tmp_path / "run"
-    done = vtb("run", "--tasks", "sample", "--limit", "1", *flags, "--out", str(out), path=[lib], cwd=ROOT,
-               env=lib_env(lib))
-    assert_refused(done, out, *expected)
+def test_a_broken_plugin_refuses_the_run_in_one_line_before_anything_is_written(case, refusals):
+    done, out = refusals[case]
+    assert_refused(done, out, *BROKEN[case][1])
 
 
 @pytest.mark.slow

@@ -16,6 +16,7 @@ import pytest
 from support.openai_server import OpenAIServer
 from support.cli import openai_env
 from support import cli
+from support.together import together
 
 from vtb_agents.analysis.regions import box_iou
 from vtb_agents.report.markup import pct
@@ -55,11 +56,12 @@ vtb = partial(cli.vtb, columns=100, timeout=600)
 def runs(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     root = tmp_path_factory.mktemp("region-views")
     selection = [a for task_id in IDS for a in ("--task-id", task_id)]
-    replay = vtb("run", "--model", "replay", "--judge", "rule", *selection, "--out", str(root / "replay"))
+    with OpenAIServer(numpy_model) as server:  # the two runs side by side, each in a folder of its own
+        replay, numpy = together(
+            lambda: vtb("run", "--model", "replay", "--judge", "rule", *selection, "--out", str(root / "replay")),
+            lambda: vtb("run", "--model", "openai:vision-test", "--judge", "rule", *selection, "--out",
+                        str(root / "numpy"), env=openai_env(server.base_url)))
     assert replay.returncode == 0, replay.stderr
-    with OpenAIServer(numpy_model) as server:
-        numpy = vtb("run", "--model", "openai:vision-test", "--judge", "rule", *selection, "--out",
-                    str(root / "numpy"), env=openai_env(server.base_url))
     assert numpy.returncode == 0, numpy.stderr
     return {"replay": (root / "replay", replay.stdout), "numpy": (root / "numpy", numpy.stdout)}
 
@@ -106,8 +108,8 @@ def test_the_terminal_and_report_show_the_summarys_region_figures(runs):
 def test_vtb_transcript_shows_each_turns_iou(runs):
     run = runs["numpy"][0]
     results = {r.task_id: r for r in ResultsStore(run).load()[0]}
-    for task_id in IDS:
-        shown = vtb("transcript", str(run), task_id)
+    transcripts = together(*(partial(vtb, "transcript", str(run), task_id) for task_id in IDS))
+    for task_id, shown in zip(IDS, transcripts, strict=True):
         assert shown.returncode == 0, shown.stderr
         iou = results[task_id].episode.turns[0].best_crop_iou
         assert f"where it looked (best crop IoU; >= 0.5 looked): turn 1 {iou:.2f}" in shown.stdout
@@ -115,7 +117,9 @@ def test_vtb_transcript_shows_each_turns_iou(runs):
 
 @pytest.mark.slow
 def test_vtb_compare_shows_the_share_looked_and_its_paired_difference(runs, tmp_path):
-    done = vtb("compare", str(runs["replay"][0]), str(runs["numpy"][0]), "--out", str(tmp_path / "compare.html"))
+    pair = (str(runs["replay"][0]), str(runs["numpy"][0]))
+    done, as_json = together(lambda: vtb("compare", *pair, "--out", str(tmp_path / "compare.html")),
+                             lambda: vtb("compare", *pair, "--json"))
     assert done.returncode == 0, done.stderr
     replay, numpy = summary_of(runs["replay"][0]), summary_of(runs["numpy"][0])
     lines = done.stdout.splitlines()
@@ -127,7 +131,7 @@ def test_vtb_compare_shows_the_share_looked_and_its_paired_difference(runs, tmp_
     delta = signed_pct(numpy["share_iou_ge_0_5"] - replay["share_iou_ge_0_5"])
     assert delta == "-50.0"
     assert any(line.strip().startswith("numpy vs replay") and line.split()[-2:] == ["2", delta] for line in lines)
-    data = json.loads(vtb("compare", str(runs["replay"][0]), str(runs["numpy"][0]), "--json").stdout)
+    data = json.loads(as_json.stdout)
     assert data["paired"][0]["delta_share_looked"] == -0.5 and data["paired"][0]["looked_turns"] == 2
     page = (tmp_path / "compare.html").read_text()
     assert "Δ share looked (pts)" in page and ">-50.0<" in page

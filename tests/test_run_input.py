@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from PIL import Image
 from conftest import write_task
 from support.openai_server import OpenAIServer
 from support.cli import openai_env
+from support.together import together
 from test_presets import vtb
 
 ANSWER = "The number is 42."
@@ -123,13 +125,17 @@ def test_untouched_scaffold_refuses_the_run_and_status_picks_reviewed_tasks(tmp_
     image = tmp_path / "corner.png"
     Image.new("RGB", (64, 48), "white").save(image)
     root = tmp_path / "suite"
-    scaffold(root, "draft-untouched", image)
-    for task_id, status in (("done", "accepted"), ("checked", "reviewed"), ("wip", "draft")):
-        finish(scaffold(root, task_id, image), status)
+    statuses = {"done": "accepted", "checked": "reviewed", "wip": "draft"}
+    together(*(partial(scaffold, root, task_id, image) for task_id in ["draft-untouched", *statuses]))
+    for task_id, status in statuses.items():
+        finish(root / task_id, status)
     write_task(root, "legacy")  # no review block: no status
     with OpenAIServer(answer) as server:
-        refused = vtb("run", "--tasks", str(root), "--model", "openai:m", "--out", str(tmp_path / "all"),
-                      env=openai_env(server.base_url))
+        refused, bad, none = together(  # three refused runs side by side (the last two have no server)
+            lambda: vtb("run", "--tasks", str(root), "--model", "openai:m", "--out", str(tmp_path / "all"),
+                        env=openai_env(server.base_url)),
+            lambda: vtb("run", "--tasks", str(root), "--status", "final", "--out", str(tmp_path / "bad")),
+            lambda: vtb("run", "--tasks", "sample", "--status", "accepted", "--out", str(tmp_path / "none")))
         assert refused.returncode == 2 and server.requests == []
         stderr = " ".join(refused.stderr.split())
         assert "task 'draft-untouched', turn 1, field 'prompt': still TODO" in stderr
@@ -143,9 +149,7 @@ def test_untouched_scaffold_refuses_the_run_and_status_picks_reviewed_tasks(tmp_
                        "--status", "reviewed", "--status", "accepted", env=openai_env(server.base_url))
         assert reviewed.returncode == 0, reviewed.stderr
         assert sorted(task_ids(tmp_path / "reviewed")) == ["checked", "done"]
-        bad = vtb("run", "--tasks", str(root), "--status", "final", "--out", str(tmp_path / "bad"))
         assert bad.returncode == 2 and "--status must be one of draft, reviewed, accepted" in bad.stderr
-        none = vtb("run", "--tasks", "sample", "--status", "accepted", "--out", str(tmp_path / "none"))
         assert none.returncode == 2 and "tasks without a review block have none" in " ".join(none.stderr.split())
 
 
@@ -208,22 +212,25 @@ def test_zoom_views_keep_one_name_per_image_across_turns(tmp_path):
 def test_tasks_filter_takes_one_source_however_it_is_spelled(tmp_path):
     for task_id in ("t-a", "t-b"):
         write_task(tmp_path / "ho_tasks", task_id)
-    with OpenAIServer(lambda body: "I cannot tell from the image.") as server:
-        for name, spec in (("run-1", "ho_tasks"), ("run-2", "./ho_tasks")):
-            done = vtb("run", "--tasks", spec, "--model", "openai:m", "--out", name, cwd=tmp_path,
-                       env=openai_env(server.base_url))
-            assert done.returncode == 0, done.stderr
+    (tmp_path / "other").mkdir()
+    write_task(tmp_path / "other", "t-a")
+    with OpenAIServer(lambda body: "I cannot tell from the image.") as server:  # three runs side by side
+        *runs, different = together(
+            *(partial(vtb, "run", "--tasks", spec, "--model", "openai:m", "--out", name, cwd=tmp_path,
+                      env=openai_env(server.base_url))
+              for name, spec in (("run-1", "ho_tasks"), ("run-2", "./ho_tasks"))),
+            lambda: vtb("run", "--tasks", "other", "--out", "run-3", cwd=tmp_path))
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+    assert different.returncode == 0, different.stderr
     assert [json.loads((tmp_path / n / "run.json").read_text())["config"]["tasks"] for n in ("run-1", "run-2")] == \
         ["ho_tasks", "./ho_tasks"]
-    done = vtb("tasks", "filter", "--runs", "run-1", "run-2", "--min-fail", "2", "--out", "hard", cwd=tmp_path)
+    done, mixed = together(
+        lambda: vtb("tasks", "filter", "--runs", "run-1", "run-2", "--min-fail", "2", "--out", "hard", cwd=tmp_path),
+        lambda: vtb("tasks", "filter", "--runs", "run-1", "run-3", "--out", "hard-2", cwd=tmp_path))
     assert done.returncode == 0, done.stderr
     assert "kept 2 of 2 task(s)" in " ".join(done.stdout.split())
     assert sorted(p.name for p in (tmp_path / "hard").iterdir()) == ["t-a", "t-b"]
-    (tmp_path / "other").mkdir()
-    write_task(tmp_path / "other", "t-a")
-    different = vtb("run", "--tasks", "other", "--out", "run-3", cwd=tmp_path)
-    assert different.returncode == 0, different.stderr
-    mixed = vtb("tasks", "filter", "--runs", "run-1", "run-3", "--out", "hard-2", cwd=tmp_path)
     assert mixed.returncode == 2 and "different task sources (./ho_tasks, other)" not in mixed.stderr
     assert "the runs used different task sources (ho_tasks, other): give --tasks" in " ".join(mixed.stderr.split())
 
@@ -232,15 +239,17 @@ def test_tasks_filter_takes_one_source_however_it_is_spelled(tmp_path):
 def test_compare_warns_when_runs_cover_different_task_sets(tmp_path):
     for task_id in ("t-a", "t-b", "t-c"):
         write_task(tmp_path / "tasks", task_id)
-    for name, ids in (("left", ("t-a", "t-b")), ("right", ("t-b", "t-c")), ("same", ("t-a", "t-b"))):
-        chosen = [arg for task_id in ids for arg in ("--task-id", task_id)]
-        done = vtb("run", "--tasks", str(tmp_path / "tasks"), *chosen, "--out", str(tmp_path / name))
+    chosen = {"left": ("t-a", "t-b"), "right": ("t-b", "t-c"), "same": ("t-a", "t-b")}
+    for done in together(*(partial(vtb, "run", "--tasks", str(tmp_path / "tasks"),  # side by side
+                                   *[arg for task_id in ids for arg in ("--task-id", task_id)],
+                                   "--out", str(tmp_path / name)) for name, ids in chosen.items())):
         assert done.returncode == 0, done.stderr
-    done = vtb("compare", str(tmp_path / "left"), str(tmp_path / "right"), "--out", str(tmp_path / "cmp.html"))
+    done, same = together(
+        lambda: vtb("compare", str(tmp_path / "left"), str(tmp_path / "right"), "--out", str(tmp_path / "cmp.html")),
+        lambda: vtb("compare", str(tmp_path / "left"), str(tmp_path / "same")))
     assert done.returncode == 0, done.stderr
     warning = ("the runs cover different task sets: each run's scores are over its own tasks, not over the same "
                "ones; 1 task(s) are in every run. Tasks not in every run: left has 1: t-a; right has 1: t-c")
     assert warning in " ".join(done.stderr.split())
     assert warning.replace("'", "&#x27;") in (tmp_path / "cmp.html").read_text()
-    same = vtb("compare", str(tmp_path / "left"), str(tmp_path / "same"))
     assert same.returncode == 0 and "warning" not in same.stderr

@@ -18,6 +18,7 @@ from unittest import mock
 import numpy as np
 import pytest
 from support.cli import checkout_env
+from support.together import together
 import simpleeval
 from PIL import Image
 
@@ -375,10 +376,11 @@ def test_calculator_steps(tasks: list[Task], task_id: str) -> None:
 def regenerated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("regen")
     first, second = root / "first", root / "second"
-    done = subprocess.run([sys.executable, str(GENERATOR), "--out", str(first)],
-                          capture_output=True, text=True, timeout=300, env=checkout_env())
+    done, _ = together(  # the script in a subprocess and generate() here, side by side, into two folders
+        lambda: subprocess.run([sys.executable, str(GENERATOR), "--out", str(first)],
+                               capture_output=True, text=True, timeout=300, env=checkout_env()),
+        lambda: generate(second))
     assert done.returncode == 0, done.stderr
-    generate(second)
     return first, second
 
 

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -26,6 +27,7 @@ from PIL import Image, ImageDraw
 from langgraph_sdk import get_sync_client
 from support.openai_server import OpenAIServer
 from support.scripted_vision import QUESTION, VisionModel, _images
+from support.together import together
 from vtb_agents.api import load_tasks
 from vtb_agents.config import EpisodeSettings
 
@@ -185,12 +187,13 @@ def test_follow_up_graph_pauses_on_a_question_and_resumes_with_plain_text(client
 def test_grading_graph_returns_verdicts_and_score(client: Any) -> None:
     task = load_tasks("sample", task_id="fu-medical-labs")[0]
     data = task.model_dump(mode="json")
-    golden = client.runs.wait(None, "grading", input={"task": data, "answers": [t.golden_answer for t in task.turns]})
+    golden, wrong = together(*(  # two stateless runs side by side
+        partial(client.runs.wait, None, "grading", input={"task": data, "answers": answers})
+        for answers in ([t.golden_answer for t in task.turns], ["No idea."] * len(task.turns))))
     verdicts = golden["grade"]["verdicts"]
     assert [(v["turn"], v["rubric_id"]) for v in verdicts] == [(t, r.id) for t, r in task.rubrics]
     assert all(v["status"] == "met" for v in verdicts)
     assert golden["grade"]["score"] == 1.0 and golden["grade"]["passed"] is True
-    wrong = client.runs.wait(None, "grading", input={"task": data, "answers": ["No idea."] * len(task.turns)})
     assert wrong["grade"]["passed"] is False and wrong["grade"]["score"] < 1.0
 
 
@@ -256,7 +259,7 @@ def test_task_graph_runs_a_suite_task_by_id_with_a_json_context(client: Any) -> 
 @pytest.mark.slow
 def test_bad_inputs_fail_the_run_with_a_clear_error(client: Any) -> None:
     chat = {"messages": [user_message("What number is it?")]}
-    for graph_id, payload, context, expected in [
+    cases = [
         ("task", {"task_id": "no-such-task"}, None, "task_id 'no-such-task': no such task in suite 'sample'"),
         ("region_switch", {"messages": [{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]}, None, "does not download"),
@@ -265,9 +268,12 @@ def test_bad_inputs_fail_the_run_with_a_clear_error(client: Any) -> None:
         # LangGraph builds the RunConfig context from the JSON itself: pydantic's error names the field
         ("temporal", chat, {"episode": {"max_tool_rounds": "many"}}, "episode.max_tool_rounds\n  Input should be"),
         ("hybrid_tool", chat, {"model": "replay"}, "use the 'task' graph"),
-    ]:
+    ]
+    started = []  # every run started first, each on a thread of its own (the server runs them side by side)
+    for graph_id, payload, context, _ in cases:
         thread = client.threads.create()["thread_id"]
-        run = client.runs.create(thread, graph_id, input=payload, context=context)
+        started.append((thread, client.runs.create(thread, graph_id, input=payload, context=context)))
+    for (thread, run), (_, _, _, expected) in zip(started, cases, strict=True):
         client.runs.join(thread, run["run_id"])
         assert client.runs.get(thread, run["run_id"])["status"] == "error"
         error = client.threads.get(thread)["error"]

@@ -18,22 +18,29 @@ from vtb_agents.report import compare_runs
 from vtb_agents.report.markup import interval, pct
 from vtb_agents.report.paired import cells as paired_cells
 from vtb_agents.report.terminal import Col, Fitted, Sheet
+from vtb_agents.tasks import load_tasks
 from support.cli import vtb
 from support.together import together
 
 WIDTHS = (80, 120)
+TWO_OF_EACH = ("fu-medical-labs", "fu-sports-roster", "ht-medical-dosage", "ht-sports-race-weather",
+               "pr-finance-ledger", "pr-biology-plates", "rs-generalist-street", "rs-finance-invoice",
+               "te-generalist-map", "te-physics-gauge")
+"""Ten sample tasks, two of each category and two of each domain: every group of `make demo`'s table (all 20
+tasks) is there with its interval (a group of one task has none), at half the run."""
 
 
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """`make demo`'s run (the sample suite, replay, rule judge) and a two-epoch run of 8 of its tasks,
-    each printed at 80 columns by the real CLI."""
+    """A run as `make demo`'s (the sample suite, replay, rule judge) of :data:`TWO_OF_EACH` and a two-epoch run of 8
+    sample tasks, each printed at 80 columns by the real CLI."""
     root = tmp_path_factory.mktemp("widths")
+    chosen = [arg for task_id in TWO_OF_EACH for arg in ("--task-id", task_id)]
     demo, epochs = together(  # two runs side by side, each in a folder of its own
-        lambda: vtb("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--out", str(root / "demo"),
-                    columns=80, timeout=600),
+        lambda: vtb("run", "--tasks", "sample", *chosen, "--model", "replay", "--judge", "rule", "--out",
+                    str(root / "demo"), columns=80, timeout=600),
         lambda: vtb("run", "--tasks", "sample", "--model", "replay", "--judge", "rule", "--epochs", "2",
                     "--limit", "8", "--out", str(root / "epochs"), columns=80, timeout=600))
     assert demo.returncode == 0, demo.stderr
@@ -84,6 +91,12 @@ def test_vtb_run_prints_every_figure_whole_at_80_columns(runs, which):
     summary = json.loads((run_dir / "summary.json").read_text())
     table = stdout.split("tools:")[0]
     assert_whole(table, figures(summary) + names(summary), 80)
+    if which == "demo":  # every group of the whole suite's table, each with an interval
+        sample = load_tasks("sample")
+        assert (set(summary["by_category"]), set(summary["by_domain"]), set(summary["by_turncase"])) == (
+            {t.category for t in sample}, {t.domain for t in sample}, {t.turncase for t in sample})
+        groups = [b for section in ("by_category", "by_domain", "by_turncase") for b in summary[section].values()]
+        assert all(b["apr_ci95"] is not None and b["ars_ci95"] is not None for b in groups)
     if which == "epochs":
         assert "pass@k" in table and "pass^k" in table and "2 epochs per task" in table
 

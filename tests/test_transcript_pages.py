@@ -74,12 +74,23 @@ def run(request, tasks, tmp_path_factory):
     return request.param, out, failing.id
 
 
-@pytest.fixture
-def browser():
+@pytest.fixture(scope="module")
+def chromium(run):
+    """One headless Chromium for the tests of a run. It depends on ``run`` so that it is closed before the next
+    run is made: Playwright's sync API keeps its event loop marked running in this thread, where the runner's
+    ``asyncio.run`` would refuse to start."""
     with playwright_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
-        yield chromium.new_context(viewport={"width": 1280, "height": 800})
-        chromium.close()
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def browser(chromium):
+    """A fresh browser context of its own for each test (no page, cookie or storage of another test)."""
+    context = chromium.new_context(viewport={"width": 1280, "height": 800})
+    yield context
+    context.close()
 
 
 @pytest.mark.slow
