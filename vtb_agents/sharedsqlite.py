@@ -6,16 +6,24 @@ executor, by several worker processes on the same file. The file runs in WAL mod
 wait for a writer, a crash loses at most the transaction being written: each write commits on its
 own), a writer that finds the file locked waits up to ``busy_timeout_s`` instead of failing, and
 one connection per process is used by every thread behind a lock (``check_same_thread=False``).
+Opening waits too: connections that turn a new file to WAL at the same moment (the runs of
+``vtb run --model A --model B`` opening one verdict cache) can find it locked at once, where SQLite
+gives up without waiting (two readers that both want to write), so the opening is tried again until
+``busy_timeout_s`` has passed.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
 __all__ = ["SharedSqlite"]
+
+OPEN_RETRY_S = 0.02
+"""The wait before opening a file found locked again."""
 
 
 class SharedSqlite:
@@ -26,10 +34,19 @@ class SharedSqlite:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=busy_timeout_s)
-        with self._lock, self._db:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            for statement in schema:
-                self._db.execute(statement)
+        gives_up = time.monotonic() + busy_timeout_s
+        while True:
+            try:
+                with self._lock, self._db:
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                    for statement in schema:
+                        self._db.execute(statement)
+                return
+            except sqlite3.OperationalError as exc:
+                if "database is locked" not in str(exc) or time.monotonic() >= gives_up:
+                    self._db.close()
+                    raise
+            time.sleep(OPEN_RETRY_S)
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
         """The first row ``sql`` selects (None if none)."""
