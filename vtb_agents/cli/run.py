@@ -172,7 +172,7 @@ def run(options: RunOptions,
 
     try:
         plan = plan_run(config, resume_from=out_dir if options.resume else None)  # resolved once: run_suite runs it
-    except ValueError as exc:
+    except (RunError, ValueError) as exc:  # a bad spec; a run.json to resume of another format version
         fail(str(exc))
     if config.judge_batch and plan.records.judge.batch_provider is None:
         from vtb_agents.judges.batch import no_batch_api

@@ -49,7 +49,8 @@ def run_ablations(tasks: Sequence[Task], base: RunConfig, out: Path, *, settings
     (:func:`~vtb_agents.runner.preflight.check_run`: a user's compiled agent may hold one setting's
     tools and not another's), so a failure writes nothing; each runs on its plan."""
     configs = {setting: ablation_config(base, setting) for setting in settings}  # bad names fail first
-    plans = {setting: check_run(config) for setting, config in configs.items()}
+    plans = {setting: check_run(config, resume_from=Path(out) / setting if resume else None)
+             for setting, config in configs.items()}
     summaries: dict[str, RunSummary] = {}
     for setting, plan in plans.items():
         if stop is not None and stop.is_set():

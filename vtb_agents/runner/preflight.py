@@ -26,6 +26,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Literal
 
 from langchain_core.tools import BaseTool
@@ -174,10 +175,11 @@ def require(checks: Iterable[Check]) -> None:
             raise PreflightError(check)
 
 
-def check_run(config: RunConfig, objects: RunObjects = NO_OBJECTS) -> RunPlan:
-    """The run's plan, resolved and checked (:func:`require`): a spec that cannot be loaded raises
-    ValueError, a part that fails its check :class:`PreflightError`."""
-    plan = plan_run(config, objects)
+def check_run(config: RunConfig, objects: RunObjects = NO_OBJECTS, resume_from: Path | None = None) -> RunPlan:
+    """The run's plan (``resume_from``: as :func:`~vtb_agents.runner.plan.plan_run`'s), resolved and checked
+    (:func:`require`): a spec that cannot be loaded raises ValueError, a part that fails its check
+    :class:`PreflightError`."""
+    plan = plan_run(config, objects, resume_from=resume_from)
     require(check_plan(plan))
     return plan
 
