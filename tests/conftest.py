@@ -7,7 +7,10 @@ from __future__ import annotations
 import compileall
 import functools
 import json
+import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ from PIL import Image, ImageDraw
 
 from support.cli import PROJECT, checkout_env  # noqa: F401 (also importable from here, as test modules long did)
 from vtb_agents.artifacts import ArtifactStore
+from vtb_agents.episodes.reference_store import CACHE_DIR_ENV
 
 
 def write_task(root: Path, task_id: str, **overrides: Any) -> Path:
@@ -77,9 +81,15 @@ def pytest_configure(config: pytest.Config) -> None:
     Some 200 ``vtb`` subprocesses, process-executor workers and Ray workers import the package; where
     ``PYTHONDONTWRITEBYTECODE`` is set (as on the project's machine) none of them writes a ``.pyc``, and each
     compiled all ~200 modules from source again (about 0.2 s of CPU per process). The ``.pyc`` files are
-    checked against their sources' modification times as usual: an edited module is compiled afresh."""
+    checked against their sources' modification times as usual: an edited module is compiled afresh.
+    Runs keep the reference crops they measure in ``$VTB_CACHE_DIR`` (:mod:`vtb_agents.episodes.reference_store`):
+    a folder of this session's, shared by its workers."""
     if not hasattr(config, "workerinput"):
         compileall.compile_dir(PROJECT / "vtb_agents", quiet=1)
+        if CACHE_DIR_ENV not in os.environ:  # the run's reference crops: one folder per session, never the user's
+            folder = tempfile.mkdtemp(prefix="vtb-test-cache-")
+            os.environ[CACHE_DIR_ENV] = folder  # the workers, `vtb` subprocesses and in-process runs inherit it
+            config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 EXPECTED_S = {"cluster": 40.0, "browser": 5.0, "slow": 5.0}

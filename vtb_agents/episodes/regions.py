@@ -31,6 +31,7 @@ from langchain_core.messages import AnyMessage, HumanMessage
 
 from vtb_agents.artifacts import IMAGE_REF_TYPE, IMAGE_SUFFIXES, ArtifactStore, to_png
 from vtb_agents.results import Episode, ImageRegion, ToolCallRecord
+from vtb_agents.episodes.reference_store import ReferenceStore
 from vtb_agents.sandbox.base import Sandbox
 from vtb_agents.sandbox.locate import TaskImageLocator
 from vtb_agents.sandbox.regions import read_region
@@ -121,11 +122,13 @@ def reference_regions(task: Task, sandbox: Sandbox, timeout_s: float) -> list[li
 class ReferenceRegionCache:
     """Reference crops by task content: they depend only on the task's code steps and images, so a
     run (one per process of a run: see ``RunResources``) runs each reference once, however many
-    epochs or copies of a task it holds, not once per episode. Once also when many copies finish at
+    epochs or copies of a task it holds, not once per episode, and with a ``store`` on disk
+    (:mod:`vtb_agents.episodes.reference_store`) once for every run of this vtb. Once also when many copies finish at
     the same moment (a run's first wave): the first caller runs it, the others wait for its result
     (if it fails, the next waiter runs it itself), instead of each starting a sandbox of its own."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: ReferenceStore | None = None) -> None:
+        self._store = store
         self._lock = threading.Lock()
         self._found: dict[str, list[list[ImageRegion]]] = {}
         self._running: dict[str, threading.Event] = {}
@@ -155,8 +158,12 @@ class ReferenceRegionCache:
                     break
             running.wait()  # another caller runs this reference: its result, or our turn if it failed
         try:
-            with open_sandbox() as sandbox:
-                found = reference_regions(task, sandbox, timeout_s)
+            found = self._store.load(key) if self._store is not None else None
+            if found is None:
+                with open_sandbox() as sandbox:
+                    found = reference_regions(task, sandbox, timeout_s)
+                if self._store is not None:
+                    self._store.save(key, found)
             with self._lock:
                 self._found[key] = found
         finally:

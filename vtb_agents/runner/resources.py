@@ -23,6 +23,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from vtb_agents.artifacts import ArtifactStore
 from vtb_agents.config import RunConfig
+from vtb_agents.episodes.reference_store import reference_store
 from vtb_agents.episodes.regions import ReferenceRegionCache
 from vtb_agents.graphs.categories import build_category_graph
 from vtb_agents.graphs.resumers import Resumer
@@ -56,7 +57,8 @@ class RunResources:
     run_dir: Path | None = None
     graphs: dict[str, CompiledStateGraph[Any, EpisodeContext, Any, Any]] = field(default_factory=dict, compare=False,
                                                                                  repr=False)
-    reference_regions: ReferenceRegionCache = field(default_factory=ReferenceRegionCache, compare=False, repr=False)
+    reference_regions: ReferenceRegionCache = field(default_factory=lambda: ReferenceRegionCache(reference_store()),
+                                                    compare=False, repr=False)
 
     def graph(self, category: str) -> CompiledStateGraph[Any, EpisodeContext, Any, Any]:
         """The category's graph around the run's strategy, with its checkpointer, compiled once per run."""
