@@ -311,7 +311,8 @@ def plan_run(config: RunConfig, objects: RunObjects = NO_OBJECTS, budgets: Budge
     resume continues, priced as it recorded) and its objects built (:func:`build_plan`), ``objects`` from
     Python standing in for the specs that name them, its requests paced by ``budgets`` (default: its own,
     :func:`run_limiters`; several runs of one command share one). A spec that cannot be loaded or built
-    raises ValueError naming it and the cause; no file is touched."""
+    raises ValueError naming it and the cause, a ``run.json`` to resume of another format version
+    :class:`~vtb_agents.rundir.errors.FormatVersionError`; no file is written."""
     records = plan_records(config, resume_from)
     if records.model_is_agent and config.strategy != DEFAULT_STRATEGY:
         raise ValueError(f"--model {config.model} is your own agent, which answers the turns itself: "

@@ -139,7 +139,8 @@ def episode_for_task(task: Task, config: RunConfig, resources: RunResources, san
 
 def measure_regions(task: Task, episode: Episode, config: RunConfig, resources: RunResources) -> None:
     """Record on each turn the reference's crops and ``best_crop_iou`` (docs/concepts/region-iou.md): the
-    reference code runs once per task content and run in a fresh sandbox (episodes/regions.py).
+    reference code runs once per task content in a fresh sandbox (episodes/regions.py), and what it measured
+    is kept on disk for later runs (episodes/reference_store.py).
 
     Skipped for an episode an infrastructure failure ended, for a task whose reference runs no code,
     and for sandboxes other than ``local``, the one whose worker tracks regions (an E2B sandbox would
